@@ -1,1 +1,18 @@
+//! ibacm-urdma: an address and route resolution provider for the ibacm
+//! daemon, for the ports of urdma virtual RDMA devices.
+//!
+//! The data path, one module per step:
+//! request ([`msg`]) → parse ([`msg`], [`addr`]) → lookup ([`cache`],
+//! [`hosts`]) → resolve ([`engine`]) → path ([`path`]) → reply ([`msg`]).
+//! Only [`ffi`] touches raw pointers; everything else is safe Rust.
 
+pub mod addr;
+pub mod cache;
+pub mod config;
+pub mod engine;
+mod ffi;
+pub mod host;
+pub mod hosts;
+pub mod log;
+pub mod msg;
+pub mod path;

@@ -1,0 +1,217 @@
+//! Addresses as the daemon and clients name them: the key of every lookup.
+
+use acm_prov_sys::{
+    ACM_ADDRESS_GID, ACM_ADDRESS_IP, ACM_ADDRESS_IP6, ACM_ADDRESS_LID, ACM_ADDRESS_NAME,
+    ACM_MAX_ADDRESS,
+};
+use std::fmt;
+use std::net::{Ipv4Addr, Ipv6Addr};
+
+/// The 64-byte address field of `acm_ep_addr_data` / `acm_address`.
+pub const ADDR_LEN: usize = ACM_MAX_ADDRESS as usize;
+
+/// A 128-bit GID in network byte order.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub struct Gid(pub [u8; 16]);
+
+impl Gid {
+    pub fn is_zero(&self) -> bool {
+        self.0 == [0; 16]
+    }
+
+    pub fn subnet_prefix(&self) -> [u8; 8] {
+        let mut p = [0; 8];
+        p.copy_from_slice(&self.0[..8]);
+        p
+    }
+
+    pub fn interface_id(&self) -> [u8; 8] {
+        let mut p = [0; 8];
+        p.copy_from_slice(&self.0[8..]);
+        p
+    }
+}
+
+impl fmt::Display for Gid {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        // GIDs are conventionally written like IPv6 addresses; the
+        // compressed form is what ib_acme prints, so logs match its output.
+        Ipv6Addr::from(self.0).fmt(f)
+    }
+}
+
+impl fmt::Debug for Gid {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "Gid({self})")
+    }
+}
+
+impl std::str::FromStr for Gid {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        s.parse::<Ipv6Addr>()
+            .map(|a| Gid(a.octets()))
+            .map_err(|_| format!("'{s}' is not a GID (expected IPv6 notation, e.g. fe80::1)"))
+    }
+}
+
+/// A resolvable address. Names compare case-insensitively, as the daemon
+/// matches them, so they are stored lower-cased.
+#[derive(Clone, PartialEq, Eq, Hash, Debug)]
+pub enum Address {
+    Name(Box<str>),
+    Ip4(Ipv4Addr),
+    Ip6(Ipv6Addr),
+    Gid(Gid),
+    Lid(u16),
+}
+
+/// Why a binary address could not be decoded.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum AddrError {
+    UnknownType(u16),
+    BadName,
+}
+
+impl Address {
+    /// Decodes the `(type, 64-byte info)` pair of a resolve entry or of an
+    /// `acm_address`. IP addresses and GIDs are network order; a LID is a
+    /// big-endian u16; a name is NUL-padded.
+    pub fn from_wire(kind: u16, info: &[u8; ADDR_LEN]) -> Result<Address, AddrError> {
+        let mut b16 = [0u8; 16];
+        b16.copy_from_slice(&info[..16]);
+        match kind {
+            ACM_ADDRESS_NAME => {
+                let end = info.iter().position(|&b| b == 0).unwrap_or(ADDR_LEN);
+                let name = std::str::from_utf8(&info[..end]).map_err(|_| AddrError::BadName)?;
+                Address::name(name).ok_or(AddrError::BadName)
+            }
+            ACM_ADDRESS_IP => Ok(Address::Ip4(Ipv4Addr::new(
+                info[0], info[1], info[2], info[3],
+            ))),
+            ACM_ADDRESS_IP6 => Ok(Address::Ip6(Ipv6Addr::from(b16))),
+            ACM_ADDRESS_GID => Ok(Address::Gid(Gid(b16))),
+            ACM_ADDRESS_LID => Ok(Address::Lid(u16::from_be_bytes([info[0], info[1]]))),
+            other => Err(AddrError::UnknownType(other)),
+        }
+    }
+
+    /// A host name as the daemon would carry it: non-empty, printable, no
+    /// blanks, and short enough to leave a NUL in the 64-byte field.
+    pub fn name(s: &str) -> Option<Address> {
+        let ok = !s.is_empty() && s.len() < ADDR_LEN && s.bytes().all(|b| b.is_ascii_graphic());
+        ok.then(|| Address::Name(s.to_ascii_lowercase().into_boxed_str()))
+    }
+
+    /// Parses the textual form used by the hosts file: IPv4, IPv6, or a name.
+    pub fn parse_host(s: &str) -> Option<Address> {
+        if let Ok(v4) = s.parse::<Ipv4Addr>() {
+            Some(Address::Ip4(v4))
+        } else if let Ok(v6) = s.parse::<Ipv6Addr>() {
+            Some(Address::Ip6(v6))
+        } else {
+            Address::name(s)
+        }
+    }
+
+    pub fn wire_type(&self) -> u16 {
+        match self {
+            Address::Name(_) => ACM_ADDRESS_NAME,
+            Address::Ip4(_) => ACM_ADDRESS_IP,
+            Address::Ip6(_) => ACM_ADDRESS_IP6,
+            Address::Gid(_) => ACM_ADDRESS_GID,
+            Address::Lid(_) => ACM_ADDRESS_LID,
+        }
+    }
+}
+
+impl fmt::Display for Address {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Address::Name(n) => f.write_str(n),
+            Address::Ip4(a) => a.fmt(f),
+            Address::Ip6(a) => a.fmt(f),
+            Address::Gid(g) => write!(f, "GID {g}"),
+            Address::Lid(l) => write!(f, "LID {l}"),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn info(bytes: &[u8]) -> [u8; ADDR_LEN] {
+        let mut i = [0; ADDR_LEN];
+        i[..bytes.len()].copy_from_slice(bytes);
+        i
+    }
+
+    #[test]
+    fn decodes_every_type_the_daemon_passes() {
+        assert_eq!(
+            Address::from_wire(ACM_ADDRESS_NAME, &info(b"Node1")),
+            Ok(Address::Name("node1".into()))
+        );
+        assert_eq!(
+            Address::from_wire(ACM_ADDRESS_IP, &info(&[10, 0, 0, 2])),
+            Ok(Address::Ip4(Ipv4Addr::new(10, 0, 0, 2)))
+        );
+        let v6: Ipv6Addr = "fd00::2".parse().unwrap();
+        assert_eq!(
+            Address::from_wire(ACM_ADDRESS_IP6, &info(&v6.octets())),
+            Ok(Address::Ip6(v6))
+        );
+        assert_eq!(
+            Address::from_wire(ACM_ADDRESS_GID, &info(&v6.octets())),
+            Ok(Address::Gid(Gid(v6.octets())))
+        );
+        assert_eq!(
+            Address::from_wire(ACM_ADDRESS_LID, &info(&[0x12, 0x34])),
+            Ok(Address::Lid(0x1234))
+        );
+    }
+
+    #[test]
+    fn rejects_unknown_types_and_bad_names() {
+        assert_eq!(
+            Address::from_wire(9, &info(b"x")),
+            Err(AddrError::UnknownType(9))
+        );
+        assert_eq!(
+            Address::from_wire(ACM_ADDRESS_NAME, &info(b"")),
+            Err(AddrError::BadName)
+        );
+        assert_eq!(
+            Address::from_wire(ACM_ADDRESS_NAME, &info(&[0xff, 0xfe])),
+            Err(AddrError::BadName)
+        );
+        // A name filling all 64 bytes has no room for the NUL the daemon needs.
+        assert_eq!(
+            Address::from_wire(ACM_ADDRESS_NAME, &[b'a'; ADDR_LEN]),
+            Err(AddrError::BadName)
+        );
+    }
+
+    #[test]
+    fn host_text_forms() {
+        assert_eq!(
+            Address::parse_host("10.1.2.3"),
+            Some(Address::Ip4(Ipv4Addr::new(10, 1, 2, 3)))
+        );
+        assert!(matches!(
+            Address::parse_host("fe80::1"),
+            Some(Address::Ip6(_))
+        ));
+        assert_eq!(Address::parse_host("HostA"), Address::name("hosta"));
+        assert_eq!(Address::parse_host("bad name"), None);
+        assert_eq!(
+            "fe80::5054:ff:fe12:3456"
+                .parse::<Gid>()
+                .unwrap()
+                .to_string(),
+            "fe80::5054:ff:fe12:3456"
+        );
+        assert!("zz".parse::<Gid>().is_err());
+    }
+}

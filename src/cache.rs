@@ -1,0 +1,132 @@
+//! Resolved destinations per endpoint, with the address and route lifetimes
+//! of the configuration.
+
+use crate::addr::Address;
+use crate::path::PathRecord;
+use std::collections::HashMap;
+use std::time::Instant;
+
+/// Opaque endpoint key of the cache.
+pub type EndpointKey = u64;
+
+#[derive(Clone, Debug)]
+pub struct Entry {
+    /// The path as built, before per-request fields (service id) are set.
+    pub path: PathRecord,
+    /// When the address→GID binding must be looked up again.
+    pub addr_expires: Option<Instant>,
+    /// When the path must be rebuilt.
+    pub route_expires: Option<Instant>,
+}
+
+/// What a lookup found.
+#[derive(Debug, PartialEq)]
+pub enum Lookup {
+    /// A path that is still good.
+    Route(PathRecord),
+    /// The binding is good but the route expired: rebuild the path.
+    Address(PathRecord),
+    Miss,
+}
+
+#[derive(Default)]
+pub struct Cache {
+    per_endpoint: HashMap<EndpointKey, HashMap<Address, Entry>>,
+}
+
+fn live(deadline: Option<Instant>, now: Instant) -> bool {
+    deadline.is_none_or(|d| now < d)
+}
+
+impl Cache {
+    pub fn lookup(&mut self, ep: EndpointKey, dest: &Address, now: Instant) -> Lookup {
+        let Some(map) = self.per_endpoint.get_mut(&ep) else {
+            return Lookup::Miss;
+        };
+        match map.get(dest) {
+            Some(e) if live(e.addr_expires, now) && live(e.route_expires, now) => {
+                Lookup::Route(e.path)
+            }
+            Some(e) if live(e.addr_expires, now) => Lookup::Address(e.path),
+            Some(_) => {
+                map.remove(dest);
+                Lookup::Miss
+            }
+            None => Lookup::Miss,
+        }
+    }
+
+    pub fn insert(&mut self, ep: EndpointKey, dest: Address, entry: Entry) {
+        self.per_endpoint.entry(ep).or_default().insert(dest, entry);
+    }
+
+    pub fn flush_endpoint(&mut self, ep: EndpointKey) -> usize {
+        self.per_endpoint.remove(&ep).map_or(0, |m| m.len())
+    }
+
+    /// Drops everything: used when this host's own addresses or ports
+    /// change, since any cached path may lead to them.
+    pub fn flush_all(&mut self) {
+        self.per_endpoint.clear();
+    }
+
+    pub fn len(&self) -> usize {
+        self.per_endpoint.values().map(HashMap::len).sum()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    #[test]
+    fn lifetimes_decide_between_route_address_and_miss() {
+        let mut c = Cache::default();
+        let now = Instant::now();
+        let dest = Address::name("node2").unwrap();
+        let path = PathRecord {
+            dlid: 9,
+            ..Default::default()
+        };
+        c.insert(
+            1,
+            dest.clone(),
+            Entry {
+                path,
+                addr_expires: Some(now + Duration::from_secs(60)),
+                route_expires: Some(now + Duration::from_secs(10)),
+            },
+        );
+        assert_eq!(c.lookup(1, &dest, now), Lookup::Route(path));
+        assert_eq!(c.lookup(2, &dest, now), Lookup::Miss, "keyed by endpoint");
+        assert_eq!(
+            c.lookup(1, &dest, now + Duration::from_secs(11)),
+            Lookup::Address(path)
+        );
+        assert_eq!(
+            c.lookup(1, &dest, now + Duration::from_secs(61)),
+            Lookup::Miss
+        );
+        assert!(c.is_empty(), "an expired binding is dropped");
+        c.insert(
+            1,
+            dest.clone(),
+            Entry {
+                path,
+                addr_expires: None,
+                route_expires: None,
+            },
+        );
+        assert_eq!(
+            c.lookup(1, &dest, now + Duration::from_secs(1 << 30)),
+            Lookup::Route(path)
+        );
+        assert_eq!(c.flush_endpoint(1), 1);
+        assert_eq!(c.lookup(1, &dest, now), Lookup::Miss);
+    }
+}

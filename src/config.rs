@@ -1,0 +1,265 @@
+//! The provider's `urdma_*` keys in the daemon's shared options file.
+//!
+//! The file has no sections: every reader scans all of it and ignores the
+//! keys of others. Lines are read the daemon's way: the first two
+//! whitespace-separated tokens, `#` in column 0 is a comment, keys compare
+//! case-insensitively, and a later line wins.
+
+use std::fmt;
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// A problem found in a file, located for the operator.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Diagnostic {
+    pub file: String,
+    pub line: usize,
+    pub message: String,
+}
+
+impl fmt::Display for Diagnostic {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}:{}: {}", self.file, self.line, self.message)
+    }
+}
+
+/// A lifetime in minutes where -1 means "never expires".
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Lifetime {
+    Never,
+    Minutes(u32),
+}
+
+impl Lifetime {
+    pub fn duration(self) -> Option<Duration> {
+        match self {
+            Lifetime::Never => None,
+            Lifetime::Minutes(m) => Some(Duration::from_secs(u64::from(m) * 60)),
+        }
+    }
+}
+
+impl fmt::Display for Lifetime {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Lifetime::Never => f.write_str("-1"),
+            Lifetime::Minutes(m) => write!(f, "{m}"),
+        }
+    }
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct Config {
+    /// Static `ADDRESS GID` table.
+    pub hosts_file: PathBuf,
+    pub addr_timeout: Lifetime,
+    pub route_timeout: Lifetime,
+    /// Largest path MTU in bytes; the port's active MTU caps it further.
+    pub mtu: u32,
+    /// Path rate in Gb/s for ports that report no width/speed (urdma ports
+    /// report zero for both).
+    pub rate_gbps: u32,
+    pub sl: u8,
+    pub packet_lifetime: u8,
+    pub hop_limit: u8,
+    pub tclass: u8,
+    /// The daemon's own `log_level`: decides what the log bridge formats.
+    pub daemon_log_level: u8,
+}
+
+pub const DEFAULT_HOSTS_FILE: &str = "/etc/rdma/ibacm_urdma_hosts.data";
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            hosts_file: PathBuf::from(DEFAULT_HOSTS_FILE),
+            addr_timeout: Lifetime::Minutes(1440),
+            route_timeout: Lifetime::Never,
+            mtu: 4096,
+            rate_gbps: 100,
+            sl: 0,
+            packet_lifetime: 18,
+            hop_limit: 0,
+            tclass: 0,
+            daemon_log_level: 0,
+        }
+    }
+}
+
+fn parse_int<T: std::str::FromStr>(v: &str) -> Option<T> {
+    if let Some(hex) = v.strip_prefix("0x").or_else(|| v.strip_prefix("0X")) {
+        u64::from_str_radix(hex, 16).ok()?.to_string().parse().ok()
+    } else {
+        v.parse().ok()
+    }
+}
+
+fn ranged(v: &str, lo: u32, hi: u32) -> Result<u32, String> {
+    match parse_int::<u32>(v) {
+        Some(n) if (lo..=hi).contains(&n) => Ok(n),
+        _ => Err(format!("expected an integer from {lo} to {hi}")),
+    }
+}
+
+fn lifetime(v: &str) -> Result<Lifetime, String> {
+    match v {
+        "-1" => Ok(Lifetime::Never),
+        _ => parse_int::<u32>(v)
+            .filter(|&m| m <= u32::MAX / 60)
+            .map(Lifetime::Minutes)
+            .ok_or_else(|| "expected minutes (0 or more) or -1 for never".to_string()),
+    }
+}
+
+/// Every `urdma_` key, for the unknown-key check and the documentation test.
+pub const KEYS: [&str; 9] = [
+    "urdma_hosts_file",
+    "urdma_addr_timeout",
+    "urdma_route_timeout",
+    "urdma_mtu",
+    "urdma_rate",
+    "urdma_sl",
+    "urdma_packet_lifetime",
+    "urdma_hop_limit",
+    "urdma_tclass",
+];
+
+impl Config {
+    /// Applies one `key value`. `Ok(false)` means the key is not ours.
+    fn apply(&mut self, key: &str, value: Option<&str>) -> Result<bool, String> {
+        if key == "log_level" {
+            // The daemon's key: read, never judged (the daemon reports it).
+            if let Some(l) = value.and_then(parse_int::<u8>) {
+                self.daemon_log_level = l;
+            }
+            return Ok(false);
+        }
+        if !key.starts_with("urdma_") {
+            return Ok(false);
+        }
+        if !KEYS.contains(&key) {
+            return Err(format!("unknown key '{key}' (known: {})", KEYS.join(", ")));
+        }
+        let v = value.ok_or_else(|| format!("'{key}' has no value"))?;
+        let bad = |e: String| format!("bad value '{v}' for {key}: {e}");
+        match key {
+            "urdma_hosts_file" => self.hosts_file = PathBuf::from(v),
+            "urdma_addr_timeout" => self.addr_timeout = lifetime(v).map_err(bad)?,
+            "urdma_route_timeout" => self.route_timeout = lifetime(v).map_err(bad)?,
+            "urdma_mtu" => {
+                self.mtu = match parse_int::<u32>(v) {
+                    Some(m) if crate::path::mtu_enum(m).is_some() => m,
+                    _ => return Err(bad("expected 256, 512, 1024, 2048 or 4096".into())),
+                }
+            }
+            "urdma_rate" => {
+                self.rate_gbps =
+                    match parse_int::<u32>(v) {
+                        Some(g) if g <= 1200 && crate::path::rate_enum_x10(g * 10).is_some() => g,
+                        _ => return Err(bad(
+                            "expected an IB link rate in Gb/s (e.g. 10, 25, 40, 56, 100, 200, 400)"
+                                .into(),
+                        )),
+                    }
+            }
+            "urdma_sl" => self.sl = ranged(v, 0, 15).map_err(bad)? as u8,
+            "urdma_packet_lifetime" => self.packet_lifetime = ranged(v, 0, 63).map_err(bad)? as u8,
+            "urdma_hop_limit" => self.hop_limit = ranged(v, 0, 255).map_err(bad)? as u8,
+            "urdma_tclass" => self.tclass = ranged(v, 0, 255).map_err(bad)? as u8,
+            _ => unreachable!("every key in KEYS has a case"),
+        }
+        Ok(true)
+    }
+
+    /// Reads the options text. Every bad `urdma_` line yields a diagnostic
+    /// naming the default (or earlier value) that stays in force.
+    pub fn parse(text: &str, file: &str) -> (Config, Vec<Diagnostic>) {
+        let mut cfg = Config::default();
+        let mut diags = Vec::new();
+        for (n, line) in text.lines().enumerate() {
+            if line.starts_with('#') {
+                continue;
+            }
+            let mut tokens = line.split_whitespace();
+            let Some(key) = tokens.next() else { continue };
+            let key = key.to_ascii_lowercase();
+            let before = cfg.describe(&key);
+            if let Err(message) = cfg.apply(&key, tokens.next()) {
+                let message = match before {
+                    Some(kept) => format!("{message}; keeping {key} {kept}"),
+                    None => format!("{message}; ignored"),
+                };
+                diags.push(Diagnostic {
+                    file: file.to_string(),
+                    line: n + 1,
+                    message,
+                });
+            }
+        }
+        (cfg, diags)
+    }
+
+    /// The current value of a key, as the file would spell it.
+    pub fn describe(&self, key: &str) -> Option<String> {
+        Some(match key {
+            "urdma_hosts_file" => self.hosts_file.display().to_string(),
+            "urdma_addr_timeout" => self.addr_timeout.to_string(),
+            "urdma_route_timeout" => self.route_timeout.to_string(),
+            "urdma_mtu" => self.mtu.to_string(),
+            "urdma_rate" => self.rate_gbps.to_string(),
+            "urdma_sl" => self.sl.to_string(),
+            "urdma_packet_lifetime" => self.packet_lifetime.to_string(),
+            "urdma_hop_limit" => self.hop_limit.to_string(),
+            "urdma_tclass" => self.tclass.to_string(),
+            _ => return None,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_keys_the_daemon_way() {
+        let text = "\
+# urdma_mtu 256 is a comment
+ log_level 2
+URDMA_MTU 2048 trailing tokens are ignored
+urdma_mtu   1024
+provider urdma default
+timeout 3000
+urdma_addr_timeout -1
+urdma_route_timeout 0x10
+urdma_hosts_file /tmp/hosts
+urdma_rate 200
+";
+        let (c, d) = Config::parse(text, "opts.cfg");
+        assert!(d.is_empty(), "{d:?}");
+        assert_eq!(c.mtu, 1024, "last value wins, keys are case-insensitive");
+        assert_eq!(c.daemon_log_level, 2);
+        assert_eq!(c.addr_timeout, Lifetime::Never);
+        assert_eq!(c.route_timeout, Lifetime::Minutes(16));
+        assert_eq!(c.hosts_file, PathBuf::from("/tmp/hosts"));
+        assert_eq!(c.rate_gbps, 200);
+        assert_eq!(c.sl, 0);
+    }
+
+    #[test]
+    fn bad_lines_are_located_and_keep_the_default() {
+        let text = "urdma_mtu 4097\nurdma_sl 16\nurdma_colour blue\nurdma_addr_timeout -5\nurdma_tclass\nurdma_rate 33\n";
+        let (c, d) = Config::parse(text, "/etc/rdma/ibacm_opts.cfg");
+        assert_eq!(c, Config::default());
+        let lines: Vec<String> = d.iter().map(|d| d.to_string()).collect();
+        assert_eq!(lines.len(), 6, "{lines:?}");
+        assert!(lines[0].starts_with("/etc/rdma/ibacm_opts.cfg:1: bad value '4097' for urdma_mtu"));
+        assert!(lines[0].ends_with("keeping urdma_mtu 4096"), "{}", lines[0]);
+        assert!(lines[1].contains(":2:") && lines[1].ends_with("keeping urdma_sl 0"));
+        assert!(
+            lines[2].contains(":3: unknown key 'urdma_colour'") && lines[2].ends_with("ignored")
+        );
+        assert!(lines[3].contains(":4:") && lines[3].ends_with("keeping urdma_addr_timeout 1440"));
+        assert!(lines[4].contains(":5: 'urdma_tclass' has no value"));
+        assert!(lines[5].contains(":6:") && lines[5].ends_with("keeping urdma_rate 100"));
+    }
+}

@@ -1,0 +1,934 @@
+//! The provider's state and its request path:
+//! request → parse → lookup → resolve → path → reply.
+//!
+//! Everything here is safe Rust. The boundary turns the daemon's pointers
+//! into the ids and values used here, and sends the replies returned.
+
+use crate::addr::{Address, Gid};
+use crate::cache::{Cache, Entry, Lookup};
+use crate::config::Config;
+use crate::host::{Counter, Host, COUNTERS};
+use crate::hosts::{Hosts, Remote};
+use crate::msg::{self, MsgBuf, Rejected, ResolveRequest, Target};
+use crate::path::{self, PathRecord};
+use acm_prov_sys::{
+    ACM_STATUS_EDESTADDR, ACM_STATUS_EINVAL, ACM_STATUS_ENODATA, ACM_STATUS_ESRCADDR,
+    ACM_STATUS_SUCCESS,
+};
+use std::collections::HashMap;
+use std::time::Instant;
+
+/// Handle of a device, port, endpoint or address; never zero, so the
+/// boundary can give it to the daemon as a non-NULL context.
+pub type Id = u64;
+
+/// `IBV_EVENT_CLIENT_REREGISTER`, the only event the daemon forwards.
+pub const EVENT_CLIENT_REREGISTER: u32 = 17;
+
+/// What the boundary learns about a port from verbs.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct PortInfo {
+    pub port_num: u8,
+    pub link_layer_ib: bool,
+    /// Link layer as verbs names it, for the refusal message.
+    pub link_layer: &'static str,
+    pub lid: u16,
+    pub lmc: u8,
+    /// `enum ibv_mtu`, 0 when the port does not report one.
+    pub active_mtu: u8,
+    pub active_width: u8,
+    pub active_speed: u8,
+    /// The port's GID table up to its first empty entry.
+    pub gids: Vec<Gid>,
+}
+
+/// Why `open_port` refused a port.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Refused {
+    UnknownDevice,
+    NotInfiniband(&'static str),
+    NoGid,
+}
+
+struct Port {
+    device: Id,
+    info: PortInfo,
+    endpoints: Vec<Id>,
+}
+
+struct Endpoint {
+    port: Id,
+    pkey: u16,
+    counters: [u64; COUNTERS],
+    addresses: Vec<Id>,
+}
+
+struct LocalAddress {
+    endpoint: Id,
+    address: Address,
+}
+
+/// The reply a request gets; the boundary sends it exactly once.
+#[derive(Debug, PartialEq)]
+pub struct Reply(pub MsgBuf);
+
+pub struct Engine<H: Host> {
+    host: H,
+    cfg: Config,
+    hosts: Hosts,
+    devices: HashMap<Id, u64>,
+    device_by_guid: HashMap<u64, Id>,
+    ports: HashMap<Id, Port>,
+    endpoints: HashMap<Id, Endpoint>,
+    addresses: HashMap<Id, LocalAddress>,
+    /// This daemon's own endpoint addresses, for local destinations.
+    local: HashMap<Address, Vec<Id>>,
+    cache: Cache,
+    next_id: Id,
+}
+
+impl<H: Host> Engine<H> {
+    pub fn new(host: H, cfg: Config, hosts: Hosts) -> Self {
+        Engine {
+            host,
+            cfg,
+            hosts,
+            devices: HashMap::new(),
+            device_by_guid: HashMap::new(),
+            ports: HashMap::new(),
+            endpoints: HashMap::new(),
+            addresses: HashMap::new(),
+            local: HashMap::new(),
+            cache: Cache::default(),
+            next_id: 1,
+        }
+    }
+
+    pub fn host(&self) -> &H {
+        &self.host
+    }
+
+    fn new_id(&mut self) -> Id {
+        let id = self.next_id;
+        self.next_id += 1;
+        id
+    }
+
+    /// Idempotent per GUID: the daemon opens a device again after a failed
+    /// `open_port` without closing it first.
+    pub fn open_device(&mut self, guid: u64) -> Id {
+        if let Some(&id) = self.device_by_guid.get(&guid) {
+            return id;
+        }
+        let id = self.new_id();
+        self.devices.insert(id, guid);
+        self.device_by_guid.insert(guid, id);
+        log::info!("device {guid:#018x} opened");
+        id
+    }
+
+    pub fn close_device(&mut self, dev: Id) {
+        let ports: Vec<Id> = self
+            .ports
+            .iter()
+            .filter(|(_, p)| p.device == dev)
+            .map(|(&id, _)| id)
+            .collect();
+        for p in ports {
+            self.close_port(p);
+        }
+        if let Some(guid) = self.devices.remove(&dev) {
+            self.device_by_guid.remove(&guid);
+            log::info!("device {guid:#018x} closed");
+        }
+    }
+
+    pub fn open_port(&mut self, dev: Id, info: PortInfo) -> Result<Id, Refused> {
+        let guid = *self.devices.get(&dev).ok_or(Refused::UnknownDevice)?;
+        if !info.link_layer_ib {
+            return Err(Refused::NotInfiniband(info.link_layer));
+        }
+        if info.gids.first().is_none_or(Gid::is_zero) {
+            return Err(Refused::NoGid);
+        }
+        log::info!(
+            "device {guid:#018x} port {}: gid {} lid {} mtu {} rate {}",
+            info.port_num,
+            info.gids[0],
+            info.lid,
+            info.active_mtu,
+            path::port_rate(info.active_width, info.active_speed).unwrap_or(0)
+        );
+        let id = self.new_id();
+        self.ports.insert(
+            id,
+            Port {
+                device: dev,
+                info,
+                endpoints: Vec::new(),
+            },
+        );
+        // Paths to this host's own addresses may now lead elsewhere.
+        self.cache.flush_all();
+        Ok(id)
+    }
+
+    pub fn close_port(&mut self, port: Id) {
+        let Some(p) = self.ports.get(&port) else {
+            return;
+        };
+        for ep in p.endpoints.clone() {
+            self.close_endpoint(ep);
+        }
+        if let Some(p) = self.ports.remove(&port) {
+            log::info!("port {} closed", p.info.port_num);
+        }
+        self.cache.flush_all();
+    }
+
+    pub fn open_endpoint(&mut self, port: Id, pkey: u16) -> Option<Id> {
+        let id = self.new_id();
+        let p = self.ports.get_mut(&port)?;
+        p.endpoints.push(id);
+        self.endpoints.insert(
+            id,
+            Endpoint {
+                port,
+                pkey,
+                counters: [0; COUNTERS],
+                addresses: Vec::new(),
+            },
+        );
+        log::info!("port {} endpoint pkey {pkey:#06x} opened", p.info.port_num);
+        Some(id)
+    }
+
+    pub fn close_endpoint(&mut self, ep: Id) {
+        let Some(e) = self.endpoints.get(&ep) else {
+            return;
+        };
+        for a in e.addresses.clone() {
+            self.remove_address(a);
+        }
+        if let Some(e) = self.endpoints.remove(&ep) {
+            if let Some(p) = self.ports.get_mut(&e.port) {
+                p.endpoints.retain(|&x| x != ep);
+            }
+        }
+        self.cache.flush_endpoint(ep);
+    }
+
+    /// Adds one of this host's addresses. The daemon may add an address it
+    /// already has (after a netlink overrun); that returns a fresh handle.
+    pub fn add_address(&mut self, ep: Id, address: Address) -> Option<Id> {
+        let id = self.new_id();
+        let e = self.endpoints.get_mut(&ep)?;
+        e.addresses.push(id);
+        log::info!("endpoint pkey {:#06x}: address {address}", e.pkey);
+        self.local.entry(address.clone()).or_default().push(id);
+        self.addresses.insert(
+            id,
+            LocalAddress {
+                endpoint: ep,
+                address,
+            },
+        );
+        self.cache.flush_all();
+        Some(id)
+    }
+
+    pub fn remove_address(&mut self, addr: Id) {
+        let Some(a) = self.addresses.remove(&addr) else {
+            return;
+        };
+        if let Some(ids) = self.local.get_mut(&a.address) {
+            ids.retain(|&x| x != addr);
+            if ids.is_empty() {
+                self.local.remove(&a.address);
+            }
+        }
+        if let Some(e) = self.endpoints.get_mut(&a.endpoint) {
+            e.addresses.retain(|&x| x != addr);
+        }
+        log::info!("address {} removed", a.address);
+        self.cache.flush_all();
+    }
+
+    pub fn handle_event(&mut self, port: Id, event: u32) {
+        let Some(p) = self.ports.get(&port) else {
+            return;
+        };
+        if event == EVENT_CLIENT_REREGISTER {
+            let n: usize = p
+                .endpoints
+                .iter()
+                .map(|&ep| self.cache.flush_endpoint(ep))
+                .sum();
+            log::info!(
+                "port {}: client reregister, {n} cached destinations flushed",
+                p.info.port_num
+            );
+        } else {
+            log::debug!("port {}: event {event} ignored", p.info.port_num);
+        }
+    }
+
+    /// The seven `ACM_CNTR_*` counters of an endpoint, host order.
+    pub fn counters(&self, ep: Id) -> Option<[u64; COUNTERS]> {
+        self.endpoints.get(&ep).map(|e| e.counters)
+    }
+
+    fn count(&mut self, ep: Id, c: Counter) {
+        if let Some(e) = self.endpoints.get_mut(&ep) {
+            e.counters[c as usize] += 1;
+        }
+        if matches!(
+            c,
+            Counter::AddrQuery | Counter::AddrCache | Counter::RouteQuery | Counter::RouteCache
+        ) {
+            self.host.increment_counter(c);
+        }
+    }
+
+    /// Counts a reply's status the way `ib_acme -P` reports it.
+    fn count_status(&mut self, ep: Id, status: u8) {
+        match u32::from(status) {
+            ACM_STATUS_SUCCESS => {}
+            ACM_STATUS_ENODATA => self.count(ep, Counter::NoData),
+            _ => self.count(ep, Counter::Error),
+        }
+    }
+
+    /// Handles a `resolve` made on behalf of the local address `addr`.
+    pub fn resolve(&mut self, addr: Id, req: &MsgBuf) -> Reply {
+        let Some(ep) = self.addresses.get(&addr).map(|a| a.endpoint) else {
+            log::error!("resolve for an address context this provider does not know");
+            return Reply(msg::resolve_error(req, ACM_STATUS_ESRCADDR as u8));
+        };
+        self.count(ep, Counter::Resolve);
+        let reply = match ResolveRequest::parse(req) {
+            Ok(r) => match self.route(ep, &r) {
+                Ok(path) => msg::resolve_success(req, &path.encode(), r.echo_source),
+                Err(e) => {
+                    log::debug!("resolve tid {:#x}: {}", req.tid(), e.why);
+                    msg::resolve_error(req, e.status)
+                }
+            },
+            Err(e) => {
+                log::warn!("malformed resolve request: {}", e.why);
+                msg::resolve_error(req, e.status)
+            }
+        };
+        self.count_status(ep, reply.status());
+        Reply(reply)
+    }
+
+    /// Handles a `query` (`ib_acme -v`): there is no SA to ask, so the
+    /// record is checked against what this provider would build.
+    pub fn query(&mut self, addr: Id, req: &MsgBuf) -> Reply {
+        let Some(ep) = self.addresses.get(&addr).map(|a| a.endpoint) else {
+            log::error!("query for an address context this provider does not know");
+            return Reply(msg::query_reply(req, ACM_STATUS_ESRCADDR as u8, None));
+        };
+        self.count(ep, Counter::Resolve);
+        let reply = match msg::parse_query(req) {
+            Ok(want) => {
+                let request = ResolveRequest {
+                    target: Target::Path(want),
+                    source: None,
+                    echo_source: None,
+                    nodelay: false,
+                };
+                match self.route(ep, &request) {
+                    Ok(ours) => match ours.satisfies(&want) {
+                        Ok(()) => {
+                            msg::query_reply(req, ACM_STATUS_SUCCESS as u8, Some(&ours.encode()))
+                        }
+                        Err(field) => {
+                            log::debug!("query tid {:#x}: {field} differs from the path this provider builds", req.tid());
+                            msg::query_reply(req, ACM_STATUS_EINVAL as u8, None)
+                        }
+                    },
+                    Err(e) => msg::query_reply(req, e.status, None),
+                }
+            }
+            Err(e) => {
+                log::warn!("malformed query request: {}", e.why);
+                msg::query_reply(req, e.status, None)
+            }
+        };
+        self.count_status(ep, reply.0[2]);
+        Reply(reply)
+    }
+
+    /// Finds (or builds and caches) the path from endpoint `ep` to the
+    /// request's destination.
+    fn route(&mut self, ep: Id, req: &ResolveRequest) -> Result<PathRecord, Rejected> {
+        let key = match &req.target {
+            Target::Address(a) => a.clone(),
+            Target::Path(p) if !p.dgid.is_zero() => Address::Gid(p.dgid),
+            Target::Path(p) => Address::Lid(p.dlid),
+        };
+        let now = Instant::now();
+        let mut path = match self.cache.lookup(ep, &key, now) {
+            Lookup::Route(p) => {
+                self.count(ep, Counter::RouteCache);
+                p
+            }
+            Lookup::Address(old) => {
+                self.count(ep, Counter::AddrCache);
+                let remote = Remote {
+                    gid: old.dgid,
+                    lid: old.dlid,
+                };
+                self.build_and_cache(ep, key, remote, now)?
+            }
+            Lookup::Miss => {
+                self.count(ep, Counter::AddrQuery);
+                let remote = self.find(ep, &key).ok_or_else(|| Rejected {
+                    status: ACM_STATUS_ENODATA as u8,
+                    why: format!("{key} is unknown"),
+                })?;
+                self.build_and_cache(ep, key, remote, now)?
+            }
+        };
+        if let Target::Path(want) = &req.target {
+            path.service_id = want.service_id;
+            if want.tclass != 0 {
+                path.tclass = want.tclass;
+            }
+            // A source GID other than GID 0 of the same port is honoured.
+            let port = &self.ports[&self.endpoints[&ep].port];
+            if !want.sgid.is_zero() && port.info.gids.contains(&want.sgid) {
+                path.sgid = want.sgid;
+            }
+        }
+        Ok(path)
+    }
+
+    fn build_and_cache(
+        &mut self,
+        ep: Id,
+        key: Address,
+        remote: Remote,
+        now: Instant,
+    ) -> Result<PathRecord, Rejected> {
+        self.count(ep, Counter::RouteQuery);
+        let path = self.build_path(ep, remote)?;
+        let entry = Entry {
+            path,
+            addr_expires: self.cfg.addr_timeout.duration().map(|d| now + d),
+            route_expires: self.cfg.route_timeout.duration().map(|d| now + d),
+        };
+        self.cache.insert(ep, key, entry);
+        Ok(path)
+    }
+
+    /// Where a destination is: this host's own addresses and ports first
+    /// (preferring the source's partition), then the hosts file.
+    fn find(&self, ep: Id, dest: &Address) -> Option<Remote> {
+        let pkey = self.endpoints.get(&ep)?.pkey & 0x7fff;
+        let port_of_addr = |id: &Id| {
+            let e = &self.endpoints[&self.addresses[id].endpoint];
+            (e.pkey & 0x7fff == pkey, &self.ports[&e.port].info)
+        };
+        let local = match dest {
+            Address::Gid(g) => self
+                .ports
+                .values()
+                .map(|p| &p.info)
+                .find(|i| i.gids.contains(g))
+                .map(|i| Remote {
+                    gid: *g,
+                    lid: i.lid,
+                }),
+            Address::Lid(l) => self
+                .ports
+                .values()
+                .map(|p| &p.info)
+                .find(|i| *l != 0 && (*l & !((1u16 << i.lmc) - 1)) == i.lid)
+                .map(|i| Remote {
+                    gid: i.gids[0],
+                    lid: *l,
+                }),
+            a => self.local.get(a).and_then(|ids| {
+                let mut ports: Vec<_> = ids.iter().map(port_of_addr).collect();
+                ports.sort_by_key(|(same_pkey, _)| !same_pkey);
+                ports.first().map(|(_, i)| Remote {
+                    gid: i.gids[0],
+                    lid: i.lid,
+                })
+            }),
+        };
+        local.or_else(|| self.hosts.lookup(dest))
+    }
+
+    fn build_path(&self, ep: Id, remote: Remote) -> Result<PathRecord, Rejected> {
+        let e = self.endpoints.get(&ep).ok_or_else(|| Rejected {
+            status: ACM_STATUS_ESRCADDR as u8,
+            why: "source endpoint is gone".into(),
+        })?;
+        let port = &self.ports[&e.port].info;
+        let cfg_mtu = path::mtu_enum(self.cfg.mtu).unwrap_or(5);
+        let mtu = match port.active_mtu {
+            0 => cfg_mtu,
+            m => m.min(cfg_mtu),
+        };
+        let rate = path::port_rate(port.active_width, port.active_speed)
+            .or_else(|| path::rate_enum_x10(self.cfg.rate_gbps * 10))
+            .ok_or_else(|| Rejected {
+                status: ACM_STATUS_EDESTADDR as u8,
+                why: "no usable rate".into(),
+            })?;
+        Ok(PathRecord {
+            service_id: 0,
+            dgid: remote.gid,
+            sgid: port.gids[0],
+            dlid: remote.lid,
+            slid: port.lid,
+            flow_label: 0,
+            hop_limit: self.cfg.hop_limit,
+            tclass: self.cfg.tclass,
+            reversible: true,
+            pkey: e.pkey,
+            sl: self.cfg.sl,
+            mtu,
+            rate,
+            packet_lifetime: self.cfg.packet_lifetime,
+        })
+    }
+
+    /// Entries in the destination cache, for tests and statistics.
+    pub fn cached(&self) -> usize {
+        self.cache.len()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::Lifetime;
+    use crate::msg::tests::{addr_entry, request};
+    use crate::msg::Entry;
+    use acm_prov_sys::{
+        ACM_ADDRESS_IP, ACM_ADDRESS_IP6, ACM_ADDRESS_NAME, ACM_EP_FLAG_DEST, ACM_EP_FLAG_SOURCE,
+        ACM_EP_INFO_PATH, ACM_FLAGS_NODELAY, ACM_FLAGS_QUERY_SA,
+    };
+    use std::sync::Mutex;
+
+    #[derive(Default)]
+    struct FakeHost {
+        counters: Mutex<Vec<Counter>>,
+    }
+
+    impl Host for FakeHost {
+        fn resolve_response(&self, _: u64, _: &MsgBuf) -> i32 {
+            unreachable!("the engine returns replies; the boundary sends them")
+        }
+        fn query_response(&self, _: u64, _: &MsgBuf) -> i32 {
+            unreachable!("the engine returns replies; the boundary sends them")
+        }
+        fn increment_counter(&self, c: Counter) {
+            self.counters.lock().unwrap().push(c);
+        }
+    }
+
+    const GID0: &str = "fe80::5054:ff:fe12:3456";
+    const GID1: &str = "fe80::5054:ff:fe12:3457";
+    const REMOTE: &str = "fe80::5054:ff:fe12:9999";
+
+    fn port(gid: &str) -> PortInfo {
+        PortInfo {
+            port_num: 1,
+            link_layer_ib: true,
+            link_layer: "InfiniBand",
+            lid: 0,
+            lmc: 0,
+            active_mtu: 0,
+            active_width: 0,
+            active_speed: 0,
+            gids: vec![gid.parse().unwrap()],
+        }
+    }
+
+    struct Fixture {
+        e: Engine<FakeHost>,
+        /// Address contexts of 10.0.0.1 and node1 on urdma0.
+        ip: Id,
+        name: Id,
+        ep: Id,
+        port: Id,
+    }
+
+    fn fixture_with(cfg: Config, port0: PortInfo) -> Fixture {
+        let hosts = "node3 fe80::5054:ff:fe12:9999 lid=9\n10.0.0.3 fe80::5054:ff:fe12:9999\nfd00::3 fe80::5054:ff:fe12:9999\n";
+        let (hosts, d) = Hosts::parse(hosts, "hosts");
+        assert!(d.is_empty());
+        let mut e = Engine::new(FakeHost::default(), cfg, hosts);
+        let dev = e.open_device(0x505400fffe123456);
+        let port0 = e.open_port(dev, port0).unwrap();
+        let ep = e.open_endpoint(port0, 0xffff).unwrap();
+        let ip = e
+            .add_address(ep, Address::Ip4([10, 0, 0, 1].into()))
+            .unwrap();
+        let name = e.add_address(ep, Address::name("node1").unwrap()).unwrap();
+        let dev1 = e.open_device(0x505400fffe123457);
+        let port1 = e.open_port(dev1, port(GID1)).unwrap();
+        let ep1 = e.open_endpoint(port1, 0xffff).unwrap();
+        e.add_address(ep1, Address::Ip4([10, 0, 1, 1].into()))
+            .unwrap();
+        Fixture {
+            e,
+            ip,
+            name,
+            ep,
+            port: port0,
+        }
+    }
+
+    fn fixture() -> Fixture {
+        fixture_with(Config::default(), port(GID0))
+    }
+
+    fn dest(kind: u16, bytes: &[u8]) -> Entry {
+        addr_entry(ACM_EP_FLAG_DEST, kind, bytes)
+    }
+
+    fn path_req(path: PathRecord, flags: u32) -> MsgBuf {
+        let mut info = [0; 64];
+        info.copy_from_slice(&path.encode());
+        request(
+            &[Entry {
+                flags,
+                kind: ACM_EP_INFO_PATH as u16,
+                info,
+            }],
+            false,
+            5,
+        )
+    }
+
+    fn reply_path(r: &Reply) -> PathRecord {
+        assert_eq!(r.0.status(), 0, "status");
+        assert_eq!(r.0.entry(0).flags, 0x2B);
+        PathRecord::decode(r.0.entry(0).info.first_chunk().unwrap())
+    }
+
+    #[test]
+    fn own_address_resolves_locally_with_sgid_equal_dgid() {
+        let mut f = fixture();
+        let r = f.e.resolve(
+            f.ip,
+            &request(&[dest(ACM_ADDRESS_NAME, b"NODE1")], false, 9),
+        );
+        let p = reply_path(&r);
+        assert_eq!(r.0.tid(), 9);
+        assert_eq!(p.sgid, GID0.parse().unwrap());
+        assert_eq!(p.dgid, p.sgid);
+        assert_eq!(
+            (p.pkey, p.mtu, p.rate, p.packet_lifetime),
+            (0xffff, 5, 16, 18)
+        );
+        assert!(p.reversible);
+    }
+
+    #[test]
+    fn another_local_port_is_reached_at_its_own_gid() {
+        let mut f = fixture();
+        let r = f.e.resolve(
+            f.ip,
+            &request(&[dest(ACM_ADDRESS_IP, &[10, 0, 1, 1])], false, 1),
+        );
+        let p = reply_path(&r);
+        assert_eq!(
+            (p.sgid, p.dgid),
+            (GID0.parse().unwrap(), GID1.parse().unwrap())
+        );
+    }
+
+    #[test]
+    fn hosts_file_destinations_of_every_type() {
+        let mut f = fixture();
+        let remote: Gid = REMOTE.parse().unwrap();
+        for req in [
+            request(&[dest(ACM_ADDRESS_IP, &[10, 0, 0, 3])], false, 1),
+            request(&[dest(ACM_ADDRESS_NAME, b"node3")], false, 1),
+            request(
+                &[dest(
+                    ACM_ADDRESS_IP6,
+                    &"fd00::3".parse::<std::net::Ipv6Addr>().unwrap().octets(),
+                )],
+                false,
+                1,
+            ),
+            path_req(
+                PathRecord {
+                    dgid: remote,
+                    ..Default::default()
+                },
+                ACM_EP_FLAG_DEST,
+            ),
+            path_req(
+                PathRecord {
+                    dlid: 9,
+                    ..Default::default()
+                },
+                ACM_EP_FLAG_DEST,
+            ),
+        ] {
+            let p = reply_path(&f.e.resolve(f.ip, &req));
+            assert_eq!(p.dgid, remote);
+            assert_eq!(p.dlid, 9, "the LID from the hosts file");
+        }
+    }
+
+    #[test]
+    fn kernel_path_requests_keep_service_id_and_tclass() {
+        let mut f = fixture();
+        let want = PathRecord {
+            service_id: 0x1_0000_0106,
+            dgid: REMOTE.parse().unwrap(),
+            tclass: 32,
+            ..Default::default()
+        };
+        let p = reply_path(&f.e.resolve(f.ip, &path_req(want, ACM_EP_FLAG_DEST)));
+        assert_eq!((p.service_id, p.tclass), (0x1_0000_0106, 32));
+    }
+
+    #[test]
+    fn unknown_destination_is_enodata_at_once_and_counted() {
+        let mut f = fixture();
+        let r = f.e.resolve(
+            f.ip,
+            &request(&[dest(ACM_ADDRESS_IP, &[10, 9, 9, 9])], false, 3),
+        );
+        assert_eq!((r.0.status(), r.0.length(), r.0.tid()), (3, 16, 3));
+        let c = f.e.counters(f.ep).unwrap();
+        assert_eq!(
+            (
+                c[Counter::Resolve as usize],
+                c[Counter::NoData as usize],
+                c[Counter::Error as usize]
+            ),
+            (1, 1, 0)
+        );
+        let lid = path_req(
+            PathRecord {
+                dlid: 77,
+                ..Default::default()
+            },
+            ACM_EP_FLAG_DEST,
+        );
+        assert_eq!(f.e.resolve(f.ip, &lid).0.status(), 3);
+    }
+
+    #[test]
+    fn nodelay_answers_from_static_data_without_waiting() {
+        let mut f = fixture();
+        let r = f.e.resolve(
+            f.ip,
+            &request(
+                &[addr_entry(
+                    ACM_EP_FLAG_DEST | ACM_FLAGS_NODELAY,
+                    ACM_ADDRESS_NAME,
+                    b"node3",
+                )],
+                false,
+                1,
+            ),
+        );
+        assert_eq!(reply_path(&r).dgid, REMOTE.parse().unwrap());
+        let r = f.e.resolve(
+            f.ip,
+            &request(
+                &[addr_entry(
+                    ACM_EP_FLAG_DEST | ACM_FLAGS_NODELAY,
+                    ACM_ADDRESS_NAME,
+                    b"nobody",
+                )],
+                false,
+                1,
+            ),
+        );
+        assert_eq!(r.0.status(), 3);
+    }
+
+    #[test]
+    fn the_source_the_daemon_chose_is_echoed() {
+        let mut f = fixture();
+        let req = request(
+            &[
+                dest(ACM_ADDRESS_IP, &[10, 0, 0, 3]),
+                addr_entry(ACM_EP_FLAG_SOURCE, ACM_ADDRESS_IP, &[10, 0, 0, 1]),
+            ],
+            true,
+            1,
+        );
+        let r = f.e.resolve(f.ip, &req);
+        assert_eq!(r.0.length(), 16 + 2 * 72);
+        assert_eq!(
+            (r.0.entry(1).flags, r.0.entry(1).kind),
+            (ACM_EP_FLAG_SOURCE, ACM_ADDRESS_IP)
+        );
+        assert_eq!(&r.0.entry(1).info[..4], &[10, 0, 0, 1]);
+        // A client that named its source does not get it back.
+        let mut quiet = req.clone();
+        quiet.0[3] = 0;
+        assert_eq!(f.e.resolve(f.ip, &quiet).0.length(), 16 + 72);
+    }
+
+    #[test]
+    fn counters_follow_cache_hits_and_reach_the_daemon() {
+        let mut f = fixture();
+        let req = request(&[dest(ACM_ADDRESS_NAME, b"node3")], false, 1);
+        f.e.resolve(f.name, &req);
+        f.e.resolve(f.name, &req);
+        f.e.resolve(f.name, &req);
+        let c = f.e.counters(f.ep).unwrap();
+        assert_eq!(c, [0, 3, 0, 1, 0, 1, 2]);
+        assert_eq!(
+            *f.e.host().counters.lock().unwrap(),
+            vec![
+                Counter::AddrQuery,
+                Counter::RouteQuery,
+                Counter::RouteCache,
+                Counter::RouteCache
+            ]
+        );
+        assert_eq!(f.e.cached(), 1);
+    }
+
+    #[test]
+    fn lifetimes_from_the_configuration() {
+        let cfg = Config {
+            addr_timeout: Lifetime::Never,
+            route_timeout: Lifetime::Minutes(0),
+            ..Config::default()
+        };
+        let mut f = fixture_with(cfg, port(GID0));
+        let req = request(&[dest(ACM_ADDRESS_NAME, b"node3")], false, 1);
+        f.e.resolve(f.ip, &req);
+        f.e.resolve(f.ip, &req);
+        // The route expires at once, the address never: one address query,
+        // then address-cache hits that rebuild the route.
+        assert_eq!(f.e.counters(f.ep).unwrap(), [0, 2, 0, 1, 1, 2, 0]);
+    }
+
+    #[test]
+    fn mtu_and_rate_come_from_the_port_when_it_reports_them() {
+        let cfg = Config {
+            mtu: 2048,
+            ..Config::default()
+        };
+        let mut p = port(GID0);
+        (p.active_mtu, p.active_width, p.active_speed) = (5, 2, 128); // 4096, 4x NDR
+        let mut f = fixture_with(cfg, p);
+        let r = f.e.resolve(
+            f.ip,
+            &request(&[dest(ACM_ADDRESS_NAME, b"node3")], false, 1),
+        );
+        let path = reply_path(&r);
+        assert_eq!(
+            (path.mtu, path.rate),
+            (4, 21),
+            "MTU capped by urdma_mtu; 400 Gb/s"
+        );
+        let cfg = Config {
+            rate_gbps: 25,
+            ..Config::default()
+        };
+        let mut p = port(GID0);
+        p.active_mtu = 3;
+        let mut f = fixture_with(cfg, p);
+        let path = reply_path(&f.e.resolve(
+            f.ip,
+            &request(&[dest(ACM_ADDRESS_NAME, b"node3")], false, 1),
+        ));
+        assert_eq!(
+            (path.mtu, path.rate),
+            (3, 15),
+            "port MTU 1024; configured 25 Gb/s"
+        );
+    }
+
+    #[test]
+    fn devices_are_idempotent_and_bad_ports_refused() {
+        let mut f = fixture();
+        let dev = f.e.open_device(0x505400fffe123456);
+        assert_eq!(dev, f.e.open_device(0x505400fffe123456));
+        let mut eth = port(GID0);
+        (eth.link_layer_ib, eth.link_layer) = (false, "Ethernet");
+        assert_eq!(
+            f.e.open_port(dev, eth),
+            Err(Refused::NotInfiniband("Ethernet"))
+        );
+        assert_eq!(f.e.open_port(dev, port("::")), Err(Refused::NoGid));
+        assert_eq!(f.e.open_port(999, port(GID0)), Err(Refused::UnknownDevice));
+    }
+
+    #[test]
+    fn close_port_and_reregister_flush_the_cache() {
+        let mut f = fixture();
+        let req = request(&[dest(ACM_ADDRESS_NAME, b"node3")], false, 1);
+        f.e.resolve(f.ip, &req);
+        assert_eq!(f.e.cached(), 1);
+        f.e.handle_event(f.port, 10);
+        assert_eq!(f.e.cached(), 1, "other events keep the cache");
+        f.e.handle_event(f.port, EVENT_CLIENT_REREGISTER);
+        assert_eq!(f.e.cached(), 0);
+        f.e.resolve(f.ip, &req);
+        f.e.close_port(f.port);
+        assert_eq!(f.e.cached(), 0);
+        assert_eq!(f.e.counters(f.ep), None, "the port's endpoints are gone");
+        let r = f.e.resolve(f.ip, &req);
+        assert_eq!(
+            r.0.status(),
+            ACM_STATUS_ESRCADDR as u8,
+            "a stale context still gets one reply"
+        );
+    }
+
+    #[test]
+    fn query_verifies_against_the_path_this_provider_builds() {
+        let mut f = fixture();
+        let ours = reply_path(&f.e.resolve(
+            f.ip,
+            &request(&[dest(ACM_ADDRESS_NAME, b"node3")], false, 1),
+        ));
+        let ok = f.e.query(f.ip, &path_req(ours, ACM_FLAGS_QUERY_SA));
+        assert_eq!((ok.0.opcode(), ok.0.status(), ok.0.length()), (0x81, 0, 88));
+        assert_eq!(
+            PathRecord::decode(ok.0.entry(0).info.first_chunk().unwrap()),
+            ours
+        );
+        let wrong = f.e.query(
+            f.ip,
+            &path_req(PathRecord { mtu: 1, ..ours }, ACM_FLAGS_QUERY_SA),
+        );
+        assert_eq!(wrong.0.status(), ACM_STATUS_EINVAL as u8);
+        let unknown = f.e.query(
+            f.ip,
+            &path_req(
+                PathRecord {
+                    dgid: "fe80::77".parse().unwrap(),
+                    ..ours
+                },
+                ACM_FLAGS_QUERY_SA,
+            ),
+        );
+        assert_eq!(unknown.0.status(), ACM_STATUS_ENODATA as u8);
+        let not_query = f.e.query(f.ip, &path_req(ours, 0));
+        assert_eq!(not_query.0.status(), ACM_STATUS_EINVAL as u8);
+        assert_eq!(f.e.counters(f.ep).unwrap()[Counter::Error as usize], 2);
+    }
+
+    #[test]
+    fn malformed_requests_get_one_error_reply() {
+        let mut f = fixture();
+        let mut m = request(&[dest(ACM_ADDRESS_NAME, b"node3")], false, 42);
+        m.0[6] = 17;
+        let r = f.e.resolve(f.ip, &m);
+        assert_eq!((r.0.status(), r.0.tid()), (ACM_STATUS_EINVAL as u8, 42));
+        assert_eq!(f.e.counters(f.ep).unwrap()[Counter::Error as usize], 1);
+    }
+}

@@ -1,0 +1,486 @@
+//! The C boundary: `provider_query`, the vtable the daemon calls, and the
+//! conversions between the daemon's pointers and the engine's safe values.
+//!
+//! Every `unsafe` block of the provider is in this module. Every entry point
+//! runs inside [`guard`], so a panic is logged and turned into an error
+//! value instead of unwinding into C.
+
+mod daemon;
+
+use crate::addr::{Address, Gid, ADDR_LEN};
+use crate::config::Config;
+use crate::engine::{Engine, Id, PortInfo, Refused};
+use crate::host::{Host, COUNTERS};
+use crate::hosts::Hosts;
+use crate::msg::{self, MsgBuf};
+use acm_prov_sys::{
+    acm_address, acm_device, acm_endpoint, acm_msg, acm_port, acm_provider, ibv_context, ibv_gid,
+    ibv_port_attr, ACM_MSG_SIZE, ACM_STATUS_ENOMEM, IBV_LINK_LAYER_ETHERNET,
+    IBV_LINK_LAYER_INFINIBAND,
+};
+use daemon::Daemon;
+use std::ffi::{c_int, c_void};
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::{Mutex, MutexGuard, OnceLock};
+
+/// Runs an entry point's body; a panic is logged and becomes `on_panic`.
+fn guard<T>(entry: &str, on_panic: T, body: impl FnOnce() -> T) -> T {
+    catch_unwind(AssertUnwindSafe(body)).unwrap_or_else(|payload| {
+        let what = payload
+            .downcast_ref::<&str>()
+            .map(|s| s.to_string())
+            .or_else(|| payload.downcast_ref::<String>().cloned())
+            .unwrap_or_else(|| "unknown panic".into());
+        log::error!("{entry}: internal error, request failed: {what}");
+        on_panic
+    })
+}
+
+static ENGINE: OnceLock<Mutex<Engine<Daemon>>> = OnceLock::new();
+
+/// The engine, also after a panic poisoned its lock: its state is kept
+/// consistent per operation, and refusing every later request would be worse.
+fn engine() -> Option<MutexGuard<'static, Engine<Daemon>>> {
+    let e = ENGINE.get();
+    if e.is_none() {
+        log::error!("called before provider_query succeeded");
+    }
+    e.map(|m| m.lock().unwrap_or_else(|p| p.into_inner()))
+}
+
+/// Contexts handed to the daemon are engine ids: never zero, never
+/// dereferenced, so a stale one is an unknown id rather than a dangling
+/// pointer.
+fn to_ctx(id: Id) -> *mut c_void {
+    id as usize as *mut c_void
+}
+
+fn from_ctx(ctx: *mut c_void) -> Id {
+    ctx as usize as Id
+}
+
+/// Stores a context through the daemon's out-pointer.
+fn set_ctx(out: *mut *mut c_void, id: Id) -> c_int {
+    if out.is_null() {
+        log::error!("NULL context out-pointer");
+        return -1;
+    }
+    // SAFETY: non-NULL, and the daemon passes the address of its own
+    // context field, valid for writes during the call.
+    unsafe { *out = to_ctx(id) };
+    0
+}
+
+fn load_engine(daemon: Daemon) -> Engine<Daemon> {
+    let opts = daemon.opts_file();
+    let (cfg, diags) = match &opts {
+        Some(path) => match std::fs::read_to_string(path) {
+            Ok(text) => Config::parse(&text, path),
+            Err(_) => (Config::default(), Vec::new()),
+        },
+        None => (Config::default(), Vec::new()),
+    };
+    crate::log::install(
+        move || Box::new(move |level, msg| daemon.write(level, msg)),
+        cfg.daemon_log_level,
+    );
+    for d in &diags {
+        log::error!("{d}");
+    }
+    log::info!("options from {}", opts.as_deref().unwrap_or("(none)"));
+    for key in crate::config::KEYS {
+        log::info!("{key} {}", cfg.describe(key).unwrap_or_default());
+    }
+    let hosts_path = cfg.hosts_file.display().to_string();
+    let hosts = match std::fs::read_to_string(&cfg.hosts_file) {
+        Ok(text) => {
+            let (hosts, diags) = Hosts::parse(&text, &hosts_path);
+            for d in &diags {
+                log::error!("{d}");
+            }
+            log::warn!("hosts file {hosts_path}: {} addresses", hosts.len());
+            hosts
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            log::info!("no hosts file {hosts_path}; only local addresses resolve");
+            Hosts::default()
+        }
+        Err(e) => {
+            log::error!("cannot read hosts file {hosts_path}: {e}");
+            Hosts::default()
+        }
+    };
+    Engine::new(daemon, cfg, hosts)
+}
+
+/// The entry point the daemon looks up after `dlopen`.
+///
+/// # Safety
+/// `info` and `version` must be NULL or valid for writes (the daemon passes
+/// the addresses of two locals).
+#[no_mangle]
+pub unsafe extern "C" fn provider_query(info: *mut *mut acm_provider, version: *mut u32) -> c_int {
+    guard("provider_query", -1, || {
+        if ENGINE.get().is_none() {
+            let daemon = match Daemon::resolve() {
+                Ok(d) => d,
+                Err(e) => {
+                    eprintln!("ibacm-urdma: {e}");
+                    return -1;
+                }
+            };
+            let _ = ENGINE.set(Mutex::new(load_engine(daemon)));
+        }
+        if !info.is_null() {
+            // SAFETY: non-NULL out-pointer from the daemon; the vtable is a
+            // static that lives as long as the library stays loaded.
+            unsafe { *info = std::ptr::addr_of!(PROVIDER.0) as *mut acm_provider };
+        }
+        if !version.is_null() {
+            // SAFETY: non-NULL out-pointer from the daemon.
+            unsafe { *version = acm_prov_sys::ACM_PROV_VERSION };
+        }
+        0
+    })
+}
+
+/// The vtable, with its name pointer: `Sync` because it is never written.
+struct Vtable(acm_provider);
+// SAFETY: the table is immutable; its only pointer is to a static C string.
+unsafe impl Sync for Vtable {}
+
+static PROVIDER: Vtable = Vtable(acm_provider {
+    size: std::mem::size_of::<acm_provider>(),
+    version: acm_prov_sys::ACM_PROV_VERSION,
+    name: c"urdma".as_ptr(),
+    open_device: Some(open_device),
+    close_device: Some(close_device),
+    open_port: Some(open_port),
+    close_port: Some(close_port),
+    open_endpoint: Some(open_endpoint),
+    close_endpoint: Some(close_endpoint),
+    add_address: Some(add_address),
+    remove_address: Some(remove_address),
+    resolve: Some(resolve),
+    query: Some(query),
+    handle_event: Some(handle_event),
+    query_perf: Some(query_perf),
+});
+
+unsafe extern "C" fn open_device(
+    device: *const acm_device,
+    dev_context: *mut *mut c_void,
+) -> c_int {
+    guard("open_device", -1, || {
+        // SAFETY: the daemon passes NULL or its device object, which lives
+        // forever.
+        let Some(dev) = (unsafe { device.as_ref() }) else {
+            log::error!("open_device: NULL device");
+            return -1;
+        };
+        let Some(mut e) = engine() else { return -1 };
+        let id = e.open_device(u64::from_be(dev.dev_guid));
+        set_ctx(dev_context, id)
+    })
+}
+
+unsafe extern "C" fn close_device(dev_context: *mut c_void) {
+    guard("close_device", (), || {
+        if let Some(mut e) = engine() {
+            e.close_device(from_ctx(dev_context))
+        }
+    })
+}
+
+extern "C" {
+    fn urdma_query_port(ctx: *mut ibv_context, port: u8, attr: *mut ibv_port_attr) -> c_int;
+    fn urdma_query_gid(ctx: *mut ibv_context, port: u8, index: c_int, gid: *mut ibv_gid) -> c_int;
+}
+
+/// Reads what the engine needs about a port from verbs.
+fn port_info(port: &acm_port) -> Option<PortInfo> {
+    // SAFETY: the daemon's port object points at its device object, which
+    // holds the daemon's own open verbs context; both live forever.
+    let verbs = unsafe { port.dev.as_ref() }?.verbs;
+    if verbs.is_null() {
+        return None;
+    }
+    let mut attr = ibv_port_attr::default();
+    // SAFETY: valid context and a zeroed attribute struct of the size the
+    // shim was compiled with.
+    if unsafe { urdma_query_port(verbs, port.port_num, &mut attr) } != 0 {
+        log::error!("port {}: ibv_query_port failed", port.port_num);
+        return None;
+    }
+    let mut gids = Vec::new();
+    for index in 0..attr.gid_tbl_len.max(0) {
+        let mut gid = ibv_gid::default();
+        // SAFETY: valid context, index within the port's table, and a
+        // 16-byte out parameter.
+        if unsafe { urdma_query_gid(verbs, port.port_num, index, &mut gid) } != 0 {
+            break;
+        }
+        // SAFETY: every bit pattern of the union is a valid byte array.
+        let g = Gid(unsafe { gid.raw });
+        // The daemon's GID table ends at the first entry without an
+        // interface id; matching it keeps indices consistent with its own.
+        if g.interface_id() == [0; 8] {
+            break;
+        }
+        gids.push(g);
+    }
+    let link_layer = match u32::from(attr.link_layer) {
+        IBV_LINK_LAYER_INFINIBAND => "InfiniBand",
+        IBV_LINK_LAYER_ETHERNET => "Ethernet",
+        _ => "unspecified",
+    };
+    Some(PortInfo {
+        port_num: port.port_num,
+        link_layer_ib: u32::from(attr.link_layer) == IBV_LINK_LAYER_INFINIBAND,
+        link_layer,
+        lid: attr.lid,
+        lmc: attr.lmc,
+        active_mtu: attr.active_mtu as u8,
+        active_width: attr.active_width,
+        active_speed: attr.active_speed,
+        gids,
+    })
+}
+
+unsafe extern "C" fn open_port(
+    port: *const acm_port,
+    dev_context: *mut c_void,
+    port_context: *mut *mut c_void,
+) -> c_int {
+    guard("open_port", -1, || {
+        // SAFETY: the daemon passes NULL or its port object, which lives
+        // forever.
+        let Some(port) = (unsafe { port.as_ref() }) else {
+            log::error!("open_port: NULL port");
+            return -1;
+        };
+        let Some(info) = port_info(port) else {
+            return -1;
+        };
+        let Some(mut e) = engine() else { return -1 };
+        match e.open_port(from_ctx(dev_context), info) {
+            Ok(id) => set_ctx(port_context, id),
+            Err(Refused::NotInfiniband(ll)) => {
+                log::error!(
+                    "port {}: link layer is {ll}, not InfiniBand; urdma serves only InfiniBand-link ports, port refused",
+                    port.port_num
+                );
+                -1
+            }
+            Err(Refused::NoGid) => {
+                log::error!("port {}: GID 0 is empty, port refused", port.port_num);
+                -1
+            }
+            Err(Refused::UnknownDevice) => {
+                log::error!(
+                    "port {}: device context unknown, port refused",
+                    port.port_num
+                );
+                -1
+            }
+        }
+    })
+}
+
+unsafe extern "C" fn close_port(port_context: *mut c_void) {
+    guard("close_port", (), || {
+        if let Some(mut e) = engine() {
+            e.close_port(from_ctx(port_context))
+        }
+    })
+}
+
+unsafe extern "C" fn open_endpoint(
+    endpoint: *const acm_endpoint,
+    port_context: *mut c_void,
+    ep_context: *mut *mut c_void,
+) -> c_int {
+    guard("open_endpoint", -1, || {
+        // SAFETY: NULL or the daemon's endpoint, valid during the call (we
+        // keep only the P_Key, never the pointer).
+        let Some(ep) = (unsafe { endpoint.as_ref() }) else {
+            log::error!("open_endpoint: NULL endpoint");
+            return -1;
+        };
+        let Some(mut e) = engine() else { return -1 };
+        match e.open_endpoint(from_ctx(port_context), ep.pkey) {
+            Some(id) => set_ctx(ep_context, id),
+            None => {
+                log::error!("open_endpoint: unknown port context");
+                -1
+            }
+        }
+    })
+}
+
+unsafe extern "C" fn close_endpoint(ep_context: *mut c_void) {
+    guard("close_endpoint", (), || {
+        if let Some(mut e) = engine() {
+            e.close_endpoint(from_ctx(ep_context))
+        }
+    })
+}
+
+unsafe extern "C" fn add_address(
+    addr: *const acm_address,
+    ep_context: *mut c_void,
+    addr_context: *mut *mut c_void,
+) -> c_int {
+    guard("add_address", -1, || {
+        // SAFETY: NULL or the daemon's address, valid only during the call:
+        // the type and the 64 address bytes are copied out here.
+        let Some(a) = (unsafe { addr.as_ref() }) else {
+            log::error!("add_address: NULL address");
+            return -1;
+        };
+        // SAFETY: every bit pattern of the union is a valid byte array.
+        let info: [u8; ADDR_LEN] = unsafe { a.info.addr };
+        let address = match Address::from_wire(a.type_, &info) {
+            Ok(address) => address,
+            Err(err) => {
+                log::error!(
+                    "add_address: cannot use address of type {}: {err:?}",
+                    a.type_
+                );
+                return -1;
+            }
+        };
+        let Some(mut e) = engine() else { return -1 };
+        match e.add_address(from_ctx(ep_context), address) {
+            Some(id) => set_ctx(addr_context, id),
+            None => {
+                log::error!("add_address: unknown endpoint context");
+                -1
+            }
+        }
+    })
+}
+
+unsafe extern "C" fn remove_address(addr_context: *mut c_void) {
+    guard("remove_address", (), || {
+        if let Some(mut e) = engine() {
+            e.remove_address(from_ctx(addr_context))
+        }
+    })
+}
+
+/// Copies the daemon's request: it frees the message when the callback
+/// returns, and the reply is built from the copy.
+fn copy_request(msg: *const acm_msg) -> Option<MsgBuf> {
+    // SAFETY: NULL or a whole struct acm_msg (ACM_MSG_SIZE bytes) that the
+    // daemon owns for the duration of the call.
+    let m = unsafe { msg.cast::<[u8; ACM_MSG_SIZE]>().as_ref() }?;
+    Some(MsgBuf(*m))
+}
+
+/// Answers a request exactly once: the engine's reply, or an error reply
+/// if the engine panicked before producing one.
+fn answer(
+    entry: &str,
+    msg: *const acm_msg,
+    handle: impl FnOnce(&mut Engine<Daemon>, &MsgBuf) -> MsgBuf,
+    on_error: fn(&MsgBuf) -> MsgBuf,
+    send: impl FnOnce(&Daemon, &MsgBuf) -> c_int,
+) -> c_int {
+    let Some(req) = copy_request(msg) else {
+        log::error!("{entry}: NULL message, nothing to answer");
+        return -1;
+    };
+    let Some(mut e) = engine() else { return -1 };
+    let reply = guard(entry, None, || Some(handle(&mut e, &req))).unwrap_or_else(|| on_error(&req));
+    send(e.host(), &reply)
+}
+
+unsafe extern "C" fn resolve(addr_context: *mut c_void, msg: *mut acm_msg, id: u64) -> c_int {
+    guard("resolve", -1, || {
+        answer(
+            "resolve",
+            msg,
+            |e, req| e.resolve(from_ctx(addr_context), req).0,
+            |req| msg::resolve_error(req, ACM_STATUS_ENOMEM as u8),
+            |d, reply| d.resolve_response(id, reply),
+        )
+    })
+}
+
+unsafe extern "C" fn query(addr_context: *mut c_void, msg: *mut acm_msg, id: u64) -> c_int {
+    guard("query", -1, || {
+        answer(
+            "query",
+            msg,
+            |e, req| e.query(from_ctx(addr_context), req).0,
+            |req| msg::query_reply(req, ACM_STATUS_ENOMEM as u8, None),
+            |d, reply| d.query_response(id, reply),
+        )
+    })
+}
+
+unsafe extern "C" fn handle_event(
+    port_context: *mut c_void,
+    event: acm_prov_sys::ibv_event_type,
+) -> c_int {
+    guard("handle_event", -1, || {
+        let Some(mut e) = engine() else { return -1 };
+        e.handle_event(from_ctx(port_context), event);
+        0
+    })
+}
+
+unsafe extern "C" fn query_perf(ep_context: *mut c_void, values: *mut u64, cnt: *mut u8) {
+    guard("query_perf", (), || {
+        if values.is_null() || cnt.is_null() {
+            log::error!("query_perf: NULL output");
+            return;
+        }
+        let counters = engine()
+            .and_then(|e| e.counters(from_ctx(ep_context)))
+            .unwrap_or_else(|| {
+                log::error!("query_perf: unknown endpoint context");
+                [0; COUNTERS]
+            });
+        for (i, v) in counters.iter().enumerate() {
+            // SAFETY: the daemon's buffer holds 72 values; we write 7.
+            unsafe { values.add(i).write_unaligned(v.to_be()) };
+        }
+        // SAFETY: non-NULL count out-pointer from the daemon.
+        unsafe { *cnt = COUNTERS as u8 };
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::ffi::CStr;
+
+    #[test]
+    fn the_vtable_is_complete_and_named() {
+        let v = &PROVIDER.0;
+        assert_eq!(v.size, 120);
+        assert_eq!(v.version, 1);
+        // SAFETY: a static C string.
+        assert_eq!(unsafe { CStr::from_ptr(v.name) }, c"urdma");
+        assert!(v.open_device.is_some() && v.close_device.is_some());
+        assert!(v.open_port.is_some() && v.close_port.is_some());
+        assert!(v.open_endpoint.is_some() && v.close_endpoint.is_some());
+        assert!(v.add_address.is_some() && v.remove_address.is_some());
+        assert!(v.resolve.is_some() && v.query.is_some());
+        assert!(v.handle_event.is_some() && v.query_perf.is_some());
+    }
+
+    #[test]
+    fn contexts_are_never_null() {
+        assert!(!to_ctx(1).is_null());
+        assert_eq!(from_ctx(to_ctx(42)), 42);
+    }
+
+    #[test]
+    fn a_panic_becomes_the_error_value() {
+        assert_eq!(guard("test", -7, || panic!("boom")), -7);
+        assert_eq!(guard("test", -7, || 3), 3);
+    }
+}

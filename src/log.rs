@@ -1,0 +1,109 @@
+//! A `log` backend that writes through the daemon's `acm_write`.
+//!
+//! The daemon's levels are 0 (errors and configuration summary), 1 (verbose
+//! configuration) and 2 (verbose operation). The bridge sets the `log` max
+//! level from the daemon's `log_level`, so a message for a level that would
+//! be filtered out is never formatted: the `log` macros test the level
+//! before they build their arguments.
+
+use log::{Level, LevelFilter, Log, Metadata, Record};
+use std::sync::OnceLock;
+
+/// Where formatted lines go: `(daemon level, message)`.
+pub type Sink = Box<dyn Fn(u8, &str) + Send + Sync>;
+
+struct Bridge {
+    sink: Sink,
+}
+
+/// The daemon level a `log` level is written at.
+pub fn daemon_level(level: Level) -> u8 {
+    match level {
+        Level::Error | Level::Warn => 0,
+        Level::Info => 1,
+        Level::Debug | Level::Trace => 2,
+    }
+}
+
+/// The most verbose `log` level a daemon `log_level` lets through.
+pub fn filter_for(daemon_log_level: u8) -> LevelFilter {
+    match daemon_log_level {
+        0 => LevelFilter::Warn,
+        1 => LevelFilter::Info,
+        _ => LevelFilter::Debug,
+    }
+}
+
+impl Log for Bridge {
+    fn enabled(&self, metadata: &Metadata) -> bool {
+        metadata.level() <= log::max_level()
+    }
+
+    fn log(&self, record: &Record) {
+        if self.enabled(record.metadata()) {
+            (self.sink)(daemon_level(record.level()), &record.args().to_string());
+        }
+    }
+
+    fn flush(&self) {}
+}
+
+static INSTALLED: OnceLock<()> = OnceLock::new();
+
+/// Installs the bridge once per process; later calls only adjust the level.
+pub fn install(sink: impl FnOnce() -> Sink, daemon_log_level: u8) {
+    INSTALLED.get_or_init(|| {
+        // Fails only if another logger owns the process (a host program
+        // embedding us): then that logger is kept, which is what it wants.
+        let _ = log::set_boxed_logger(Box::new(Bridge { sink: sink() }));
+    });
+    log::set_max_level(filter_for(daemon_log_level));
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::fmt;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::{Arc, Mutex};
+
+    struct Counted<'a>(&'a AtomicUsize);
+    impl fmt::Display for Counted<'_> {
+        fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            self.0.fetch_add(1, Ordering::SeqCst);
+            f.write_str("formatted")
+        }
+    }
+
+    #[test]
+    fn filtered_levels_are_never_formatted_and_levels_map_to_the_daemons() {
+        let lines: Arc<Mutex<Vec<(u8, String)>>> = Arc::default();
+        let l2 = lines.clone();
+        install(
+            move || Box::new(move |lvl, s| l2.lock().unwrap().push((lvl, s.to_string()))),
+            0,
+        );
+        let formats = AtomicUsize::new(0);
+        log::debug!("{}", Counted(&formats));
+        log::info!("{}", Counted(&formats));
+        assert_eq!(
+            formats.load(Ordering::SeqCst),
+            0,
+            "a filtered message was formatted"
+        );
+        log::error!("broken {}", Counted(&formats));
+        assert_eq!(formats.load(Ordering::SeqCst), 1);
+        install(|| unreachable!("installed once"), 2);
+        log::debug!("op {}", 7);
+        log::info!("cfg");
+        let got = lines.lock().unwrap().clone();
+        assert_eq!(
+            got,
+            vec![
+                (0, "broken formatted".into()),
+                (2, "op 7".into()),
+                (1, "cfg".into())
+            ]
+        );
+    }
+}

@@ -1,0 +1,440 @@
+//! The daemon's `struct acm_msg`, decoded from and encoded into plain bytes.
+//!
+//! Resolve messages keep header integers, `flags` and `type` in host order
+//! and everything inside `info` in network order (contract §1.3).
+
+use crate::addr::{AddrError, Address, ADDR_LEN};
+use crate::path::{PathRecord, PATH_RECORD_LEN};
+use acm_prov_sys::{
+    ACM_EP_FLAG_DEST, ACM_EP_FLAG_SOURCE, ACM_EP_INFO_PATH, ACM_FLAGS_NODELAY, ACM_FLAGS_QUERY_SA,
+    ACM_MSG_EP_LENGTH, ACM_MSG_HDR_LENGTH, ACM_MSG_SIZE, ACM_OP_ACK, ACM_OP_MASK, ACM_OP_RESOLVE,
+    ACM_PATH_FLAGS_PRIMARY_ROUTE, ACM_STATUS_EDESTADDR, ACM_STATUS_EDESTTYPE, ACM_STATUS_EINVAL,
+    ACM_STATUS_ESRCADDR, ACM_STATUS_ESRCTYPE,
+};
+
+const HDR: usize = ACM_MSG_HDR_LENGTH as usize;
+const EP: usize = ACM_MSG_EP_LENGTH as usize;
+/// Most entries a message can hold.
+pub const MAX_ENTRIES: usize = (ACM_MSG_SIZE - HDR) / EP;
+const PATH_TYPE: u16 = ACM_EP_INFO_PATH as u16;
+
+/// A whole `struct acm_msg`, aligned as the C type so the boundary can hand
+/// it to the daemon by pointer.
+#[repr(C, align(8))]
+#[derive(Clone, PartialEq, Eq)]
+pub struct MsgBuf(pub [u8; ACM_MSG_SIZE]);
+
+impl Default for MsgBuf {
+    fn default() -> Self {
+        MsgBuf([0; ACM_MSG_SIZE])
+    }
+}
+
+impl std::fmt::Debug for MsgBuf {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "MsgBuf(op {:#x}, status {}, len {})",
+            self.opcode(),
+            self.status(),
+            self.length()
+        )
+    }
+}
+
+/// One `struct acm_ep_addr_data`, by value.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub struct Entry {
+    pub flags: u32,
+    pub kind: u16,
+    pub info: [u8; ADDR_LEN],
+}
+
+impl MsgBuf {
+    pub fn opcode(&self) -> u8 {
+        self.0[1]
+    }
+    pub fn status(&self) -> u8 {
+        self.0[2]
+    }
+    /// `hdr.length` as a resolve message carries it (host order).
+    pub fn length(&self) -> u16 {
+        u16::from_ne_bytes([self.0[6], self.0[7]])
+    }
+    pub fn tid(&self) -> u64 {
+        u64::from_ne_bytes(self.0[8..16].try_into().expect("8 bytes"))
+    }
+    pub fn src_out(&self) -> u8 {
+        self.0[3]
+    }
+    pub fn src_index(&self) -> u8 {
+        self.0[4]
+    }
+    pub fn dst_index(&self) -> u8 {
+        self.0[5]
+    }
+
+    fn set_length(&mut self, len: usize) {
+        self.0[6..8].copy_from_slice(&(len as u16).to_ne_bytes());
+    }
+
+    /// Entries the header's length claims, bounded by the buffer.
+    pub fn entry_count(&self) -> usize {
+        (usize::from(self.length()).saturating_sub(HDR) / EP).min(MAX_ENTRIES)
+    }
+
+    pub fn entry(&self, i: usize) -> Entry {
+        let e = &self.0[HDR + i * EP..HDR + (i + 1) * EP];
+        Entry {
+            flags: u32::from_ne_bytes(e[0..4].try_into().expect("4 bytes")),
+            kind: u16::from_ne_bytes([e[4], e[5]]),
+            info: e[8..EP].try_into().expect("64 bytes"),
+        }
+    }
+
+    fn set_entry(&mut self, i: usize, entry: &Entry) {
+        let e = &mut self.0[HDR + i * EP..HDR + (i + 1) * EP];
+        e[0..4].copy_from_slice(&entry.flags.to_ne_bytes());
+        e[4..6].copy_from_slice(&entry.kind.to_ne_bytes());
+        e[6..8].fill(0);
+        e[8..].copy_from_slice(&entry.info);
+    }
+
+    /// The reply header: the request's version, opcode and `tid` (the
+    /// kernel path stores a pointer there), a status, no index bytes.
+    fn reply_header(&self, status: u8) -> MsgBuf {
+        let mut r = MsgBuf::default();
+        r.0[..HDR].copy_from_slice(&self.0[..HDR]);
+        r.0[2] = status;
+        r.0[3..6].fill(0);
+        r
+    }
+}
+
+/// What a resolve request asks for.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Target {
+    /// Name/IP/GID/LID resolution: the destination address.
+    Address(Address),
+    /// A path request (kernel netlink, `ib_acme -f l|g`): the partial record.
+    Path(PathRecord),
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ResolveRequest {
+    pub target: Target,
+    /// The source address, when the request names one.
+    pub source: Option<Address>,
+    /// Index of the source entry to copy into the reply (the daemon chose
+    /// the source and the client wants to learn it).
+    pub echo_source: Option<usize>,
+    pub nodelay: bool,
+}
+
+/// A request the provider cannot act on, with the status to reply.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Rejected {
+    pub status: u8,
+    pub why: String,
+}
+
+fn reject(status: u32, why: impl Into<String>) -> Rejected {
+    Rejected {
+        status: status as u8,
+        why: why.into(),
+    }
+}
+
+fn check_shape(msg: &MsgBuf) -> Result<usize, Rejected> {
+    if msg.opcode() & ACM_OP_MASK as u8 != ACM_OP_RESOLVE as u8 {
+        return Err(reject(
+            ACM_STATUS_EINVAL,
+            format!("opcode {:#x} is not a resolve", msg.opcode()),
+        ));
+    }
+    let len = usize::from(msg.length());
+    if !(HDR + EP..=ACM_MSG_SIZE).contains(&len) || !(len - HDR).is_multiple_of(EP) {
+        return Err(reject(
+            ACM_STATUS_EINVAL,
+            format!("bad message length {len}"),
+        ));
+    }
+    Ok(msg.entry_count())
+}
+
+fn path_of(entry: &Entry) -> PathRecord {
+    PathRecord::decode(
+        entry
+            .info
+            .first_chunk::<PATH_RECORD_LEN>()
+            .expect("64 bytes"),
+    )
+}
+
+impl ResolveRequest {
+    /// Validates a `resolve` request. The daemon has checked most of this
+    /// already; the provider checks again rather than trust a length or an
+    /// index it is about to use.
+    pub fn parse(msg: &MsgBuf) -> Result<ResolveRequest, Rejected> {
+        let count = check_shape(msg)?;
+        let first = msg.entry(0);
+        if first.kind == PATH_TYPE {
+            let path = path_of(&first);
+            if path.dgid.is_zero() && path.dlid == 0 {
+                return Err(reject(
+                    ACM_STATUS_EDESTADDR,
+                    "path request without DGID or DLID",
+                ));
+            }
+            return Ok(ResolveRequest {
+                target: Target::Path(path),
+                source: None,
+                echo_source: None,
+                nodelay: first.flags & ACM_FLAGS_NODELAY != 0,
+            });
+        }
+        let (mut dest, mut source) = (None, None);
+        for i in 0..count {
+            let e = msg.entry(i);
+            if e.flags & ACM_EP_FLAG_DEST != 0 {
+                if dest.is_some() {
+                    return Err(reject(ACM_STATUS_EDESTTYPE, "more than one destination"));
+                }
+                dest = Some((i, e));
+            } else if e.flags & ACM_EP_FLAG_SOURCE != 0 {
+                if source.is_some() {
+                    return Err(reject(ACM_STATUS_ESRCTYPE, "more than one source"));
+                }
+                source = Some((i, e));
+            }
+        }
+        let (_, d) = dest.ok_or_else(|| reject(ACM_STATUS_EDESTTYPE, "no destination entry"))?;
+        let target = Address::from_wire(d.kind, &d.info).map_err(|e| match e {
+            AddrError::UnknownType(t) => {
+                reject(ACM_STATUS_EDESTTYPE, format!("destination type {t}"))
+            }
+            AddrError::BadName => {
+                reject(ACM_STATUS_EDESTADDR, "destination name is not a valid name")
+            }
+        })?;
+        let src = match source {
+            Some((i, s)) => Some((
+                i,
+                Address::from_wire(s.kind, &s.info).map_err(|e| match e {
+                    AddrError::UnknownType(t) => {
+                        reject(ACM_STATUS_ESRCTYPE, format!("source type {t}"))
+                    }
+                    AddrError::BadName => {
+                        reject(ACM_STATUS_ESRCADDR, "source name is not a valid name")
+                    }
+                })?,
+            )),
+            None => None,
+        };
+        Ok(ResolveRequest {
+            target: Target::Address(target),
+            echo_source: src.as_ref().map(|(i, _)| *i).filter(|_| msg.src_out() != 0),
+            source: src.map(|(_, a)| a),
+            nodelay: d.flags & ACM_FLAGS_NODELAY != 0,
+        })
+    }
+}
+
+/// A `query` (QUERY_SA) request: the path record to verify.
+pub fn parse_query(msg: &MsgBuf) -> Result<PathRecord, Rejected> {
+    check_shape(msg)?;
+    let e = msg.entry(0);
+    if e.kind != PATH_TYPE || e.flags & ACM_FLAGS_QUERY_SA == 0 {
+        return Err(reject(
+            ACM_STATUS_EINVAL,
+            "query without a QUERY_SA path entry",
+        ));
+    }
+    Ok(path_of(&e))
+}
+
+/// The error reply to a `resolve`: header only.
+pub fn resolve_error(req: &MsgBuf, status: u8) -> MsgBuf {
+    let mut r = req.reply_header(status);
+    r.set_length(HDR);
+    r
+}
+
+/// The success reply to a `resolve`: the path as the kernel accepts a
+/// primary route (flags 0x2B), then the source the daemon chose if asked.
+pub fn resolve_success(
+    req: &MsgBuf,
+    path: &[u8; PATH_RECORD_LEN],
+    echo_source: Option<usize>,
+) -> MsgBuf {
+    let mut r = req.reply_header(0);
+    let mut info = [0; ADDR_LEN];
+    info.copy_from_slice(path);
+    r.set_entry(
+        0,
+        &Entry {
+            flags: ACM_PATH_FLAGS_PRIMARY_ROUTE,
+            kind: PATH_TYPE,
+            info,
+        },
+    );
+    let mut n = 1;
+    if let Some(i) = echo_source.filter(|&i| i < req.entry_count()) {
+        let src = req.entry(i);
+        r.set_entry(
+            1,
+            &Entry {
+                flags: ACM_EP_FLAG_SOURCE,
+                ..src
+            },
+        );
+        n = 2;
+    }
+    r.set_length(HDR + n * EP);
+    r
+}
+
+/// The reply to a `query`: same length, ACK bit, and the completed record
+/// when there is one.
+pub fn query_reply(req: &MsgBuf, status: u8, path: Option<&[u8; PATH_RECORD_LEN]>) -> MsgBuf {
+    let mut r = req.clone();
+    r.0[1] |= ACM_OP_ACK as u8;
+    r.0[2] = status;
+    r.0[3..6].fill(0);
+    if let Some(p) = path {
+        r.0[HDR + 8..HDR + 8 + PATH_RECORD_LEN].copy_from_slice(p);
+    }
+    r
+}
+
+#[cfg(test)]
+pub mod tests {
+    use super::*;
+    use acm_prov_sys::{ACM_ADDRESS_IP, ACM_ADDRESS_NAME, ACM_STATUS_ENODATA};
+
+    /// Builds a resolve request the way the daemon hands one over.
+    pub fn request(entries: &[Entry], src_out: bool, tid: u64) -> MsgBuf {
+        let mut m = MsgBuf::default();
+        m.0[0] = 1;
+        m.0[1] = ACM_OP_RESOLVE as u8;
+        m.0[3] = src_out as u8;
+        m.0[8..16].copy_from_slice(&tid.to_ne_bytes());
+        for (i, e) in entries.iter().enumerate() {
+            m.set_entry(i, e);
+        }
+        m.set_length(HDR + entries.len() * EP);
+        m
+    }
+
+    pub fn addr_entry(flags: u32, kind: u16, bytes: &[u8]) -> Entry {
+        let mut info = [0; ADDR_LEN];
+        info[..bytes.len()].copy_from_slice(bytes);
+        Entry { flags, kind, info }
+    }
+
+    #[test]
+    fn parses_an_ip_request_with_a_daemon_chosen_source() {
+        let m = request(
+            &[
+                addr_entry(
+                    ACM_EP_FLAG_DEST | ACM_FLAGS_NODELAY,
+                    ACM_ADDRESS_IP,
+                    &[10, 0, 0, 2],
+                ),
+                addr_entry(ACM_EP_FLAG_SOURCE, ACM_ADDRESS_IP, &[10, 0, 0, 1]),
+            ],
+            true,
+            77,
+        );
+        let r = ResolveRequest::parse(&m).unwrap();
+        assert_eq!(
+            r.target,
+            Target::Address(Address::Ip4([10, 0, 0, 2].into()))
+        );
+        assert_eq!(r.source, Some(Address::Ip4([10, 0, 0, 1].into())));
+        assert_eq!(r.echo_source, Some(1));
+        assert!(r.nodelay);
+    }
+
+    #[test]
+    fn rejects_malformed_requests_with_the_right_status() {
+        let dest = addr_entry(ACM_EP_FLAG_DEST, ACM_ADDRESS_NAME, b"node2");
+        let mut m = request(&[dest], false, 1);
+        m.set_length(16 + 71);
+        assert_eq!(
+            ResolveRequest::parse(&m).unwrap_err().status,
+            ACM_STATUS_EINVAL as u8
+        );
+        m.set_length(600);
+        assert_eq!(
+            ResolveRequest::parse(&m).unwrap_err().status,
+            ACM_STATUS_EINVAL as u8
+        );
+        let m = request(
+            &[addr_entry(ACM_EP_FLAG_SOURCE, ACM_ADDRESS_NAME, b"a")],
+            false,
+            1,
+        );
+        assert_eq!(
+            ResolveRequest::parse(&m).unwrap_err().status,
+            ACM_STATUS_EDESTTYPE as u8
+        );
+        let m = request(&[dest, dest], false, 1);
+        assert_eq!(
+            ResolveRequest::parse(&m).unwrap_err().status,
+            ACM_STATUS_EDESTTYPE as u8
+        );
+        let m = request(&[addr_entry(ACM_EP_FLAG_DEST, 42, b"x")], false, 1);
+        assert_eq!(
+            ResolveRequest::parse(&m).unwrap_err().status,
+            ACM_STATUS_EDESTTYPE as u8
+        );
+        let m = request(&[dest, addr_entry(ACM_EP_FLAG_SOURCE, 77, b"x")], false, 1);
+        assert_eq!(
+            ResolveRequest::parse(&m).unwrap_err().status,
+            ACM_STATUS_ESRCTYPE as u8
+        );
+        let mut m = request(&[dest], false, 1);
+        m.0[1] = 2;
+        assert_eq!(
+            ResolveRequest::parse(&m).unwrap_err().status,
+            ACM_STATUS_EINVAL as u8
+        );
+        let m = request(&[addr_entry(0, PATH_TYPE, &[])], false, 1);
+        assert_eq!(
+            ResolveRequest::parse(&m).unwrap_err().status,
+            ACM_STATUS_EDESTADDR as u8
+        );
+    }
+
+    #[test]
+    fn replies_keep_the_tid_and_follow_the_contract() {
+        let m = request(
+            &[
+                addr_entry(ACM_EP_FLAG_DEST, ACM_ADDRESS_IP, &[10, 0, 0, 2]),
+                addr_entry(ACM_EP_FLAG_SOURCE, ACM_ADDRESS_IP, &[10, 0, 0, 1]),
+            ],
+            true,
+            0xdead_beef_0102,
+        );
+        let path = [7u8; 64];
+        let r = resolve_success(&m, &path, Some(1));
+        assert_eq!(
+            (r.tid(), r.status(), r.length()),
+            (0xdead_beef_0102, 0, 16 + 2 * 72)
+        );
+        assert_eq!((r.src_out(), r.src_index(), r.dst_index()), (0, 0, 0));
+        assert_eq!(r.entry(0).flags, 0x2B);
+        assert_eq!(r.entry(0).kind, PATH_TYPE);
+        assert_eq!(&r.entry(0).info[..], &path[..]);
+        assert_eq!(r.entry(1).flags, ACM_EP_FLAG_SOURCE);
+        assert_eq!(&r.entry(1).info[..4], &[10, 0, 0, 1]);
+        let e = resolve_error(&m, ACM_STATUS_ENODATA as u8);
+        assert_eq!((e.tid(), e.status(), e.length()), (0xdead_beef_0102, 3, 16));
+        let q = query_reply(&m, 0, Some(&path));
+        assert_eq!(
+            (q.opcode(), q.length(), q.tid()),
+            (0x81, m.length(), m.tid())
+        );
+    }
+}
