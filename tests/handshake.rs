@@ -8,15 +8,29 @@ use std::process::Command;
 
 fn provider_so() -> PathBuf {
     // Integration tests run from target/<profile>/deps.
-    let dir = std::env::current_exe().unwrap().parent().unwrap().parent().unwrap().to_path_buf();
+    let dir = std::env::current_exe()
+        .unwrap()
+        .parent()
+        .unwrap()
+        .parent()
+        .unwrap()
+        .to_path_buf();
     let so = dir.join("libibacm_urdma.so");
-    assert!(so.exists(), "{} is missing: run `cargo build` first", so.display());
+    assert!(
+        so.exists(),
+        "{} is missing: run `cargo build` first",
+        so.display()
+    );
     so
 }
 
 #[test]
 fn exports_only_provider_query() {
-    let out = Command::new("nm").args(["-D", "--defined-only"]).arg(provider_so()).output().expect("nm (binutils)");
+    let out = Command::new("nm")
+        .args(["-D", "--defined-only"])
+        .arg(provider_so())
+        .output()
+        .expect("nm (binutils)");
     assert!(out.status.success());
     let symbols: Vec<String> = String::from_utf8_lossy(&out.stdout)
         .lines()
@@ -61,7 +75,10 @@ fn the_real_daemon_loads_the_provider_and_reads_its_options() {
     std::fs::remove_dir_all(&tmp).ok();
     let opts = opts.display().to_string();
     let expect = [
-        format!("Provider urdma ({}/libibacm_urdma.so) loaded", prov.display()),
+        format!(
+            "Provider urdma ({}/libibacm_urdma.so) loaded",
+            prov.display()
+        ),
         "default provider: urdma".to_string(),
         format!("urdma: {opts}:6: bad value '9000' for urdma_mtu"),
         "keeping urdma_mtu 4096".to_string(),
