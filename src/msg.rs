@@ -208,6 +208,14 @@ impl ResolveRequest {
                 source = Some((i, e));
             }
         }
+        if msg.src_out() != 0 && source.is_none() {
+            // The daemon picked the source and wrote it at `src_index`, one
+            // past the entries `hdr.length` counts.
+            let i = usize::from(msg.src_index());
+            if i < MAX_ENTRIES {
+                source = Some((i, msg.entry(i)));
+            }
+        }
         let (_, d) = dest.ok_or_else(|| reject(ACM_STATUS_EDESTTYPE, "no destination entry"))?;
         let target = Address::from_wire(d.kind, &d.info).map_err(|e| match e {
             AddrError::UnknownType(t) => {
@@ -279,7 +287,7 @@ pub fn resolve_success(
         },
     );
     let mut n = 1;
-    if let Some(i) = echo_source.filter(|&i| i < req.entry_count()) {
+    if let Some(i) = echo_source.filter(|&i| i < MAX_ENTRIES) {
         let src = req.entry(i);
         r.set_entry(
             1,
@@ -354,6 +362,28 @@ pub mod tests {
         assert_eq!(r.source, Some(Address::Ip4([10, 0, 0, 1].into())));
         assert_eq!(r.echo_source, Some(1));
         assert!(r.nodelay);
+    }
+
+    #[test]
+    fn finds_the_source_the_daemon_appended_past_the_length() {
+        // What the daemon hands over for `ib_acme -d 10.0.0.2`: one DEST
+        // entry counted by hdr.length, the chosen source after it.
+        let mut m = request(
+            &[addr_entry(ACM_EP_FLAG_DEST, ACM_ADDRESS_IP, &[10, 0, 0, 2])],
+            true,
+            5,
+        );
+        m.0[4] = 1;
+        m.set_entry(
+            1,
+            &addr_entry(ACM_EP_FLAG_SOURCE, ACM_ADDRESS_IP, &[10, 0, 0, 1]),
+        );
+        let r = ResolveRequest::parse(&m).unwrap();
+        assert_eq!(r.source, Some(Address::Ip4([10, 0, 0, 1].into())));
+        assert_eq!(r.echo_source, Some(1));
+        let reply = resolve_success(&m, &[0; 64], r.echo_source);
+        assert_eq!(reply.length(), 16 + 2 * 72);
+        assert_eq!(&reply.entry(1).info[..4], &[10, 0, 0, 1]);
     }
 
     #[test]

@@ -1,0 +1,125 @@
+#!/usr/bin/env bash
+# The main job, as a demo: two simulated urdma hosts, each the real
+# /usr/sbin/ibacm with this provider on a simulated urdma device, in network
+# namespaces joined by a veth pair, answering the real ib_acme and a real
+# librdmacm client. Needs root (namespaces, bind mounts). Leaves nothing
+# behind: namespaces, daemons and temp files go when it exits.
+set -euo pipefail
+
+if [ "$(id -u)" != 0 ]; then
+    echo "demo.sh: run as root (it creates network and mount namespaces)" >&2
+    exit 1
+fi
+root=$(cd "$(dirname "$0")/.." && pwd)
+echo "== building (cargo build --release --workspace)"
+cargo build --release --workspace --manifest-path "$root/Cargo.toml" --quiet
+bin=$root/target/release
+
+work=$(mktemp -d /tmp/urdma-demo.XXXXXX)
+tag=$$
+pids=()
+cleanup() {
+    for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+    wait 2>/dev/null || true
+    ip netns del "urdma-demo-a-$tag" 2>/dev/null || true
+    ip netns del "urdma-demo-b-$tag" 2>/dev/null || true
+    rm -rf "$work"
+}
+trap cleanup EXIT
+
+# Runs a command inside host $1's namespaces: its network namespace and a
+# private mount namespace whose /run is the host's own run directory, so the
+# daemon's fixed socket paths (/run/ibacm*.sock) belong to that host.
+in_host() {
+    local h=$1; shift
+    ip netns exec "urdma-demo-$h-$tag" unshare -m --propagation private \
+        sh -c 'mount --bind "$0" /run && exec "$@"' "$work/$h/run" "$@"
+}
+
+# host  ip         ipv6     mac of its urdma0
+hosts="a 10.0.0.1 fd00::1 52:54:00:12:34:56
+b 10.0.0.2 fd00::2 52:54:00:12:34:57"
+
+ip netns add "urdma-demo-a-$tag"
+ip netns add "urdma-demo-b-$tag"
+ip link add a0 netns "urdma-demo-a-$tag" type veth peer name b0 netns "urdma-demo-b-$tag"
+
+while read -r h ip ip6 mac; do
+    ns=urdma-demo-$h-$tag
+    ip -n "$ns" link set lo up
+    ip -n "$ns" addr add "$ip/24" dev "${h}0"
+    ip -n "$ns" addr add "$ip6/64" dev "${h}0" nodad
+    ip -n "$ns" link set "${h}0" up
+    d=$work/$h
+    mkdir -p "$d/run" "$d/prov"
+    # A regular file: the daemon skips symlinked providers.
+    cp "$bin/libibacm_urdma.so" "$d/prov/"
+    cat > "$d/sim.cfg" <<CFG
+device urdma0
+  mac $mac
+  node_desc URDMA Virtual HCA
+  port 1
+    link_layer infiniband
+    state active
+    pkey 0xffff
+CFG
+    cat > "$d/ibacm_opts.cfg" <<OPTS
+log_file $d/ibacm.log
+log_level 1
+lock_file $d/ibacm.pid
+provider_lib_path $d/prov
+provider urdma default
+support_ips_in_addr_cfg 1
+urdma_hosts_file $d/hosts
+OPTS
+    printf '%s urdma0 1 default\n' "node-$h" "$ip" "$ip6" > "$d/ibacm_addr.cfg"
+done <<< "$hosts"
+
+# Each host's static table names the other (GIDs are fe80:: + EUI-64 of the MAC).
+cat > "$work/a/hosts" <<'H'
+# ADDRESS   GID
+node-b      fe80::5054:ff:fe12:3457
+10.0.0.2    fe80::5054:ff:fe12:3457
+fd00::2     fe80::5054:ff:fe12:3457
+H
+cat > "$work/b/hosts" <<'H'
+node-a      fe80::5054:ff:fe12:3456
+10.0.0.1    fe80::5054:ff:fe12:3456
+fd00::1     fe80::5054:ff:fe12:3456
+bad line without a gid
+H
+
+for h in a b; do
+    d=$work/$h
+    URDMA_SIM_CONFIG=$d/sim.cfg in_host "$h" env LD_PRELOAD="$bin/liburdma_sim.so" \
+        /usr/sbin/ibacm -P -O "$d/ibacm_opts.cfg" -A "$d/ibacm_addr.cfg" > "$d/daemon.out" 2>&1 &
+    pids+=($!)
+done
+for h in a b; do
+    for _ in $(seq 100); do [ -S "$work/$h/run/ibacm-unix.sock" ] && break; sleep 0.05; done
+    [ -S "$work/$h/run/ibacm-unix.sock" ] || { cat "$work/$h/ibacm.log" "$work/$h/daemon.out"; exit 1; }
+done
+
+acme() {
+    local h=$1; shift
+    echo
+    echo "== host $h: ib_acme $*"
+    ib_acme -S "$work/$h/run/ibacm-unix.sock" "$@" || true
+}
+
+acme a -e
+acme a -f n -s node-a -d node-b -v
+acme a -f i -d 10.0.0.2
+acme a -f i -s fd00::1 -d fd00::2
+acme b -f g -d fe80::5054:ff:fe12:3456
+acme b -f i -d 10.0.0.1 -c
+acme b -f i -d 10.0.0.99
+acme a -P s -s 10.0.0.1
+
+echo
+echo "== host a: librdmacm rdma_getaddrinfo(10.0.0.2), the call rdma_resolve_route makes"
+in_host a env LD_PRELOAD="$bin/liburdma_sim.so" "$bin/urdma-rai" -s 10.0.0.1 --route-only 10.0.0.2 || true
+
+echo
+echo "== host b: the provider's lines in the daemon log"
+grep 'urdma: ' "$work/b/ibacm.log"
