@@ -11,6 +11,7 @@ if [ "$(id -u)" != 0 ]; then
     exit 1
 fi
 root=$(cd "$(dirname "$0")/.." && pwd)
+"$root/scripts/deps.sh"
 echo "== building (cargo build --release --workspace)"
 cargo build --release --workspace --manifest-path "$root/Cargo.toml" --quiet
 bin=$root/target/release
