@@ -123,7 +123,7 @@ impl<H: Host> Engine<H> {
         let id = self.new_id();
         self.devices.insert(id, guid);
         self.device_by_guid.insert(guid, id);
-        log::info!("device {guid:#018x} opened");
+        log::debug!("device {guid:#018x} opened");
         id
     }
 
@@ -139,7 +139,7 @@ impl<H: Host> Engine<H> {
         }
         if let Some(guid) = self.devices.remove(&dev) {
             self.device_by_guid.remove(&guid);
-            log::info!("device {guid:#018x} closed");
+            log::debug!("device {guid:#018x} closed");
         }
     }
 
@@ -151,7 +151,7 @@ impl<H: Host> Engine<H> {
         if info.gids.first().is_none_or(Gid::is_zero) {
             return Err(Refused::NoGid);
         }
-        log::info!(
+        log::debug!(
             "device {guid:#018x} port {}: gid {} lid {} mtu {} rate {}",
             info.port_num,
             info.gids[0],
@@ -181,7 +181,7 @@ impl<H: Host> Engine<H> {
             self.close_endpoint(ep);
         }
         if let Some(p) = self.ports.remove(&port) {
-            log::info!("port {} closed", p.info.port_num);
+            log::debug!("port {} closed", p.info.port_num);
         }
         self.cache.flush_all();
     }
@@ -199,7 +199,7 @@ impl<H: Host> Engine<H> {
                 addresses: Vec::new(),
             },
         );
-        log::info!("port {} endpoint pkey {pkey:#06x} opened", p.info.port_num);
+        log::debug!("port {} endpoint pkey {pkey:#06x} opened", p.info.port_num);
         Some(id)
     }
 
@@ -224,7 +224,7 @@ impl<H: Host> Engine<H> {
         let id = self.new_id();
         let e = self.endpoints.get_mut(&ep)?;
         e.addresses.push(id);
-        log::info!("endpoint pkey {:#06x}: address {address}", e.pkey);
+        log::debug!("endpoint pkey {:#06x}: address {address}", e.pkey);
         self.local.entry(address.clone()).or_default().push(id);
         self.addresses.insert(
             id,
@@ -250,7 +250,7 @@ impl<H: Host> Engine<H> {
         if let Some(e) = self.endpoints.get_mut(&a.endpoint) {
             e.addresses.retain(|&x| x != addr);
         }
-        log::info!("address {} removed", a.address);
+        log::debug!("address {} removed", a.address);
         self.cache.flush_all();
     }
 
@@ -264,12 +264,12 @@ impl<H: Host> Engine<H> {
                 .iter()
                 .map(|&ep| self.cache.flush_endpoint(ep))
                 .sum();
-            log::info!(
+            log::debug!(
                 "port {}: client reregister, {n} cached destinations flushed",
                 p.info.port_num
             );
         } else {
-            log::debug!("port {}: event {event} ignored", p.info.port_num);
+            log::trace!("port {}: event {event} ignored", p.info.port_num);
         }
     }
 
@@ -310,7 +310,7 @@ impl<H: Host> Engine<H> {
             Ok(r) => match self.route(ep, &r) {
                 Ok(path) => msg::resolve_success(req, &path.encode(), r.echo_source),
                 Err(e) => {
-                    log::debug!("resolve tid {:#x}: {}", req.tid(), e.why);
+                    log::trace!("resolve tid {:#x}: {}", req.tid(), e.why);
                     msg::resolve_error(req, e.status)
                 }
             },
@@ -345,7 +345,7 @@ impl<H: Host> Engine<H> {
                             msg::query_reply(req, ACM_STATUS_SUCCESS as u8, Some(&ours.encode()))
                         }
                         Err(field) => {
-                            log::debug!("query tid {:#x}: {field} differs from the path this provider builds", req.tid());
+                            log::trace!("query tid {:#x}: {field} differs from the path this provider builds", req.tid());
                             msg::query_reply(req, ACM_STATUS_EINVAL as u8, None)
                         }
                     },

@@ -1,7 +1,8 @@
 //! A `log` backend that writes through the daemon's `acm_write`.
 //!
 //! The daemon's levels are 0 (errors and configuration summary), 1 (verbose
-//! configuration) and 2 (verbose operation). The bridge sets the `log` max
+//! configuration) and 2 (verbose operation); `error`/`warn`/`info` go to 0,
+//! `debug` to 1 and `trace` to 2. The bridge sets the `log` max
 //! level from the daemon's `log_level`, so a message for a level that would
 //! be filtered out is never formatted: the `log` macros test the level
 //! before they build their arguments.
@@ -19,18 +20,18 @@ struct Bridge {
 /// The daemon level a `log` level is written at.
 pub fn daemon_level(level: Level) -> u8 {
     match level {
-        Level::Error | Level::Warn => 0,
-        Level::Info => 1,
-        Level::Debug | Level::Trace => 2,
+        Level::Error | Level::Warn | Level::Info => 0,
+        Level::Debug => 1,
+        Level::Trace => 2,
     }
 }
 
 /// The most verbose `log` level a daemon `log_level` lets through.
 pub fn filter_for(daemon_log_level: u8) -> LevelFilter {
     match daemon_log_level {
-        0 => LevelFilter::Warn,
-        1 => LevelFilter::Info,
-        _ => LevelFilter::Debug,
+        0 => LevelFilter::Info,
+        1 => LevelFilter::Debug,
+        _ => LevelFilter::Trace,
     }
 }
 
@@ -84,26 +85,29 @@ mod tests {
             0,
         );
         let formats = AtomicUsize::new(0);
+        log::trace!("{}", Counted(&formats));
         log::debug!("{}", Counted(&formats));
-        log::info!("{}", Counted(&formats));
         assert_eq!(
             formats.load(Ordering::SeqCst),
             0,
             "a filtered message was formatted"
         );
         log::error!("broken {}", Counted(&formats));
+        log::info!("summary");
         assert_eq!(formats.load(Ordering::SeqCst), 1);
+        install(|| unreachable!("installed once"), 1);
+        log::trace!("{}", Counted(&formats));
+        log::debug!("cfg");
         install(|| unreachable!("installed once"), 2);
-        log::debug!("op {}", 7);
-        log::info!("cfg");
+        log::trace!("op {}", 7);
+        assert_eq!(formats.load(Ordering::SeqCst), 1);
         let got = lines.lock().unwrap().clone();
-        assert_eq!(
-            got,
-            vec![
-                (0, "broken formatted".into()),
-                (2, "op 7".into()),
-                (1, "cfg".into())
-            ]
-        );
+        let want: Vec<(u8, String)> = vec![
+            (0, "broken formatted".into()),
+            (0, "summary".into()),
+            (1, "cfg".into()),
+            (2, "op 7".into()),
+        ];
+        assert_eq!(got, want);
     }
 }

@@ -89,7 +89,7 @@ fn load_engine(daemon: Daemon) -> Engine<Daemon> {
     }
     log::info!("options from {}", opts.as_deref().unwrap_or("(none)"));
     for key in crate::config::KEYS {
-        log::info!("{key} {}", cfg.describe(key).unwrap_or_default());
+        log::debug!("{key} {}", cfg.describe(key).unwrap_or_default());
     }
     let hosts_path = cfg.hosts_file.display().to_string();
     let hosts = match std::fs::read_to_string(&cfg.hosts_file) {
@@ -98,7 +98,7 @@ fn load_engine(daemon: Daemon) -> Engine<Daemon> {
             for d in &diags {
                 log::error!("{d}");
             }
-            log::warn!("hosts file {hosts_path}: {} addresses", hosts.len());
+            log::info!("hosts file {hosts_path}: {} addresses", hosts.len());
             hosts
         }
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
