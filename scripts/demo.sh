@@ -21,6 +21,7 @@ tag=$$
 pids=()
 cleanup() {
     for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+    pkill -f "$work/" 2>/dev/null || true
     wait 2>/dev/null || true
     ip netns del "urdma-demo-a-$tag" 2>/dev/null || true
     ip netns del "urdma-demo-b-$tag" 2>/dev/null || true
@@ -33,7 +34,8 @@ trap cleanup EXIT
 # daemon's fixed socket paths (/run/ibacm*.sock) belong to that host.
 in_host() {
     local h=$1; shift
-    ip netns exec "urdma-demo-$h-$tag" unshare -m --propagation private \
+    # exec all the way down, so that `in_host ... &` leaves $! = the program.
+    exec ip netns exec "urdma-demo-$h-$tag" unshare -m --propagation private \
         sh -c 'mount --bind "$0" /run && exec "$@"' "$work/$h/run" "$@"
 }
 
@@ -119,7 +121,7 @@ acme a -P s -s 10.0.0.1
 
 echo
 echo "== host a: librdmacm rdma_getaddrinfo(10.0.0.2), the call rdma_resolve_route makes"
-in_host a env LD_PRELOAD="$bin/liburdma_sim.so" "$bin/urdma-rai" -s 10.0.0.1 --route-only 10.0.0.2 || true
+(in_host a env LD_PRELOAD="$bin/liburdma_sim.so" "$bin/urdma-rai" -s 10.0.0.1 --route-only 10.0.0.2) || true
 
 echo
 echo "== host b: the provider's lines in the daemon log"

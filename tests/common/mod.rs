@@ -108,6 +108,10 @@ pub struct HostConfig {
     pub provider_name: Option<String>,
     /// Provider library to copy in; `None` = `Artifacts::provider`.
     pub provider_so: Option<PathBuf>,
+    /// Contents of a urdma hosts file: written as `hosts.data` in the
+    /// host's temp dir and named by a `urdma_hosts_file` line placed before
+    /// `extra_opts`. `None`: neither.
+    pub hosts_file: Option<String>,
 }
 
 impl Default for HostConfig {
@@ -123,6 +127,7 @@ impl Default for HostConfig {
             extra_opts: Vec::new(),
             provider_name: Some("urdma".into()),
             provider_so: None,
+            hosts_file: None,
         }
     }
 }
@@ -145,6 +150,12 @@ impl HostConfig {
 
     pub fn ip_addrs(mut self, addrs: &[&str]) -> Self {
         self.ip_addrs = addrs.iter().map(|s| s.to_string()).collect();
+        self
+    }
+
+    /// See `HostConfig::hosts_file`; `Host::hosts_path` is where it goes.
+    pub fn hosts_file(mut self, text: &str) -> Self {
+        self.hosts_file = Some(text.into());
         self
     }
 }
@@ -224,6 +235,10 @@ impl Host {
         if let Some(name) = &cfg.provider_name {
             opts.push(format!("provider {name} default"));
         }
+        if let Some(text) = &cfg.hosts_file {
+            fs::write(self.hosts_path(), text).expect("write hosts.data");
+            opts.push(format!("urdma_hosts_file {}", self.hosts_path().display()));
+        }
         opts.extend(cfg.extra_opts.iter().cloned());
         write_lines(&self.path("ibacm_opts.cfg"), &opts);
         write_lines(&self.path("ibacm_addr.cfg"), &cfg.addr_lines);
@@ -301,6 +316,11 @@ impl Host {
 
     pub fn path(&self, rel: &str) -> PathBuf {
         self.dir.join(rel)
+    }
+
+    /// Where `HostConfig::hosts_file` is written.
+    pub fn hosts_path(&self) -> PathBuf {
+        self.path("hosts.data")
     }
 
     /// The daemon's unix socket, as seen from outside its mount namespace.
