@@ -16,3 +16,4 @@ pub mod hosts;
 pub mod log;
 pub mod msg;
 pub mod path;
+pub mod wire;
