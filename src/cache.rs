@@ -2,7 +2,7 @@
 //! of the configuration.
 
 use crate::addr::Address;
-use crate::path::PathRecord;
+use crate::path::{Dest, PathRecord};
 use std::collections::HashMap;
 use std::time::Instant;
 
@@ -13,6 +13,8 @@ pub type EndpointKey = u64;
 pub struct Entry {
     /// The path as built, before per-request fields (service id) are set.
     pub path: PathRecord,
+    /// The remote end, to rebuild the path when only the route expired.
+    pub dest: Dest,
     /// When the address→GID binding must be looked up again.
     pub addr_expires: Option<Instant>,
     /// When the path must be rebuilt.
@@ -25,7 +27,7 @@ pub enum Lookup {
     /// A path that is still good.
     Route(PathRecord),
     /// The binding is good but the route expired: rebuild the path.
-    Address(PathRecord),
+    Address(Dest),
     Miss,
 }
 
@@ -47,7 +49,7 @@ impl Cache {
             Some(e) if live(e.addr_expires, now) && live(e.route_expires, now) => {
                 Lookup::Route(e.path)
             }
-            Some(e) if live(e.addr_expires, now) => Lookup::Address(e.path),
+            Some(e) if live(e.addr_expires, now) => Lookup::Address(e.dest),
             Some(_) => {
                 map.remove(dest);
                 Lookup::Miss
@@ -58,6 +60,14 @@ impl Cache {
 
     pub fn insert(&mut self, ep: EndpointKey, dest: Address, entry: Entry) {
         self.per_endpoint.entry(ep).or_default().insert(dest, entry);
+    }
+
+    /// Drops `dest` from every endpoint: its binding changed.
+    pub fn evict(&mut self, dest: &Address) -> usize {
+        self.per_endpoint
+            .values_mut()
+            .filter_map(|m| m.remove(dest))
+            .count()
     }
 
     pub fn flush_endpoint(&mut self, ep: EndpointKey) -> usize {
@@ -93,11 +103,18 @@ mod tests {
             dlid: 9,
             ..Default::default()
         };
+        let to = Dest {
+            gid: Default::default(),
+            lid: 9,
+            mtu: None,
+            rate: None,
+        };
         c.insert(
             1,
             dest.clone(),
             Entry {
                 path,
+                dest: to,
                 addr_expires: Some(now + Duration::from_secs(60)),
                 route_expires: Some(now + Duration::from_secs(10)),
             },
@@ -106,7 +123,7 @@ mod tests {
         assert_eq!(c.lookup(2, &dest, now), Lookup::Miss, "keyed by endpoint");
         assert_eq!(
             c.lookup(1, &dest, now + Duration::from_secs(11)),
-            Lookup::Address(path)
+            Lookup::Address(to)
         );
         assert_eq!(
             c.lookup(1, &dest, now + Duration::from_secs(61)),
@@ -118,6 +135,7 @@ mod tests {
             dest.clone(),
             Entry {
                 path,
+                dest: to,
                 addr_expires: None,
                 route_expires: None,
             },
@@ -125,6 +143,27 @@ mod tests {
         assert_eq!(
             c.lookup(1, &dest, now + Duration::from_secs(1 << 30)),
             Lookup::Route(path)
+        );
+        c.insert(
+            2,
+            dest.clone(),
+            Entry {
+                path,
+                dest: to,
+                addr_expires: None,
+                route_expires: None,
+            },
+        );
+        assert_eq!(c.evict(&dest), 2);
+        c.insert(
+            1,
+            dest.clone(),
+            Entry {
+                path,
+                dest: to,
+                addr_expires: None,
+                route_expires: None,
+            },
         );
         assert_eq!(c.flush_endpoint(1), 1);
         assert_eq!(c.lookup(1, &dest, now), Lookup::Miss);

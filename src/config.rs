@@ -63,8 +63,65 @@ pub struct Config {
     pub packet_lifetime: u8,
     pub hop_limit: u8,
     pub tclass: u8,
+    /// Ask other hosts running this provider (docs/protocol.md).
+    pub discovery: bool,
+    pub discovery_port: u16,
+    /// Wait for one discovery try, in milliseconds.
+    pub timeout_ms: u32,
+    /// Tries after the first before a lookup fails with ETIMEDOUT.
+    pub retries: u32,
+    /// How long a failed lookup is remembered, in milliseconds.
+    pub negative_timeout_ms: u32,
+    /// Fallbacks for peers that do not run the provider, tried in order
+    /// after discovery fails.
+    pub derive: Vec<Derivation>,
     /// The daemon's own `log_level`: decides what the log bridge formats.
     pub daemon_log_level: u8,
+}
+
+/// Ways to compute a GID from an IP address without asking its owner.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Derivation {
+    /// `fe80::` + EUI-64 of the neighbour's MAC, as urdma forms port GIDs.
+    Eui64,
+    /// `::ffff:a.b.c.d`, the RoCEv2 convention for IPv4.
+    Ipv4Mapped,
+}
+
+impl Derivation {
+    fn name(self) -> &'static str {
+        match self {
+            Derivation::Eui64 => "eui64",
+            Derivation::Ipv4Mapped => "ipv4-mapped",
+        }
+    }
+}
+
+fn derivations(v: &str) -> Result<Vec<Derivation>, String> {
+    if v == "none" {
+        return Ok(Vec::new());
+    }
+    let mut out = Vec::new();
+    for item in v.split(',') {
+        let d = match item {
+            "eui64" => Derivation::Eui64,
+            "ipv4-mapped" => Derivation::Ipv4Mapped,
+            _ => return Err(format!("'{item}' is not eui64 or ipv4-mapped")),
+        };
+        if out.contains(&d) {
+            return Err(format!("'{item}' listed twice"));
+        }
+        out.push(d);
+    }
+    Ok(out)
+}
+
+fn yes_no(v: &str) -> Result<bool, String> {
+    match v.to_ascii_lowercase().as_str() {
+        "yes" | "true" | "1" => Ok(true),
+        "no" | "false" | "0" => Ok(false),
+        _ => Err("expected yes or no".into()),
+    }
 }
 
 pub const DEFAULT_HOSTS_FILE: &str = "/etc/rdma/ibacm_urdma_hosts.data";
@@ -81,6 +138,12 @@ impl Default for Config {
             packet_lifetime: 18,
             hop_limit: 0,
             tclass: 0,
+            discovery: true,
+            discovery_port: crate::wire::DEFAULT_PORT,
+            timeout_ms: 500,
+            retries: 2,
+            negative_timeout_ms: 5000,
+            derive: Vec::new(),
             daemon_log_level: 0,
         }
     }
@@ -112,7 +175,7 @@ fn lifetime(v: &str) -> Result<Lifetime, String> {
 }
 
 /// Every `urdma_` key, for the unknown-key check and the documentation test.
-pub const KEYS: [&str; 9] = [
+pub const KEYS: [&str; 15] = [
     "urdma_hosts_file",
     "urdma_addr_timeout",
     "urdma_route_timeout",
@@ -122,6 +185,12 @@ pub const KEYS: [&str; 9] = [
     "urdma_packet_lifetime",
     "urdma_hop_limit",
     "urdma_tclass",
+    "urdma_discovery",
+    "urdma_discovery_port",
+    "urdma_timeout",
+    "urdma_retries",
+    "urdma_negative_timeout",
+    "urdma_derive",
 ];
 
 impl Config {
@@ -166,6 +235,16 @@ impl Config {
             "urdma_packet_lifetime" => self.packet_lifetime = ranged(v, 0, 63).map_err(bad)? as u8,
             "urdma_hop_limit" => self.hop_limit = ranged(v, 0, 255).map_err(bad)? as u8,
             "urdma_tclass" => self.tclass = ranged(v, 0, 255).map_err(bad)? as u8,
+            "urdma_discovery" => self.discovery = yes_no(v).map_err(bad)?,
+            "urdma_discovery_port" => {
+                self.discovery_port = ranged(v, 1, 65535).map_err(bad)? as u16
+            }
+            "urdma_timeout" => self.timeout_ms = ranged(v, 1, 60_000).map_err(bad)?,
+            "urdma_retries" => self.retries = ranged(v, 0, 10).map_err(bad)?,
+            "urdma_negative_timeout" => {
+                self.negative_timeout_ms = ranged(v, 0, 3_600_000).map_err(bad)?
+            }
+            "urdma_derive" => self.derive = derivations(v).map_err(bad)?,
             _ => unreachable!("every key in KEYS has a case"),
         }
         Ok(true)
@@ -211,6 +290,20 @@ impl Config {
             "urdma_packet_lifetime" => self.packet_lifetime.to_string(),
             "urdma_hop_limit" => self.hop_limit.to_string(),
             "urdma_tclass" => self.tclass.to_string(),
+            "urdma_discovery" => if self.discovery { "yes" } else { "no" }.to_string(),
+            "urdma_discovery_port" => self.discovery_port.to_string(),
+            "urdma_timeout" => self.timeout_ms.to_string(),
+            "urdma_retries" => self.retries.to_string(),
+            "urdma_negative_timeout" => self.negative_timeout_ms.to_string(),
+            "urdma_derive" => match self.derive.is_empty() {
+                true => "none".to_string(),
+                false => self
+                    .derive
+                    .iter()
+                    .map(|d| d.name())
+                    .collect::<Vec<_>>()
+                    .join(","),
+            },
             _ => return None,
         })
     }
@@ -233,6 +326,9 @@ urdma_addr_timeout -1
 urdma_route_timeout 0x10
 urdma_hosts_file /tmp/hosts
 urdma_rate 200
+urdma_discovery No
+urdma_derive ipv4-mapped,eui64
+urdma_timeout 250
 ";
         let (c, d) = Config::parse(text, "opts.cfg");
         assert!(d.is_empty(), "{d:?}");
@@ -243,15 +339,20 @@ urdma_rate 200
         assert_eq!(c.hosts_file, PathBuf::from("/tmp/hosts"));
         assert_eq!(c.rate_gbps, 200);
         assert_eq!(c.sl, 0);
+        assert!(!c.discovery);
+        assert_eq!(c.derive, vec![Derivation::Ipv4Mapped, Derivation::Eui64]);
+        assert_eq!(c.timeout_ms, 250);
+        assert_eq!(c.describe("urdma_derive").unwrap(), "ipv4-mapped,eui64");
     }
 
     #[test]
     fn bad_lines_are_located_and_keep_the_default() {
-        let text = "urdma_mtu 4097\nurdma_sl 16\nurdma_colour blue\nurdma_addr_timeout -5\nurdma_tclass\nurdma_rate 33\n";
+        let text = "urdma_mtu 4097\nurdma_sl 16\nurdma_colour blue\nurdma_addr_timeout -5\nurdma_tclass\nurdma_rate 33\n\
+                    urdma_discovery maybe\nurdma_derive eui64,arp\nurdma_retries 11\nurdma_discovery_port 0\n";
         let (c, d) = Config::parse(text, "/etc/rdma/ibacm_opts.cfg");
         assert_eq!(c, Config::default());
         let lines: Vec<String> = d.iter().map(|d| d.to_string()).collect();
-        assert_eq!(lines.len(), 6, "{lines:?}");
+        assert_eq!(lines.len(), 10, "{lines:?}");
         assert!(lines[0].starts_with("/etc/rdma/ibacm_opts.cfg:1: bad value '4097' for urdma_mtu"));
         assert!(lines[0].ends_with("keeping urdma_mtu 4096"), "{}", lines[0]);
         assert!(lines[1].contains(":2:") && lines[1].ends_with("keeping urdma_sl 0"));
@@ -261,5 +362,12 @@ urdma_rate 200
         assert!(lines[3].contains(":4:") && lines[3].ends_with("keeping urdma_addr_timeout 1440"));
         assert!(lines[4].contains(":5: 'urdma_tclass' has no value"));
         assert!(lines[5].contains(":6:") && lines[5].ends_with("keeping urdma_rate 100"));
+        assert!(lines[6].ends_with("keeping urdma_discovery yes"));
+        assert!(
+            lines[7].contains("'arp' is not eui64")
+                && lines[7].ends_with("keeping urdma_derive none")
+        );
+        assert!(lines[8].ends_with("keeping urdma_retries 2"));
+        assert!(lines[9].ends_with("keeping urdma_discovery_port 6126"));
     }
 }

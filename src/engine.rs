@@ -2,20 +2,25 @@
 //! request → parse → lookup → resolve → path → reply.
 //!
 //! Everything here is safe Rust. The boundary turns the daemon's pointers
-//! into the ids and values used here, and sends the replies returned.
+//! into the ids and values used here. Engine methods never send anything
+//! themselves: replies and datagrams are collected as [`Effects`], which the
+//! caller performs after releasing the engine's lock, so no daemon lock is
+//! ever taken while the engine is held.
 
 use crate::addr::{Address, Gid};
 use crate::cache::{Cache, Entry, Lookup};
 use crate::config::Config;
 use crate::host::{Counter, Host, COUNTERS};
-use crate::hosts::{Hosts, Remote};
+use crate::hosts::Hosts;
 use crate::msg::{self, MsgBuf, Rejected, ResolveRequest, Target};
-use crate::path::{self, PathRecord};
+use crate::path::{self, Dest, PathRecord};
+use crate::resolver::{Resolver, Waiter};
 use acm_prov_sys::{
-    ACM_STATUS_EDESTADDR, ACM_STATUS_EINVAL, ACM_STATUS_ENODATA, ACM_STATUS_ESRCADDR,
-    ACM_STATUS_SUCCESS,
+    ACM_STATUS_EDESTADDR, ACM_STATUS_EINVAL, ACM_STATUS_ENODATA, ACM_STATUS_ENOTCONN,
+    ACM_STATUS_ESRCADDR, ACM_STATUS_SUCCESS,
 };
 use std::collections::HashMap;
+use std::net::{IpAddr, SocketAddr};
 use std::time::Instant;
 
 /// Handle of a device, port, endpoint or address; never zero, so the
@@ -50,40 +55,101 @@ pub enum Refused {
     NoGid,
 }
 
-struct Port {
-    device: Id,
-    info: PortInfo,
-    endpoints: Vec<Id>,
+pub(crate) struct Port {
+    pub(crate) device: Id,
+    pub(crate) info: PortInfo,
+    pub(crate) endpoints: Vec<Id>,
 }
 
-struct Endpoint {
-    port: Id,
-    pkey: u16,
-    counters: [u64; COUNTERS],
-    addresses: Vec<Id>,
+pub(crate) struct Endpoint {
+    pub(crate) port: Id,
+    pub(crate) pkey: u16,
+    pub(crate) counters: [u64; COUNTERS],
+    pub(crate) addresses: Vec<Id>,
 }
 
-struct LocalAddress {
-    endpoint: Id,
-    address: Address,
+pub(crate) struct LocalAddress {
+    pub(crate) endpoint: Id,
+    pub(crate) address: Address,
 }
 
 /// The reply a request gets; the boundary sends it exactly once.
 #[derive(Debug, PartialEq)]
 pub struct Reply(pub MsgBuf);
 
+/// A reply to send to the daemon.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Outgoing {
+    pub id: u64,
+    pub msg: MsgBuf,
+    /// Answers a `query` (acm_query_response) rather than a `resolve`.
+    pub query: bool,
+}
+
+/// A discovery datagram to send.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Datagram {
+    /// To one host; `from` pins the source address (replies to unicast
+    /// queries must come from the queried address).
+    Unicast {
+        to: SocketAddr,
+        from: Option<IpAddr>,
+        bytes: Vec<u8>,
+    },
+    /// To the discovery groups on every interface.
+    Multicast { bytes: Vec<u8> },
+}
+
+/// Work the caller performs once it has released the engine.
+#[derive(Debug, Default)]
+pub struct Effects {
+    pub replies: Vec<Outgoing>,
+    pub datagrams: Vec<Datagram>,
+    /// The worker thread has something to do before its next deadline.
+    pub wake: bool,
+}
+
+impl Effects {
+    pub fn is_empty(&self) -> bool {
+        self.replies.is_empty() && self.datagrams.is_empty() && !self.wake
+    }
+}
+
+/// Discovery datagrams dropped, by reason; each drop is also logged.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct DropCounts {
+    pub malformed: u64,
+    pub unsolicited: u64,
+    pub wrong_source: u64,
+    pub own: u64,
+}
+
+/// A destination, looked up in what is known right now.
+pub(crate) enum Found {
+    At(Dest),
+    NotInPartition,
+    Unknown,
+}
+
 pub struct Engine<H: Host> {
-    host: H,
-    cfg: Config,
+    pub(crate) host: H,
+    pub(crate) cfg: Config,
     hosts: Hosts,
     devices: HashMap<Id, u64>,
     device_by_guid: HashMap<u64, Id>,
-    ports: HashMap<Id, Port>,
-    endpoints: HashMap<Id, Endpoint>,
-    addresses: HashMap<Id, LocalAddress>,
+    pub(crate) ports: HashMap<Id, Port>,
+    pub(crate) endpoints: HashMap<Id, Endpoint>,
+    pub(crate) addresses: HashMap<Id, LocalAddress>,
     /// This daemon's own endpoint addresses, for local destinations.
-    local: HashMap<Address, Vec<Id>>,
-    cache: Cache,
+    pub(crate) local: HashMap<Address, Vec<Id>>,
+    pub(crate) cache: Cache,
+    pub(crate) resolver: Resolver,
+    pub(crate) effects: Effects,
+    /// Set by the boundary once the discovery sockets are open.
+    pub(crate) discovery_up: bool,
+    /// When this host's endpoints are announced next.
+    pub(crate) announce_at: Vec<Instant>,
+    pub(crate) drops: DropCounts,
     next_id: Id,
 }
 
@@ -100,12 +166,26 @@ impl<H: Host> Engine<H> {
             addresses: HashMap::new(),
             local: HashMap::new(),
             cache: Cache::default(),
+            resolver: Resolver::default(),
+            effects: Effects::default(),
+            discovery_up: false,
+            announce_at: Vec::new(),
+            drops: DropCounts::default(),
             next_id: 1,
         }
     }
 
     pub fn host(&self) -> &H {
         &self.host
+    }
+
+    pub fn config(&self) -> &Config {
+        &self.cfg
+    }
+
+    /// Replies and datagrams produced since the last call.
+    pub fn take_effects(&mut self) -> Effects {
+        std::mem::take(&mut self.effects)
     }
 
     fn new_id(&mut self) -> Id {
@@ -170,6 +250,7 @@ impl<H: Host> Engine<H> {
         );
         // Paths to this host's own addresses may now lead elsewhere.
         self.cache.flush_all();
+        self.schedule_announce(Instant::now());
         Ok(id)
     }
 
@@ -203,6 +284,8 @@ impl<H: Host> Engine<H> {
         Some(id)
     }
 
+    /// Closing an endpoint answers every request still waiting on it: its
+    /// port is going down.
     pub fn close_endpoint(&mut self, ep: Id) {
         let Some(e) = self.endpoints.get(&ep) else {
             return;
@@ -210,6 +293,7 @@ impl<H: Host> Engine<H> {
         for a in e.addresses.clone() {
             self.remove_address(a);
         }
+        self.abandon_waiters(ep, ACM_STATUS_ENOTCONN as u8);
         if let Some(e) = self.endpoints.remove(&ep) {
             if let Some(p) = self.ports.get_mut(&e.port) {
                 p.endpoints.retain(|&x| x != ep);
@@ -234,10 +318,15 @@ impl<H: Host> Engine<H> {
             },
         );
         self.cache.flush_all();
+        self.schedule_announce(Instant::now());
         Some(id)
     }
 
     pub fn remove_address(&mut self, addr: Id) {
+        let Some(a) = self.addresses.get(&addr) else {
+            return;
+        };
+        self.withdraw(a.endpoint, &a.address.clone());
         let Some(a) = self.addresses.remove(&addr) else {
             return;
         };
@@ -278,7 +367,7 @@ impl<H: Host> Engine<H> {
         self.endpoints.get(&ep).map(|e| e.counters)
     }
 
-    fn count(&mut self, ep: Id, c: Counter) {
+    pub(crate) fn count(&mut self, ep: Id, c: Counter) {
         if let Some(e) = self.endpoints.get_mut(&ep) {
             e.counters[c as usize] += 1;
         }
@@ -291,7 +380,7 @@ impl<H: Host> Engine<H> {
     }
 
     /// Counts a reply's status the way `ib_acme -P` reports it.
-    fn count_status(&mut self, ep: Id, status: u8) {
+    pub(crate) fn count_status(&mut self, ep: Id, status: u8) {
         match u32::from(status) {
             ACM_STATUS_SUCCESS => {}
             ACM_STATUS_ENODATA => self.count(ep, Counter::NoData),
@@ -300,27 +389,38 @@ impl<H: Host> Engine<H> {
     }
 
     /// Handles a `resolve` made on behalf of the local address `addr`.
-    pub fn resolve(&mut self, addr: Id, req: &MsgBuf) -> Reply {
+    /// `None`: the request waits for a lookup and is answered later through
+    /// [`Effects`].
+    pub fn resolve(&mut self, addr: Id, req: &MsgBuf, id: u64) -> Option<MsgBuf> {
         let Some(ep) = self.addresses.get(&addr).map(|a| a.endpoint) else {
             log::error!("resolve for an address context this provider does not know");
-            return Reply(msg::resolve_error(req, ACM_STATUS_ESRCADDR as u8));
+            return Some(msg::resolve_error(req, ACM_STATUS_ESRCADDR as u8));
         };
         self.count(ep, Counter::Resolve);
         let reply = match ResolveRequest::parse(req) {
-            Ok(r) => match self.route(ep, &r) {
-                Ok(path) => msg::resolve_success(req, &path.encode(), r.echo_source),
-                Err(e) => {
-                    log::trace!("resolve tid {:#x}: {}", req.tid(), e.why);
-                    msg::resolve_error(req, e.status)
+            Ok(r) => {
+                let waiter = Waiter {
+                    endpoint: ep,
+                    id,
+                    request: req.clone(),
+                    echo_source: r.echo_source,
+                };
+                match self.route(ep, &r, Some(waiter)) {
+                    Ok(Some(path)) => msg::resolve_success(req, &path.encode(), r.echo_source),
+                    Ok(None) => return None,
+                    Err(e) => {
+                        log::trace!("resolve tid {:#x}: {}", req.tid(), e.why);
+                        msg::resolve_error(req, e.status)
+                    }
                 }
-            },
+            }
             Err(e) => {
                 log::warn!("malformed resolve request: {}", e.why);
                 msg::resolve_error(req, e.status)
             }
         };
         self.count_status(ep, reply.status());
-        Reply(reply)
+        Some(reply)
     }
 
     /// Handles a `query` (`ib_acme -v`): there is no SA to ask, so the
@@ -337,18 +437,22 @@ impl<H: Host> Engine<H> {
                     target: Target::Path(want),
                     source: None,
                     echo_source: None,
-                    nodelay: false,
+                    nodelay: true,
                 };
-                match self.route(ep, &request) {
-                    Ok(ours) => match ours.satisfies(&want) {
+                match self.route(ep, &request, None) {
+                    Ok(Some(ours)) => match ours.satisfies(&want) {
                         Ok(()) => {
                             msg::query_reply(req, ACM_STATUS_SUCCESS as u8, Some(&ours.encode()))
                         }
                         Err(field) => {
-                            log::trace!("query tid {:#x}: {field} differs from the path this provider builds", req.tid());
+                            log::trace!(
+                                "query tid {:#x}: {field} differs from the path this provider builds",
+                                req.tid()
+                            );
                             msg::query_reply(req, ACM_STATUS_EINVAL as u8, None)
                         }
                     },
+                    Ok(None) => msg::query_reply(req, ACM_STATUS_ENODATA as u8, None),
                     Err(e) => msg::query_reply(req, e.status, None),
                 }
             }
@@ -362,8 +466,13 @@ impl<H: Host> Engine<H> {
     }
 
     /// Finds (or builds and caches) the path from endpoint `ep` to the
-    /// request's destination.
-    fn route(&mut self, ep: Id, req: &ResolveRequest) -> Result<PathRecord, Rejected> {
+    /// request's destination. `Ok(None)`: a lookup now holds `waiter`.
+    fn route(
+        &mut self,
+        ep: Id,
+        req: &ResolveRequest,
+        waiter: Option<Waiter>,
+    ) -> Result<Option<PathRecord>, Rejected> {
         let key = match &req.target {
             Target::Address(a) => a.clone(),
             Target::Path(p) if !p.dgid.is_zero() => Address::Gid(p.dgid),
@@ -375,21 +484,46 @@ impl<H: Host> Engine<H> {
                 self.count(ep, Counter::RouteCache);
                 p
             }
-            Lookup::Address(old) => {
+            Lookup::Address(dest) => {
                 self.count(ep, Counter::AddrCache);
-                let remote = Remote {
-                    gid: old.dgid,
-                    lid: old.dlid,
-                };
-                self.build_and_cache(ep, key, remote, now)?
+                self.build_and_cache(ep, key, dest, now)?
             }
             Lookup::Miss => {
                 self.count(ep, Counter::AddrQuery);
-                let remote = self.find(ep, &key).ok_or_else(|| Rejected {
-                    status: ACM_STATUS_ENODATA as u8,
-                    why: format!("{key} is unknown"),
-                })?;
-                self.build_and_cache(ep, key, remote, now)?
+                match self.find(ep, &key, now) {
+                    Found::At(dest) => self.build_and_cache(ep, key, dest, now)?,
+                    Found::NotInPartition => {
+                        return Err(Rejected {
+                            status: ACM_STATUS_ENODATA as u8,
+                            why: format!("{key} is not in partition of the source endpoint"),
+                        })
+                    }
+                    Found::Unknown => {
+                        if let Some(status) = self.resolver.failure(&key, now) {
+                            return Err(Rejected {
+                                status,
+                                why: format!("{key} failed recently"),
+                            });
+                        }
+                        if !self.can_look_up(&key) {
+                            return Err(Rejected {
+                                status: ACM_STATUS_ENODATA as u8,
+                                why: format!("{key} is unknown"),
+                            });
+                        }
+                        // NODELAY: start the lookup for next time, answer now.
+                        let waiter = waiter.filter(|_| !req.nodelay);
+                        let waits = waiter.is_some();
+                        self.start_lookup(ep, key.clone(), waiter, now);
+                        if waits {
+                            return Ok(None);
+                        }
+                        return Err(Rejected {
+                            status: ACM_STATUS_ENODATA as u8,
+                            why: format!("{key} is not cached; lookup started"),
+                        });
+                    }
+                }
             }
         };
         if let Target::Path(want) = &req.target {
@@ -403,20 +537,21 @@ impl<H: Host> Engine<H> {
                 path.sgid = want.sgid;
             }
         }
-        Ok(path)
+        Ok(Some(path))
     }
 
-    fn build_and_cache(
+    pub(crate) fn build_and_cache(
         &mut self,
         ep: Id,
         key: Address,
-        remote: Remote,
+        dest: Dest,
         now: Instant,
     ) -> Result<PathRecord, Rejected> {
         self.count(ep, Counter::RouteQuery);
-        let path = self.build_path(ep, remote)?;
+        let path = self.build_path(ep, dest)?;
         let entry = Entry {
             path,
+            dest,
             addr_expires: self.cfg.addr_timeout.duration().map(|d| now + d),
             route_expires: self.cfg.route_timeout.duration().map(|d| now + d),
         };
@@ -425,12 +560,19 @@ impl<H: Host> Engine<H> {
     }
 
     /// Where a destination is: this host's own addresses and ports first
-    /// (preferring the source's partition), then the hosts file.
-    fn find(&self, ep: Id, dest: &Address) -> Option<Remote> {
-        let pkey = self.endpoints.get(&ep)?.pkey & 0x7fff;
-        let port_of_addr = |id: &Id| {
-            let e = &self.endpoints[&self.addresses[id].endpoint];
-            (e.pkey & 0x7fff == pkey, &self.ports[&e.port].info)
+    /// (preferring the source's partition), then the hosts file, then what
+    /// discovery learned.
+    pub(crate) fn find(&mut self, ep: Id, dest: &Address, now: Instant) -> Found {
+        let Some(pkey) = self.endpoints.get(&ep).map(|e| e.pkey) else {
+            return Found::Unknown;
+        };
+        let at = |gid: Gid, lid: u16| {
+            Found::At(Dest {
+                gid,
+                lid,
+                mtu: None,
+                rate: None,
+            })
         };
         let local = match dest {
             Address::Gid(g) => self
@@ -438,37 +580,43 @@ impl<H: Host> Engine<H> {
                 .values()
                 .map(|p| &p.info)
                 .find(|i| i.gids.contains(g))
-                .map(|i| Remote {
-                    gid: *g,
-                    lid: i.lid,
-                }),
+                .map(|i| (*g, i.lid)),
             Address::Lid(l) => self
                 .ports
                 .values()
                 .map(|p| &p.info)
                 .find(|i| *l != 0 && (*l & !((1u16 << i.lmc) - 1)) == i.lid)
-                .map(|i| Remote {
-                    gid: i.gids[0],
-                    lid: *l,
-                }),
+                .map(|i| (i.gids[0], *l)),
             a => self.local.get(a).and_then(|ids| {
-                let mut ports: Vec<_> = ids.iter().map(port_of_addr).collect();
+                let mut ports: Vec<_> = ids
+                    .iter()
+                    .map(|id| {
+                        let e = &self.endpoints[&self.addresses[id].endpoint];
+                        (e.pkey & 0x7fff == pkey & 0x7fff, &self.ports[&e.port].info)
+                    })
+                    .collect();
                 ports.sort_by_key(|(same_pkey, _)| !same_pkey);
-                ports.first().map(|(_, i)| Remote {
-                    gid: i.gids[0],
-                    lid: i.lid,
-                })
+                ports.first().map(|(_, i)| (i.gids[0], i.lid))
             }),
         };
-        local.or_else(|| self.hosts.lookup(dest))
+        if let Some((gid, lid)) = local.or_else(|| self.hosts.lookup(dest).map(|r| (r.gid, r.lid)))
+        {
+            return at(gid, lid);
+        }
+        match self.resolver.learned(dest, now) {
+            Some(l) if !l.in_partition(pkey) => Found::NotInPartition,
+            Some(l) => Found::At(Dest {
+                gid: l.gid,
+                lid: l.lid,
+                mtu: l.mtu,
+                rate: l.rate,
+            }),
+            None => Found::Unknown,
+        }
     }
 
-    fn build_path(&self, ep: Id, remote: Remote) -> Result<PathRecord, Rejected> {
-        let e = self.endpoints.get(&ep).ok_or_else(|| Rejected {
-            status: ACM_STATUS_ESRCADDR as u8,
-            why: "source endpoint is gone".into(),
-        })?;
-        let port = &self.ports[&e.port].info;
+    /// The MTU and rate this host offers on a port.
+    pub(crate) fn port_mtu_rate(&self, port: &PortInfo) -> (u8, u8) {
         let cfg_mtu = path::mtu_enum(self.cfg.mtu).unwrap_or(5);
         let mtu = match port.active_mtu {
             0 => cfg_mtu,
@@ -476,15 +624,35 @@ impl<H: Host> Engine<H> {
         };
         let rate = path::port_rate(port.active_width, port.active_speed)
             .or_else(|| path::rate_enum_x10(self.cfg.rate_gbps * 10))
-            .ok_or_else(|| Rejected {
+            .unwrap_or(3);
+        (mtu, rate)
+    }
+
+    fn build_path(&self, ep: Id, dest: Dest) -> Result<PathRecord, Rejected> {
+        let e = self.endpoints.get(&ep).ok_or_else(|| Rejected {
+            status: ACM_STATUS_ESRCADDR as u8,
+            why: "source endpoint is gone".into(),
+        })?;
+        let port = &self.ports[&e.port].info;
+        let (mut mtu, mut rate) = self.port_mtu_rate(port);
+        // A remote port that told us its MTU and rate bounds the path too.
+        if let Some(m) = dest.mtu {
+            mtu = mtu.min(m);
+        }
+        if let Some(r) = dest.rate {
+            rate = path::min_rate(rate, r);
+        }
+        if path::rate_x10(rate).is_none() {
+            return Err(Rejected {
                 status: ACM_STATUS_EDESTADDR as u8,
                 why: "no usable rate".into(),
-            })?;
+            });
+        }
         Ok(PathRecord {
             service_id: 0,
-            dgid: remote.gid,
+            dgid: dest.gid,
             sgid: port.gids[0],
-            dlid: remote.lid,
+            dlid: dest.lid,
             slid: port.lid,
             flow_label: 0,
             hop_limit: self.cfg.hop_limit,
@@ -501,6 +669,10 @@ impl<H: Host> Engine<H> {
     /// Entries in the destination cache, for tests and statistics.
     pub fn cached(&self) -> usize {
         self.cache.len()
+    }
+
+    pub fn drops(&self) -> &DropCounts {
+        &self.drops
     }
 }
 
@@ -608,6 +780,11 @@ mod tests {
         )
     }
 
+    /// A resolve that must be answered at once (no lookup involved).
+    fn res(e: &mut Engine<FakeHost>, addr: Id, req: &MsgBuf) -> Reply {
+        Reply(e.resolve(addr, req, 1).expect("answered at once"))
+    }
+
     fn reply_path(r: &Reply) -> PathRecord {
         assert_eq!(r.0.status(), 0, "status");
         assert_eq!(r.0.entry(0).flags, 0x2B);
@@ -617,7 +794,8 @@ mod tests {
     #[test]
     fn own_address_resolves_locally_with_sgid_equal_dgid() {
         let mut f = fixture();
-        let r = f.e.resolve(
+        let r = res(
+            &mut f.e,
             f.ip,
             &request(&[dest(ACM_ADDRESS_NAME, b"NODE1")], false, 9),
         );
@@ -635,7 +813,8 @@ mod tests {
     #[test]
     fn another_local_port_is_reached_at_its_own_gid() {
         let mut f = fixture();
-        let r = f.e.resolve(
+        let r = res(
+            &mut f.e,
             f.ip,
             &request(&[dest(ACM_ADDRESS_IP, &[10, 0, 1, 1])], false, 1),
         );
@@ -676,7 +855,7 @@ mod tests {
                 ACM_EP_FLAG_DEST,
             ),
         ] {
-            let p = reply_path(&f.e.resolve(f.ip, &req));
+            let p = reply_path(&res(&mut f.e, f.ip, &req));
             assert_eq!(p.dgid, remote);
             assert_eq!(p.dlid, 9, "the LID from the hosts file");
         }
@@ -691,14 +870,15 @@ mod tests {
             tclass: 32,
             ..Default::default()
         };
-        let p = reply_path(&f.e.resolve(f.ip, &path_req(want, ACM_EP_FLAG_DEST)));
+        let p = reply_path(&res(&mut f.e, f.ip, &path_req(want, ACM_EP_FLAG_DEST)));
         assert_eq!((p.service_id, p.tclass), (0x1_0000_0106, 32));
     }
 
     #[test]
     fn unknown_destination_is_enodata_at_once_and_counted() {
         let mut f = fixture();
-        let r = f.e.resolve(
+        let r = res(
+            &mut f.e,
             f.ip,
             &request(&[dest(ACM_ADDRESS_IP, &[10, 9, 9, 9])], false, 3),
         );
@@ -719,13 +899,14 @@ mod tests {
             },
             ACM_EP_FLAG_DEST,
         );
-        assert_eq!(f.e.resolve(f.ip, &lid).0.status(), 3);
+        assert_eq!(res(&mut f.e, f.ip, &lid).0.status(), 3);
     }
 
     #[test]
     fn nodelay_answers_from_static_data_without_waiting() {
         let mut f = fixture();
-        let r = f.e.resolve(
+        let r = res(
+            &mut f.e,
             f.ip,
             &request(
                 &[addr_entry(
@@ -738,7 +919,8 @@ mod tests {
             ),
         );
         assert_eq!(reply_path(&r).dgid, REMOTE.parse().unwrap());
-        let r = f.e.resolve(
+        let r = res(
+            &mut f.e,
             f.ip,
             &request(
                 &[addr_entry(
@@ -764,7 +946,7 @@ mod tests {
             true,
             1,
         );
-        let r = f.e.resolve(f.ip, &req);
+        let r = res(&mut f.e, f.ip, &req);
         assert_eq!(r.0.length(), 16 + 2 * 72);
         assert_eq!(
             (r.0.entry(1).flags, r.0.entry(1).kind),
@@ -774,16 +956,16 @@ mod tests {
         // A client that named its source does not get it back.
         let mut quiet = req.clone();
         quiet.0[3] = 0;
-        assert_eq!(f.e.resolve(f.ip, &quiet).0.length(), 16 + 72);
+        assert_eq!(res(&mut f.e, f.ip, &quiet).0.length(), 16 + 72);
     }
 
     #[test]
     fn counters_follow_cache_hits_and_reach_the_daemon() {
         let mut f = fixture();
         let req = request(&[dest(ACM_ADDRESS_NAME, b"node3")], false, 1);
-        f.e.resolve(f.name, &req);
-        f.e.resolve(f.name, &req);
-        f.e.resolve(f.name, &req);
+        res(&mut f.e, f.name, &req);
+        res(&mut f.e, f.name, &req);
+        res(&mut f.e, f.name, &req);
         let c = f.e.counters(f.ep).unwrap();
         assert_eq!(c, [0, 3, 0, 1, 0, 1, 2]);
         assert_eq!(
@@ -807,8 +989,8 @@ mod tests {
         };
         let mut f = fixture_with(cfg, port(GID0));
         let req = request(&[dest(ACM_ADDRESS_NAME, b"node3")], false, 1);
-        f.e.resolve(f.ip, &req);
-        f.e.resolve(f.ip, &req);
+        res(&mut f.e, f.ip, &req);
+        res(&mut f.e, f.ip, &req);
         // The route expires at once, the address never: one address query,
         // then address-cache hits that rebuild the route.
         assert_eq!(f.e.counters(f.ep).unwrap(), [0, 2, 0, 1, 1, 2, 0]);
@@ -823,7 +1005,8 @@ mod tests {
         let mut p = port(GID0);
         (p.active_mtu, p.active_width, p.active_speed) = (5, 2, 128); // 4096, 4x NDR
         let mut f = fixture_with(cfg, p);
-        let r = f.e.resolve(
+        let r = res(
+            &mut f.e,
             f.ip,
             &request(&[dest(ACM_ADDRESS_NAME, b"node3")], false, 1),
         );
@@ -840,7 +1023,8 @@ mod tests {
         let mut p = port(GID0);
         p.active_mtu = 3;
         let mut f = fixture_with(cfg, p);
-        let path = reply_path(&f.e.resolve(
+        let path = reply_path(&res(
+            &mut f.e,
             f.ip,
             &request(&[dest(ACM_ADDRESS_NAME, b"node3")], false, 1),
         ));
@@ -870,17 +1054,17 @@ mod tests {
     fn close_port_and_reregister_flush_the_cache() {
         let mut f = fixture();
         let req = request(&[dest(ACM_ADDRESS_NAME, b"node3")], false, 1);
-        f.e.resolve(f.ip, &req);
+        res(&mut f.e, f.ip, &req);
         assert_eq!(f.e.cached(), 1);
         f.e.handle_event(f.port, 10);
         assert_eq!(f.e.cached(), 1, "other events keep the cache");
         f.e.handle_event(f.port, EVENT_CLIENT_REREGISTER);
         assert_eq!(f.e.cached(), 0);
-        f.e.resolve(f.ip, &req);
+        res(&mut f.e, f.ip, &req);
         f.e.close_port(f.port);
         assert_eq!(f.e.cached(), 0);
         assert_eq!(f.e.counters(f.ep), None, "the port's endpoints are gone");
-        let r = f.e.resolve(f.ip, &req);
+        let r = res(&mut f.e, f.ip, &req);
         assert_eq!(
             r.0.status(),
             ACM_STATUS_ESRCADDR as u8,
@@ -891,7 +1075,8 @@ mod tests {
     #[test]
     fn query_verifies_against_the_path_this_provider_builds() {
         let mut f = fixture();
-        let ours = reply_path(&f.e.resolve(
+        let ours = reply_path(&res(
+            &mut f.e,
             f.ip,
             &request(&[dest(ACM_ADDRESS_NAME, b"node3")], false, 1),
         ));
@@ -927,7 +1112,7 @@ mod tests {
         let mut f = fixture();
         let mut m = request(&[dest(ACM_ADDRESS_NAME, b"node3")], false, 42);
         m.0[6] = 17;
-        let r = f.e.resolve(f.ip, &m);
+        let r = res(&mut f.e, f.ip, &m);
         assert_eq!((r.0.status(), r.0.tid()), (ACM_STATUS_EINVAL as u8, 42));
         assert_eq!(f.e.counters(f.ep).unwrap()[Counter::Error as usize], 1);
     }

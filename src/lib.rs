@@ -9,11 +9,16 @@
 pub mod addr;
 pub mod cache;
 pub mod config;
+pub mod discovery;
 pub mod engine;
 mod ffi;
 pub mod host;
 pub mod hosts;
 pub mod log;
 pub mod msg;
+pub mod neigh;
+pub mod net;
 pub mod path;
+pub mod resolver;
 pub mod wire;
+pub mod worker;

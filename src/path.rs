@@ -9,6 +9,16 @@ const REVERSIBLE_ONE_PATH: u8 = 0x81;
 const SELECTOR_EXACTLY: u8 = 2 << 6;
 const VALUE_MASK: u8 = 0x3f;
 
+/// Where a path leads: the remote end as far as it is known.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Dest {
+    pub gid: Gid,
+    pub lid: u16,
+    /// The remote port's `enum ibv_mtu` / `enum ibv_rate`, when known.
+    pub mtu: Option<u8>,
+    pub rate: Option<u8>,
+}
+
 /// A path record in host terms. `encode` produces the 64-byte SA wire
 /// format (`struct ibv_path_record`, big-endian).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
@@ -169,33 +179,48 @@ fn lane_speed_x10(speed: u8) -> Option<u32> {
 
 /// `enum ibv_rate` for a link rate in units of 0.1 Gb/s.
 pub fn rate_enum_x10(gbps_x10: u32) -> Option<u8> {
-    const RATES: [(u32, u8); 23] = [
-        (25, 2),
-        (50, 5),
-        (100, 3),
-        (140, 11),
-        (200, 6),
-        (250, 15),
-        (280, 19),
-        (300, 4),
-        (400, 7),
-        (500, 20),
-        (560, 12),
-        (600, 8),
-        (800, 9),
-        (1000, 16),
-        (1120, 13),
-        (1200, 10),
-        (1680, 14),
-        (2000, 17),
-        (3000, 18),
-        (4000, 21),
-        (6000, 22),
-        (8000, 23),
-        (12000, 24),
-    ];
     RATES.iter().find(|(r, _)| *r == gbps_x10).map(|(_, e)| *e)
 }
+
+/// The link rate of an `enum ibv_rate`, in units of 0.1 Gb/s.
+pub fn rate_x10(rate: u8) -> Option<u32> {
+    RATES.iter().find(|(_, e)| *e == rate).map(|(r, _)| *r)
+}
+
+/// The slower of two `enum ibv_rate` values (the enum is not ordered).
+pub fn min_rate(a: u8, b: u8) -> u8 {
+    match (rate_x10(a), rate_x10(b)) {
+        (Some(x), Some(y)) if y < x => b,
+        (None, Some(_)) => b,
+        _ => a,
+    }
+}
+
+const RATES: [(u32, u8); 23] = [
+    (25, 2),
+    (50, 5),
+    (100, 3),
+    (140, 11),
+    (200, 6),
+    (250, 15),
+    (280, 19),
+    (300, 4),
+    (400, 7),
+    (500, 20),
+    (560, 12),
+    (600, 8),
+    (800, 9),
+    (1000, 16),
+    (1120, 13),
+    (1200, 10),
+    (1680, 14),
+    (2000, 17),
+    (3000, 18),
+    (4000, 21),
+    (6000, 22),
+    (8000, 23),
+    (12000, 24),
+];
 
 /// The rate of a port from its width and speed, through HDR and NDR, which
 /// the daemon's own `acm_get_rate` does not know.
@@ -248,6 +273,9 @@ mod tests {
         assert_eq!(port_rate(16, 64), Some(16)); // 2x HDR = 100
         assert_eq!(port_rate(0, 0), None); // a port that reports nothing
         assert_eq!(port_rate(2, 3), None);
+        assert_eq!(min_rate(16, 3), 3, "10 Gb/s is slower than 100");
+        assert_eq!(min_rate(7, 21), 7);
+        assert_eq!(min_rate(16, 99), 16, "an unknown rate never wins");
     }
 
     #[test]

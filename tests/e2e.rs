@@ -3,6 +3,10 @@
 //! `rdma_getaddrinfo` (`urdma-rai`). Every test asserts what a user of those
 //! tools would see: their printed output, their exit status and the daemon
 //! log. Needs root and `cargo build --workspace` (see `common`).
+//!
+//! These scenarios are about local and static data, so discovery is off
+//! (`urdma_discovery no`): a destination that is neither local nor in the
+//! hosts file has nobody to ask. `tests/discovery.rs` covers the rest.
 
 mod common;
 
@@ -27,10 +31,16 @@ node3     fe80::5054:ff:fe12:9999 lid=9
 fd00::3   fe80::5054:ff:fe12:9999
 ";
 
+/// The default host configuration, answering from local and static data
+/// only.
+fn static_config() -> HostConfig {
+    HostConfig::default().opt("urdma_discovery no")
+}
+
 /// The default host (urdma0 + urdma1; 10.0.0.1, fd00::1 and node1 on
 /// urdma0 port 1) with `HOSTS` as its hosts file.
 fn start() -> Host {
-    Host::start(HostConfig::default().hosts_file(HOSTS))
+    Host::start(static_config().hosts_file(HOSTS))
 }
 
 /// The `Path information` block `ib_acme` prints: `field -> value`.
@@ -423,7 +433,7 @@ fn unknown_destination_fails_fast() {
 #[test]
 fn two_devices_answer_with_their_own_gids() {
     let host = Host::start(
-        HostConfig::default()
+        static_config()
             .hosts_file(HOSTS)
             .ip_addrs(&["10.0.0.1/24", "10.0.0.2/24"])
             .addr_lines(&[
@@ -462,7 +472,7 @@ fn two_devices_answer_with_their_own_gids() {
 #[test]
 fn ethernet_device_is_skipped_and_the_ib_device_still_works() {
     let host =
-        Host::start(HostConfig::default().hosts_file(HOSTS).sim_config(
+        Host::start(static_config().hosts_file(HOSTS).sim_config(
             "device urdma0\n  port 1\ndevice ueth0\n  port 1\n    link_layer ethernet\n",
         ));
     host.expect_log("acm_open_dev: ueth0 does not support InfiniBand", WAIT);
@@ -482,7 +492,7 @@ fn ethernet_device_is_skipped_and_the_ib_device_still_works() {
 #[test]
 fn ethernet_port_of_an_ib_device_is_refused_by_the_provider() {
     let host = Host::start(
-        HostConfig::default()
+        static_config()
             .hosts_file(HOSTS)
             .sim_config("device urdma0\n  port 1\n  port 2\n    link_layer ethernet\n")
             .addr_lines(&[
@@ -592,7 +602,7 @@ fn gid_change_is_reflected_and_the_old_gid_is_not_served_from_cache() {
 
 #[test]
 fn malformed_hosts_line_is_reported_and_skipped() {
-    let host = Host::start(HostConfig::default().hosts_file(
+    let host = Host::start(static_config().hosts_file(
         "node3 fe80::5054:ff:fe12:9999 lid=9\n\
          10.0.0.4 fe80::5054:ff:fe12:zzzz\n\
          10.0.0.3 fe80::5054:ff:fe12:9999\n",
@@ -664,7 +674,7 @@ fn librdmacm_gets_the_route_from_the_provider() {
 #[test]
 fn bad_option_lines_are_located_and_defaults_kept() {
     let host = Host::start(
-        HostConfig::default()
+        static_config()
             .hosts_file(HOSTS)
             .opt("urdma_mtu 999")
             .opt("urdma_sl 3")

@@ -13,6 +13,8 @@ use crate::engine::{Engine, Id, PortInfo, Refused};
 use crate::host::{Host, COUNTERS};
 use crate::hosts::Hosts;
 use crate::msg::{self, MsgBuf};
+use crate::net::Net;
+use crate::worker;
 use acm_prov_sys::{
     acm_address, acm_device, acm_endpoint, acm_msg, acm_port, acm_provider, ibv_context, ibv_gid,
     ibv_port_attr, ACM_MSG_SIZE, ACM_STATUS_ENOMEM, IBV_LINK_LAYER_ETHERNET,
@@ -21,7 +23,7 @@ use acm_prov_sys::{
 use daemon::Daemon;
 use std::ffi::{c_int, c_void};
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::sync::{Mutex, MutexGuard, OnceLock};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 
 /// Runs an entry point's body; a panic is logged and becomes `on_panic`.
 fn guard<T>(entry: &str, on_panic: T, body: impl FnOnce() -> T) -> T {
@@ -37,6 +39,9 @@ fn guard<T>(entry: &str, on_panic: T, body: impl FnOnce() -> T) -> T {
 }
 
 static ENGINE: OnceLock<Mutex<Engine<Daemon>>> = OnceLock::new();
+/// The discovery sockets, once the first port is up (`None`: disabled or
+/// unavailable).
+static NET: OnceLock<Option<Arc<Net>>> = OnceLock::new();
 
 /// The engine, also after a panic poisoned its lock: its state is kept
 /// consistent per operation, and refusing every later request would be worse.
@@ -46,6 +51,64 @@ fn engine() -> Option<MutexGuard<'static, Engine<Daemon>>> {
         log::error!("called before provider_query succeeded");
     }
     e.map(|m| m.lock().unwrap_or_else(|p| p.into_inner()))
+}
+
+/// Runs `f` on the engine, then, with the engine unlocked, sends the
+/// replies and datagrams it produced: the daemon's own locks are never
+/// taken while the engine is held.
+fn with_engine<R>(f: impl FnOnce(&mut Engine<Daemon>) -> R) -> Option<R> {
+    let (r, host, fx) = {
+        let mut e = engine()?;
+        let r = f(&mut e);
+        (r, *e.host(), e.take_effects())
+    };
+    if !fx.is_empty() {
+        worker::perform(&host, NET.get().and_then(Option::as_deref), fx);
+    }
+    Some(r)
+}
+
+/// Opens the discovery sockets and starts the worker thread, once: lazily,
+/// at the first port, never in `provider_query`.
+fn start_discovery() {
+    NET.get_or_init(|| {
+        let engine = ENGINE.get()?;
+        let cfg = engine
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .config()
+            .clone();
+        if !cfg.discovery && cfg.derive.is_empty() {
+            log::info!("discovery disabled; only local and static data resolve");
+            return None;
+        }
+        let net = match Net::open(cfg.discovery_port) {
+            Ok(n) => Arc::new(n),
+            Err(e) => {
+                log::error!(
+                    "discovery: cannot open UDP port {}: {e}; discovery disabled",
+                    cfg.discovery_port
+                );
+                return None;
+            }
+        };
+        if let Err(e) = worker::spawn(engine, net.clone()) {
+            log::error!("discovery: cannot start its thread: {e}; discovery disabled");
+            return None;
+        }
+        if cfg.discovery {
+            log::info!("discovery on UDP port {}", cfg.discovery_port);
+        }
+        Some(net)
+    });
+    let up = NET.get().is_some_and(Option::is_some)
+        && ENGINE.get().is_some_and(|e| {
+            e.lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .config()
+                .discovery
+        });
+    with_engine(|e| e.set_discovery_up(up));
 }
 
 /// Contexts handed to the daemon are engine ids: never zero, never
@@ -178,17 +241,16 @@ unsafe extern "C" fn open_device(
             log::error!("open_device: NULL device");
             return -1;
         };
-        let Some(mut e) = engine() else { return -1 };
-        let id = e.open_device(u64::from_be(dev.dev_guid));
+        let Some(id) = with_engine(|e| e.open_device(u64::from_be(dev.dev_guid))) else {
+            return -1;
+        };
         set_ctx(dev_context, id)
     })
 }
 
 unsafe extern "C" fn close_device(dev_context: *mut c_void) {
     guard("close_device", (), || {
-        if let Some(mut e) = engine() {
-            e.close_device(from_ctx(dev_context))
-        }
+        with_engine(|e| e.close_device(from_ctx(dev_context)));
     })
 }
 
@@ -262,9 +324,14 @@ unsafe extern "C" fn open_port(
         let Some(info) = port_info(port) else {
             return -1;
         };
-        let Some(mut e) = engine() else { return -1 };
-        match e.open_port(from_ctx(dev_context), info) {
-            Ok(id) => set_ctx(port_context, id),
+        let Some(opened) = with_engine(|e| e.open_port(from_ctx(dev_context), info)) else {
+            return -1;
+        };
+        match opened {
+            Ok(id) => {
+                start_discovery();
+                set_ctx(port_context, id)
+            }
             Err(Refused::NotInfiniband(ll)) => {
                 log::error!(
                     "port {}: link layer is {ll}, not InfiniBand; urdma serves only InfiniBand-link ports, port refused",
@@ -289,9 +356,7 @@ unsafe extern "C" fn open_port(
 
 unsafe extern "C" fn close_port(port_context: *mut c_void) {
     guard("close_port", (), || {
-        if let Some(mut e) = engine() {
-            e.close_port(from_ctx(port_context))
-        }
+        with_engine(|e| e.close_port(from_ctx(port_context)));
     })
 }
 
@@ -307,8 +372,7 @@ unsafe extern "C" fn open_endpoint(
             log::error!("open_endpoint: NULL endpoint");
             return -1;
         };
-        let Some(mut e) = engine() else { return -1 };
-        match e.open_endpoint(from_ctx(port_context), ep.pkey) {
+        match with_engine(|e| e.open_endpoint(from_ctx(port_context), ep.pkey)).flatten() {
             Some(id) => set_ctx(ep_context, id),
             None => {
                 log::error!("open_endpoint: unknown port context");
@@ -320,9 +384,7 @@ unsafe extern "C" fn open_endpoint(
 
 unsafe extern "C" fn close_endpoint(ep_context: *mut c_void) {
     guard("close_endpoint", (), || {
-        if let Some(mut e) = engine() {
-            e.close_endpoint(from_ctx(ep_context))
-        }
+        with_engine(|e| e.close_endpoint(from_ctx(ep_context)));
     })
 }
 
@@ -350,8 +412,7 @@ unsafe extern "C" fn add_address(
                 return -1;
             }
         };
-        let Some(mut e) = engine() else { return -1 };
-        match e.add_address(from_ctx(ep_context), address) {
+        match with_engine(|e| e.add_address(from_ctx(ep_context), address)).flatten() {
             Some(id) => set_ctx(addr_context, id),
             None => {
                 log::error!("add_address: unknown endpoint context");
@@ -363,9 +424,7 @@ unsafe extern "C" fn add_address(
 
 unsafe extern "C" fn remove_address(addr_context: *mut c_void) {
     guard("remove_address", (), || {
-        if let Some(mut e) = engine() {
-            e.remove_address(from_ctx(addr_context))
-        }
+        with_engine(|e| e.remove_address(from_ctx(addr_context)));
     })
 }
 
@@ -378,12 +437,13 @@ fn copy_request(msg: *const acm_msg) -> Option<MsgBuf> {
     Some(MsgBuf(*m))
 }
 
-/// Answers a request exactly once: the engine's reply, or an error reply
-/// if the engine panicked before producing one.
+/// Answers a request exactly once: the engine's reply (now, or later
+/// through its effects when a lookup holds the request), or an error reply
+/// if the engine panicked before deciding.
 fn answer(
     entry: &str,
     msg: *const acm_msg,
-    handle: impl FnOnce(&mut Engine<Daemon>, &MsgBuf) -> MsgBuf,
+    handle: impl FnOnce(&mut Engine<Daemon>, &MsgBuf) -> Option<MsgBuf>,
     on_error: fn(&MsgBuf) -> MsgBuf,
     send: impl FnOnce(&Daemon, &MsgBuf) -> c_int,
 ) -> c_int {
@@ -391,9 +451,16 @@ fn answer(
         log::error!("{entry}: NULL message, nothing to answer");
         return -1;
     };
-    let Some(mut e) = engine() else { return -1 };
-    let reply = guard(entry, None, || Some(handle(&mut e, &req))).unwrap_or_else(|| on_error(&req));
-    send(e.host(), &reply)
+    let outcome = with_engine(|e| {
+        let reply = guard(entry, Err(()), || Ok(handle(e, &req)));
+        (reply, *e.host())
+    });
+    match outcome {
+        Some((Ok(Some(reply)), host)) => send(&host, &reply),
+        Some((Ok(None), _)) => 0,
+        Some((Err(()), host)) => send(&host, &on_error(&req)),
+        None => -1,
+    }
 }
 
 unsafe extern "C" fn resolve(addr_context: *mut c_void, msg: *mut acm_msg, id: u64) -> c_int {
@@ -401,7 +468,7 @@ unsafe extern "C" fn resolve(addr_context: *mut c_void, msg: *mut acm_msg, id: u
         answer(
             "resolve",
             msg,
-            |e, req| e.resolve(from_ctx(addr_context), req).0,
+            |e, req| e.resolve(from_ctx(addr_context), req, id),
             |req| msg::resolve_error(req, ACM_STATUS_ENOMEM as u8),
             |d, reply| d.resolve_response(id, reply),
         )
@@ -413,7 +480,7 @@ unsafe extern "C" fn query(addr_context: *mut c_void, msg: *mut acm_msg, id: u64
         answer(
             "query",
             msg,
-            |e, req| e.query(from_ctx(addr_context), req).0,
+            |e, req| Some(e.query(from_ctx(addr_context), req).0),
             |req| msg::query_reply(req, ACM_STATUS_ENOMEM as u8, None),
             |d, reply| d.query_response(id, reply),
         )
@@ -425,9 +492,10 @@ unsafe extern "C" fn handle_event(
     event: acm_prov_sys::ibv_event_type,
 ) -> c_int {
     guard("handle_event", -1, || {
-        let Some(mut e) = engine() else { return -1 };
-        e.handle_event(from_ctx(port_context), event);
-        0
+        match with_engine(|e| e.handle_event(from_ctx(port_context), event)) {
+            Some(()) => 0,
+            None => -1,
+        }
     })
 }
 
@@ -437,8 +505,8 @@ unsafe extern "C" fn query_perf(ep_context: *mut c_void, values: *mut u64, cnt: 
             log::error!("query_perf: NULL output");
             return;
         }
-        let counters = engine()
-            .and_then(|e| e.counters(from_ctx(ep_context)))
+        let counters = with_engine(|e| e.counters(from_ctx(ep_context)))
+            .flatten()
             .unwrap_or_else(|| {
                 log::error!("query_perf: unknown endpoint context");
                 [0; COUNTERS]

@@ -1,0 +1,647 @@
+//! Resolution between hosts: the lookup state machine and the handlers of
+//! the discovery protocol (docs/protocol.md), as methods of the engine.
+//!
+//! A miss that only another host can answer becomes a [`Lookup`]: a QUERY
+//! (unicast to an IP destination, multicast for a name), retried every
+//! `urdma_timeout` ms up to `urdma_retries` more times, then the configured
+//! derivations in order. Requests for the same destination share one
+//! lookup. Everything here runs under the engine's lock and only queues
+//! effects; the worker thread and the boundary perform them.
+
+use crate::addr::{Address, Gid};
+use crate::config::Derivation;
+use crate::engine::{Datagram, Engine, Found, Id, Outgoing};
+use crate::host::Host;
+use crate::msg;
+use crate::path::Dest;
+use crate::resolver::{Learned, Lookup, NeighbourJob, Stage, Waiter};
+use crate::wire::{
+    Announce, Answer, EndpointRecord, Message, Query, Reply, WireAddress, MAX_ADDRESSES,
+    MAX_ANNOUNCE_RECORDS, MAX_PKEYS,
+};
+use acm_prov_sys::{ACM_STATUS_ENODATA, ACM_STATUS_ETIMEDOUT};
+use std::net::{IpAddr, SocketAddr};
+use std::time::{Duration, Instant};
+
+/// Announcements after a change: soon, then twice more in case one is lost.
+const ANNOUNCE_DELAYS_MS: [u64; 3] = [50, 1000, 3000];
+/// How often a missing neighbour entry is looked for again.
+pub const NEIGHBOUR_POLL: Duration = Duration::from_millis(20);
+/// Where a datagram goes to make the kernel resolve a neighbour: the
+/// discard port, so no provider takes it for a message.
+const POKE_PORT: u16 = 9;
+
+fn ip_of(a: &Address) -> Option<IpAddr> {
+    match a {
+        Address::Ip4(v4) => Some(IpAddr::V4(*v4)),
+        Address::Ip6(v6) => Some(IpAddr::V6(*v6)),
+        _ => None,
+    }
+}
+
+/// `fe80::` + modified EUI-64 of a MAC: how urdma forms a port's GID.
+pub fn eui64_gid(mac: [u8; 6]) -> Gid {
+    let mut g = [0u8; 16];
+    g[0] = 0xfe;
+    g[1] = 0x80;
+    g[8] = mac[0] ^ 0x02;
+    g[9] = mac[1];
+    g[10] = mac[2];
+    g[11] = 0xff;
+    g[12] = 0xfe;
+    g[13..16].copy_from_slice(&mac[3..6]);
+    Gid(g)
+}
+
+fn same_binding(a: &Learned, b: &Learned) -> bool {
+    (a.gid, a.lid, a.mtu, a.rate, &a.partitions) == (b.gid, b.lid, b.mtu, b.rate, &b.partitions)
+}
+
+impl<H: Host> Engine<H> {
+    /// Called by the boundary when the discovery sockets are (or are not)
+    /// open.
+    pub fn set_discovery_up(&mut self, up: bool) {
+        self.discovery_up = up;
+        if up {
+            self.schedule_announce(Instant::now());
+        }
+    }
+
+    pub(crate) fn can_look_up(&self, key: &Address) -> bool {
+        match key {
+            Address::Name(_) => self.discovery_up,
+            Address::Ip4(_) | Address::Ip6(_) => self.discovery_up || !self.cfg.derive.is_empty(),
+            Address::Gid(_) | Address::Lid(_) => false,
+        }
+    }
+
+    fn timeout(&self) -> Duration {
+        Duration::from_millis(u64::from(self.cfg.timeout_ms))
+    }
+
+    /// Starts a lookup for `key`, or joins the one in flight.
+    pub(crate) fn start_lookup(
+        &mut self,
+        ep: Id,
+        key: Address,
+        waiter: Option<Waiter>,
+        now: Instant,
+    ) {
+        if let Some(l) = self.resolver.lookups.get_mut(&key) {
+            l.waiters.extend(waiter);
+            return;
+        }
+        let txid = self.resolver.new_txid();
+        log::trace!("lookup {key}: started");
+        self.resolver.by_txid.insert(txid, key.clone());
+        self.resolver.lookups.insert(
+            key.clone(),
+            Lookup {
+                txid,
+                stage: Stage::Discover { tries: 0 },
+                deadline: now,
+                endpoint: ep,
+                waiters: waiter.into_iter().collect(),
+                failure: ACM_STATUS_ENODATA as u8,
+            },
+        );
+        let first = match self.discovery_up {
+            true => Stage::Discover { tries: 0 },
+            false => Stage::Derive(0),
+        };
+        self.run_stage(key, first, now);
+    }
+
+    fn run_stage(&mut self, key: Address, stage: Stage, now: Instant) {
+        let timeout = self.timeout();
+        let Some(l) = self.resolver.lookups.get(&key) else {
+            return;
+        };
+        let (txid, ep, failure) = (l.txid, l.endpoint, l.failure);
+        match stage {
+            Stage::Discover { tries } => {
+                let query = self.query_datagram(&key, txid, ep);
+                let Some(datagram) = query else {
+                    log::debug!("lookup {key}: no record of the source endpoint to send");
+                    return self.run_stage(key, Stage::Derive(0), now);
+                };
+                self.effects.datagrams.push(datagram);
+                if let Some(l) = self.resolver.lookups.get_mut(&key) {
+                    l.stage = Stage::Discover { tries: tries + 1 };
+                    l.deadline = now + timeout;
+                }
+            }
+            Stage::Derive(i) => match self.cfg.derive.get(i).copied() {
+                None => self.fail(&key, failure, now),
+                Some(Derivation::Ipv4Mapped) => match key {
+                    Address::Ip4(v4) => {
+                        let gid = Gid(v4.to_ipv6_mapped().octets());
+                        self.succeed(&key, Learned::derived(gid, self.addr_expiry(now)), now)
+                    }
+                    _ => self.run_stage(key, Stage::Derive(i + 1), now),
+                },
+                Some(Derivation::Eui64) => match ip_of(&key) {
+                    Some(ip) => {
+                        if let Some(l) = self.resolver.lookups.get_mut(&key) {
+                            l.stage = Stage::Derive(i);
+                            l.deadline = now + timeout;
+                        }
+                        // The query (if any) already made the kernel
+                        // resolve the neighbour.
+                        let poked = self.discovery_up;
+                        self.resolver.neighbour_jobs.push(NeighbourJob {
+                            dest: key,
+                            ip,
+                            poked,
+                        });
+                        self.effects.wake = true;
+                    }
+                    None => self.run_stage(key, Stage::Derive(i + 1), now),
+                },
+            },
+        }
+    }
+
+    /// The QUERY for `key`, carrying the record of the asking endpoint.
+    fn query_datagram(
+        &self,
+        key: &Address,
+        txid: std::num::NonZeroU64,
+        ep: Id,
+    ) -> Option<Datagram> {
+        let target = WireAddress::new(key.clone()).ok()?;
+        let sender = self.record_for(ep, None)?;
+        let bytes = Message::from(Query::new(txid, target, sender)).encode();
+        Some(match ip_of(key) {
+            Some(ip) => Datagram::Unicast {
+                to: SocketAddr::new(ip, self.cfg.discovery_port),
+                from: None,
+                bytes,
+            },
+            None => Datagram::Multicast { bytes },
+        })
+    }
+
+    fn addr_expiry(&self, now: Instant) -> Option<Instant> {
+        self.cfg.addr_timeout.duration().map(|d| now + d)
+    }
+
+    /// Moves a lookup past a stage that failed with `status`.
+    fn next_stage(&mut self, key: &Address, status: u8, now: Instant) {
+        let Some(l) = self.resolver.lookups.get_mut(key) else {
+            return;
+        };
+        l.failure = status;
+        let next = match l.stage {
+            Stage::Discover { .. } => Stage::Derive(0),
+            Stage::Derive(i) => Stage::Derive(i + 1),
+        };
+        self.run_stage(key.clone(), next, now);
+    }
+
+    /// Completes a lookup: learns the binding and answers its waiters.
+    fn succeed(&mut self, key: &Address, learned: Learned, now: Instant) {
+        log::trace!("lookup {key}: {}", learned.gid);
+        self.resolver.failed.remove(key);
+        self.resolver.learned.insert(key.clone(), learned);
+        self.cache.evict(key);
+        let Some(l) = self.resolver.remove_lookup(key) else {
+            return;
+        };
+        for w in l.waiters {
+            let reply = match self.find(w.endpoint, key, now) {
+                Found::At(dest) => match self.build_and_cache(w.endpoint, key.clone(), dest, now) {
+                    Ok(path) => msg::resolve_success(&w.request, &path.encode(), w.echo_source),
+                    Err(e) => msg::resolve_error(&w.request, e.status),
+                },
+                Found::NotInPartition | Found::Unknown => {
+                    msg::resolve_error(&w.request, ACM_STATUS_ENODATA as u8)
+                }
+            };
+            self.answer_waiter(&w, reply);
+        }
+    }
+
+    fn fail(&mut self, key: &Address, status: u8, now: Instant) {
+        log::trace!("lookup {key}: failed with status {status}");
+        if self.cfg.negative_timeout_ms > 0 {
+            let until = now + Duration::from_millis(u64::from(self.cfg.negative_timeout_ms));
+            self.resolver.failed.insert(key.clone(), (status, until));
+        }
+        if let Some(l) = self.resolver.remove_lookup(key) {
+            for w in l.waiters {
+                let reply = msg::resolve_error(&w.request, status);
+                self.answer_waiter(&w, reply);
+            }
+        }
+    }
+
+    fn answer_waiter(&mut self, w: &Waiter, reply: msg::MsgBuf) {
+        self.count_status(w.endpoint, reply.status());
+        self.effects.replies.push(Outgoing {
+            id: w.id,
+            msg: reply,
+            query: false,
+        });
+    }
+
+    /// Answers, with `status`, every request waiting on endpoint `ep`.
+    pub(crate) fn abandon_waiters(&mut self, ep: Id, status: u8) {
+        let mut orphaned = Vec::new();
+        let mut gone = Vec::new();
+        for (key, l) in self.resolver.lookups.iter_mut() {
+            let (theirs, rest): (Vec<Waiter>, Vec<Waiter>) =
+                l.waiters.drain(..).partition(|w| w.endpoint == ep);
+            l.waiters = rest;
+            orphaned.extend(theirs);
+            if l.endpoint == ep {
+                match l.waiters.first() {
+                    // Retries carry the record of an endpoint still open.
+                    Some(w) => l.endpoint = w.endpoint,
+                    None => gone.push(key.clone()),
+                }
+            }
+        }
+        for key in gone {
+            self.resolver.remove_lookup(&key);
+        }
+        for w in orphaned {
+            let reply = msg::resolve_error(&w.request, status);
+            self.answer_waiter(&w, reply);
+        }
+    }
+
+    /// When the worker must run next.
+    pub fn next_wake(&self) -> Option<Instant> {
+        let jobs =
+            (!self.resolver.neighbour_jobs.is_empty()).then(|| Instant::now() + NEIGHBOUR_POLL);
+        [
+            self.resolver.next_deadline(),
+            self.announce_at.first().copied(),
+            jobs,
+        ]
+        .into_iter()
+        .flatten()
+        .min()
+    }
+
+    /// Retries, stage changes and announcements that are due.
+    pub fn on_timers(&mut self, now: Instant) {
+        let due: Vec<(Address, Stage)> = self
+            .resolver
+            .lookups
+            .iter()
+            .filter(|(_, l)| l.deadline <= now)
+            .map(|(k, l)| (k.clone(), l.stage))
+            .collect();
+        for (key, stage) in due {
+            match stage {
+                Stage::Discover { tries } if tries <= self.cfg.retries => {
+                    log::trace!("lookup {key}: try {} timed out, asking again", tries);
+                    self.run_stage(key, Stage::Discover { tries }, now);
+                }
+                _ => self.next_stage(&key, ACM_STATUS_ETIMEDOUT as u8, now),
+            }
+        }
+        if self.announce_at.first().is_some_and(|&t| t <= now) {
+            self.announce_at.remove(0);
+            self.announce();
+        }
+    }
+
+    pub(crate) fn schedule_announce(&mut self, now: Instant) {
+        self.announce_at = ANNOUNCE_DELAYS_MS
+            .iter()
+            .map(|ms| now + Duration::from_millis(*ms))
+            .collect();
+        self.effects.wake = true;
+    }
+
+    /// The record of endpoint `ep`: its port's GID, LID, MTU and rate, its
+    /// partition and up to eight of its addresses (`first` among them).
+    pub(crate) fn record_for(&self, ep: Id, first: Option<&Address>) -> Option<EndpointRecord> {
+        let e = self.endpoints.get(&ep)?;
+        let port = &self.ports.get(&e.port)?.info;
+        let mut addresses: Vec<WireAddress> = first
+            .and_then(|a| WireAddress::new(a.clone()).ok())
+            .into_iter()
+            .collect();
+        for id in &e.addresses {
+            if addresses.len() == MAX_ADDRESSES {
+                break;
+            }
+            if let Ok(w) = WireAddress::new(self.addresses[id].address.clone()) {
+                if !addresses.contains(&w) {
+                    addresses.push(w);
+                }
+            }
+        }
+        let (mtu, rate) = self.port_mtu_rate(port);
+        EndpointRecord::new(port.gids[0], port.lid, mtu, rate, vec![e.pkey], addresses).ok()
+    }
+
+    /// Announces every port's endpoints to the segment.
+    fn announce(&mut self) {
+        if !self.discovery_up {
+            return;
+        }
+        let mut records = Vec::new();
+        for p in self.ports.values() {
+            let mut pkeys: Vec<u16> = Vec::new();
+            let mut addrs: Vec<WireAddress> = Vec::new();
+            for ep in &p.endpoints {
+                let e = &self.endpoints[ep];
+                if pkeys.len() < MAX_PKEYS && !pkeys.iter().any(|k| k & 0x7fff == e.pkey & 0x7fff) {
+                    pkeys.push(e.pkey);
+                }
+                for id in &e.addresses {
+                    if let Ok(w) = WireAddress::new(self.addresses[id].address.clone()) {
+                        if !addrs.contains(&w) {
+                            addrs.push(w);
+                        }
+                    }
+                }
+            }
+            let (mtu, rate) = self.port_mtu_rate(&p.info);
+            for chunk in addrs.chunks(MAX_ADDRESSES) {
+                if let Ok(r) = EndpointRecord::new(
+                    p.info.gids[0],
+                    p.info.lid,
+                    mtu,
+                    rate,
+                    pkeys.clone(),
+                    chunk.to_vec(),
+                ) {
+                    records.push(r);
+                }
+            }
+        }
+        for chunk in records.chunks(MAX_ANNOUNCE_RECORDS) {
+            if let Ok(a) = Announce::new(chunk.to_vec(), false) {
+                let bytes = Message::from(a).encode();
+                self.effects.datagrams.push(Datagram::Multicast { bytes });
+            }
+        }
+    }
+
+    /// Tells the segment an address of endpoint `ep` is gone.
+    pub(crate) fn withdraw(&mut self, ep: Id, address: &Address) {
+        if !self.discovery_up {
+            return;
+        }
+        let Ok(w) = WireAddress::new(address.clone()) else {
+            return;
+        };
+        let Some(e) = self.endpoints.get(&ep) else {
+            return;
+        };
+        let Some(port) = self.ports.get(&e.port) else {
+            return;
+        };
+        let (mtu, rate) = self.port_mtu_rate(&port.info);
+        let record = EndpointRecord::new(
+            port.info.gids[0],
+            port.info.lid,
+            mtu,
+            rate,
+            vec![e.pkey],
+            vec![w],
+        );
+        if let Ok(a) = record.and_then(|r| Announce::new(vec![r], true)) {
+            let bytes = Message::from(a).encode();
+            self.effects.datagrams.push(Datagram::Multicast { bytes });
+        }
+    }
+
+    fn is_own_gid(&self, gid: Gid) -> bool {
+        self.ports.values().any(|p| p.info.gids.contains(&gid))
+    }
+
+    fn drop_datagram(&mut self, from: SocketAddr, why: &str) {
+        let d = &self.drops;
+        let total = d.malformed + d.unsolicited + d.wrong_source + d.own;
+        log::trace!("discovery: dropped a datagram from {from}: {why} ({total} dropped so far)");
+    }
+
+    /// Learns (or, with `insert` false, only refreshes and corrects) the
+    /// bindings of a peer's record. A binding that changed leaves the
+    /// destination cache.
+    fn learn(&mut self, record: &EndpointRecord, insert: bool, now: Instant) {
+        let new = Learned::from_record(record, self.addr_expiry(now));
+        let keys = record
+            .addresses()
+            .iter()
+            .map(|w| w.address().clone())
+            .chain(std::iter::once(Address::Gid(record.gid())));
+        for key in keys {
+            match self.resolver.learned.get(&key) {
+                Some(old) if same_binding(old, &new) => {}
+                Some(_) => {
+                    log::trace!("discovery: {key} is now {}", new.gid);
+                    self.cache.evict(&key);
+                }
+                None if insert => {}
+                None => continue,
+            }
+            self.resolver.learned.insert(key, new.clone());
+        }
+    }
+
+    /// One datagram that arrived at the discovery port. `to` is the address
+    /// it was sent to, when the socket reports it.
+    pub fn on_datagram(
+        &mut self,
+        from: SocketAddr,
+        to: Option<IpAddr>,
+        bytes: &[u8],
+        now: Instant,
+    ) {
+        match Message::decode(bytes) {
+            Err(e) => {
+                self.drops.malformed += 1;
+                self.drop_datagram(from, &format!("malformed: {e}"));
+            }
+            Ok(Message::Query(q)) => self.on_query(q, from, to, now),
+            Ok(Message::Reply(r)) => self.on_reply(r, from, now),
+            Ok(Message::Announce(a)) => self.on_announce(a, from, now),
+        }
+    }
+
+    fn on_query(&mut self, q: Query, from: SocketAddr, to: Option<IpAddr>, now: Instant) {
+        if self.is_own_gid(q.sender().gid()) {
+            self.drops.own += 1;
+            return self.drop_datagram(from, "our own query");
+        }
+        let target = q.target().address().clone();
+        let holder = self
+            .local
+            .get(&target)
+            .and_then(|ids| ids.first())
+            .map(|id| self.addresses[id].endpoint);
+        let answer = match holder.and_then(|ep| self.record_for(ep, Some(&target))) {
+            Some(record) => Answer::Found(record),
+            // Names are asked by multicast: only their owner answers.
+            None if ip_of(&target).is_none() => return,
+            None => Answer::Refused,
+        };
+        let found = matches!(answer, Answer::Found(_));
+        let Ok(reply) = q.reply(answer) else {
+            return;
+        };
+        log::trace!(
+            "discovery: {from} asked for {target}: {}",
+            if found { "ours" } else { "refused" }
+        );
+        // A reply to a unicast query comes from the queried address, the
+        // only source the asker accepts.
+        let from_addr = ip_of(&target).filter(|ip| Some(*ip) == to);
+        self.effects.datagrams.push(Datagram::Unicast {
+            to: from,
+            from: from_addr,
+            bytes: Message::from(reply).encode(),
+        });
+        // Both sides cache each other, as acmp does; only a sender that
+        // speaks from one of its own addresses is believed.
+        if found
+            && q.sender()
+                .addresses()
+                .iter()
+                .any(|w| ip_of(w.address()) == Some(from.ip()))
+        {
+            self.learn(q.sender(), true, now);
+        }
+    }
+
+    fn on_reply(&mut self, r: Reply, from: SocketAddr, now: Instant) {
+        let Some(key) = self.resolver.by_txid.get(&r.txid()).cloned() else {
+            self.drops.unsolicited += 1;
+            return self.drop_datagram(from, "no query with that transaction id");
+        };
+        let expected = self.resolver.lookups.get(&key).map(|l| l.stage);
+        if !matches!(expected, Some(Stage::Discover { .. })) || r.target().address() != &key {
+            self.drops.unsolicited += 1;
+            return self.drop_datagram(from, "reply does not match its query");
+        }
+        if ip_of(&key).is_some_and(|ip| ip != from.ip()) {
+            self.drops.wrong_source += 1;
+            return self.drop_datagram(from, "reply not from the queried address");
+        }
+        match r.answer() {
+            Answer::Found(record) => {
+                let learned = Learned::from_record(record, self.addr_expiry(now));
+                self.learn(record, true, now);
+                self.succeed(&key, learned, now);
+            }
+            Answer::Refused => {
+                log::trace!("lookup {key}: refused by {from}");
+                self.next_stage(&key, ACM_STATUS_ENODATA as u8, now);
+            }
+        }
+    }
+
+    fn on_announce(&mut self, a: Announce, from: SocketAddr, now: Instant) {
+        for record in a.records() {
+            if self.is_own_gid(record.gid()) {
+                self.drops.own += 1;
+                self.drop_datagram(from, "our own announcement");
+                continue;
+            }
+            if !record
+                .addresses()
+                .iter()
+                .any(|w| ip_of(w.address()) == Some(from.ip()))
+            {
+                self.drops.wrong_source += 1;
+                self.drop_datagram(from, "announcement not from an address it lists");
+                continue;
+            }
+            if a.withdrawn() {
+                for w in record.addresses() {
+                    let key = w.address();
+                    if self
+                        .resolver
+                        .learned
+                        .get(key)
+                        .is_some_and(|l| l.gid == record.gid())
+                    {
+                        log::trace!("discovery: {key} withdrawn by {from}");
+                        self.resolver.learned.remove(key);
+                        self.cache.evict(key);
+                    }
+                }
+            } else {
+                self.learn(record, false, now);
+            }
+        }
+    }
+
+    /// An ICMP error for a datagram sent to `dest`; `payload` is that
+    /// datagram. An unreachable host or port fails its lookup at once.
+    pub fn on_unreachable(&mut self, dest: SocketAddr, payload: &[u8], now: Instant) {
+        let Ok(Message::Query(q)) = Message::decode(payload) else {
+            return;
+        };
+        let Some(key) = self.resolver.by_txid.get(&q.txid()).cloned() else {
+            return;
+        };
+        if ip_of(&key) == Some(dest.ip())
+            && matches!(
+                self.resolver.lookups.get(&key).map(|l| l.stage),
+                Some(Stage::Discover { .. })
+            )
+        {
+            log::trace!("lookup {key}: {dest} unreachable");
+            self.next_stage(&key, ACM_STATUS_ENODATA as u8, now);
+        }
+    }
+
+    /// Neighbour lookups the worker should make now.
+    pub fn take_neighbour_jobs(&mut self) -> Vec<NeighbourJob> {
+        std::mem::take(&mut self.resolver.neighbour_jobs)
+    }
+
+    /// The result of a neighbour lookup for an `eui64` derivation.
+    pub fn on_neighbour(&mut self, mut job: NeighbourJob, mac: Option<[u8; 6]>, now: Instant) {
+        let Some(l) = self.resolver.lookups.get(&job.dest) else {
+            return;
+        };
+        let Stage::Derive(i) = l.stage else { return };
+        if self.cfg.derive.get(i) != Some(&Derivation::Eui64) {
+            return;
+        }
+        match mac {
+            Some(mac) => {
+                let learned = Learned::derived(eui64_gid(mac), self.addr_expiry(now));
+                self.succeed(&job.dest.clone(), learned, now);
+            }
+            None if now < l.deadline => {
+                if !job.poked {
+                    self.effects.datagrams.push(Datagram::Unicast {
+                        to: SocketAddr::new(job.ip, POKE_PORT),
+                        from: None,
+                        bytes: vec![0],
+                    });
+                    job.poked = true;
+                }
+                self.resolver.neighbour_jobs.push(job);
+            }
+            // The timer moves the lookup on at its deadline.
+            None => {}
+        }
+    }
+
+    /// Where a learned destination leads, for tests and statistics.
+    pub fn learned_dest(&self, a: &Address) -> Option<Dest> {
+        self.resolver.learned.get(a).map(|l| Dest {
+            gid: l.gid,
+            lid: l.lid,
+            mtu: l.mtu,
+            rate: l.rate,
+        })
+    }
+
+    /// Lookups in flight.
+    pub fn lookups_in_flight(&self) -> usize {
+        self.resolver.lookups.len()
+    }
+}

@@ -1,0 +1,420 @@
+//! The discovery sockets: one UDP socket per address family on the
+//! discovery port, the multicast groups on every interface, and ICMP errors
+//! read from the sockets' error queues so an unreachable peer fails a lookup
+//! at once. Safe Rust over `std` and `nix`.
+
+use crate::engine::Datagram;
+use crate::wire::{RECV_BUF_LEN, V4_GROUP, V6_GROUP};
+use nix::ifaddrs::getifaddrs;
+use nix::net::if_::{if_nametoindex, InterfaceFlags};
+use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
+use nix::sys::socket::{
+    bind, recvmsg, sendmsg, setsockopt, socket, sockopt, AddressFamily, ControlMessage,
+    ControlMessageOwned, MsgFlags, SockFlag, SockProtocol, SockType, SockaddrIn, SockaddrIn6,
+    SockaddrStorage,
+};
+use std::collections::HashSet;
+use std::io::{self, IoSlice, IoSliceMut};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, SocketAddrV4, SocketAddrV6, UdpSocket};
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
+use std::os::unix::net::UnixDatagram;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+/// `SO_EE_ORIGIN_ICMP` / `SO_EE_ORIGIN_ICMP6`: the error came from the
+/// network, not from the local stack.
+const ORIGIN_ICMP: u8 = 2;
+const ORIGIN_ICMP6: u8 = 3;
+/// Interfaces are listed again at most this often (new addresses, links).
+const IFACE_REFRESH: Duration = Duration::from_secs(1);
+/// Datagrams read per socket per wake-up, so one busy socket cannot starve
+/// the timers.
+const READ_BATCH: usize = 256;
+
+/// Something that arrived on the discovery sockets.
+#[derive(Debug)]
+pub enum NetEvent {
+    Datagram {
+        from: SocketAddr,
+        /// The address the datagram was sent to.
+        to: Option<IpAddr>,
+        bytes: Vec<u8>,
+    },
+    /// An ICMP error for a datagram this host sent to `dest`.
+    Unreachable { dest: SocketAddr, payload: Vec<u8> },
+}
+
+#[derive(Default)]
+struct Interfaces {
+    listed: Option<Instant>,
+    /// (index, IPv4 addresses, has IPv6)
+    list: Vec<(u32, Vec<Ipv4Addr>, bool)>,
+    joined_v4: HashSet<Ipv4Addr>,
+    joined_v6: HashSet<u32>,
+}
+
+pub struct Net {
+    v4: UdpSocket,
+    v6: Option<UdpSocket>,
+    port: u16,
+    wake_tx: UnixDatagram,
+    wake_rx: UnixDatagram,
+    interfaces: Mutex<Interfaces>,
+}
+
+fn udp_socket(family: AddressFamily, port: u16) -> io::Result<UdpSocket> {
+    let fd: OwnedFd = socket(
+        family,
+        SockType::Datagram,
+        SockFlag::SOCK_NONBLOCK | SockFlag::SOCK_CLOEXEC,
+        SockProtocol::Udp,
+    )?;
+    setsockopt(&fd, sockopt::ReuseAddr, &true)?;
+    if family == AddressFamily::Inet {
+        setsockopt(&fd, sockopt::Ipv4PacketInfo, &true)?;
+        setsockopt(&fd, sockopt::Ipv4RecvErr, &true)?;
+        setsockopt(&fd, sockopt::IpMulticastTtl, &1)?;
+        setsockopt(&fd, sockopt::IpMulticastLoop, &false)?;
+        bind(
+            fd.as_raw_fd(),
+            &SockaddrIn::from(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, port)),
+        )?;
+    } else {
+        // Separate sockets per family, so IPv4 never arrives v4-mapped.
+        setsockopt(&fd, sockopt::Ipv6V6Only, &true)?;
+        setsockopt(&fd, sockopt::Ipv6RecvPacketInfo, &true)?;
+        setsockopt(&fd, sockopt::Ipv6RecvErr, &true)?;
+        setsockopt(&fd, sockopt::Ipv6MulticastHops, &1)?;
+        bind(
+            fd.as_raw_fd(),
+            &SockaddrIn6::from(SocketAddrV6::new(Ipv6Addr::UNSPECIFIED, port, 0, 0)),
+        )?;
+    }
+    let s = UdpSocket::from(fd);
+    if family == AddressFamily::Inet6 {
+        s.set_multicast_loop_v6(false)?;
+    }
+    Ok(s)
+}
+
+fn std_addr(s: &SockaddrStorage) -> Option<SocketAddr> {
+    if let Some(a) = s.as_sockaddr_in() {
+        Some(SocketAddr::V4(SocketAddrV4::from(*a)))
+    } else {
+        s.as_sockaddr_in6()
+            .map(|a| SocketAddr::V6(SocketAddrV6::from(*a)))
+    }
+}
+
+impl Net {
+    pub fn open(port: u16) -> io::Result<Net> {
+        let v4 = udp_socket(AddressFamily::Inet, port)?;
+        let v6 = match udp_socket(AddressFamily::Inet6, port) {
+            Ok(s) => Some(s),
+            Err(e) => {
+                log::warn!("discovery: no IPv6 socket on port {port}: {e}; IPv4 only");
+                None
+            }
+        };
+        let (wake_tx, wake_rx) = UnixDatagram::pair()?;
+        wake_tx.set_nonblocking(true)?;
+        wake_rx.set_nonblocking(true)?;
+        let net = Net {
+            v4,
+            v6,
+            port,
+            wake_tx,
+            wake_rx,
+            interfaces: Mutex::default(),
+        };
+        net.refresh_interfaces(true);
+        Ok(net)
+    }
+
+    /// Makes a `poll` in progress return.
+    pub fn wake(&self) {
+        let _ = self.wake_tx.send(&[1]);
+    }
+
+    /// Lists interfaces and joins the discovery groups on new ones.
+    fn refresh_interfaces(&self, force: bool) {
+        let mut ifs = self.interfaces.lock().unwrap_or_else(|p| p.into_inner());
+        if !force && ifs.listed.is_some_and(|t| t.elapsed() < IFACE_REFRESH) {
+            return;
+        }
+        ifs.listed = Some(Instant::now());
+        let Ok(addrs) = getifaddrs() else { return };
+        let mut list: Vec<(u32, Vec<Ipv4Addr>, bool)> = Vec::new();
+        for a in addrs {
+            let usable = a.flags.contains(InterfaceFlags::IFF_UP)
+                && a.flags.contains(InterfaceFlags::IFF_MULTICAST)
+                && !a.flags.contains(InterfaceFlags::IFF_LOOPBACK);
+            let Some(addr) = a.address.as_ref().and_then(std_addr).filter(|_| usable) else {
+                continue;
+            };
+            let Ok(index) = if_nametoindex(a.interface_name.as_str()) else {
+                continue;
+            };
+            let pos = match list.iter().position(|(i, _, _)| *i == index) {
+                Some(p) => p,
+                None => {
+                    list.push((index, Vec::new(), false));
+                    list.len() - 1
+                }
+            };
+            match addr.ip() {
+                IpAddr::V4(v4) => list[pos].1.push(v4),
+                IpAddr::V6(_) => list[pos].2 = true,
+            }
+        }
+        for (index, v4s, has_v6) in &list {
+            if let Some(first) = v4s.first() {
+                if ifs.joined_v4.insert(*first) {
+                    if let Err(e) = self.v4.join_multicast_v4(&V4_GROUP, first) {
+                        log::debug!("discovery: cannot join {V4_GROUP} on {first}: {e}");
+                    }
+                }
+            }
+            if let (true, Some(v6)) = (*has_v6, &self.v6) {
+                if ifs.joined_v6.insert(*index) {
+                    if let Err(e) = v6.join_multicast_v6(&V6_GROUP, *index) {
+                        log::debug!("discovery: cannot join {V6_GROUP} on interface {index}: {e}");
+                    }
+                }
+            }
+        }
+        ifs.list = list;
+    }
+
+    fn socket_for(&self, ip: IpAddr) -> Option<&UdpSocket> {
+        match ip {
+            IpAddr::V4(_) => Some(&self.v4),
+            IpAddr::V6(_) => self.v6.as_ref(),
+        }
+    }
+
+    /// Sends one datagram; failures are logged, never fatal: the lookup's
+    /// retries and timeout cover a lost send.
+    pub fn send(&self, d: &Datagram) {
+        let result = match d {
+            Datagram::Unicast {
+                to,
+                from: None,
+                bytes,
+            } => match self.socket_for(to.ip()) {
+                Some(s) => s.send_to(bytes, to).map(|_| ()),
+                None => Err(io::ErrorKind::Unsupported.into()),
+            },
+            Datagram::Unicast {
+                to,
+                from: Some(src),
+                bytes,
+            } => self.send_from(*to, *src, bytes),
+            Datagram::Multicast { bytes } => {
+                self.send_multicast(bytes);
+                Ok(())
+            }
+        };
+        if let Err(e) = result {
+            log::trace!("discovery: send failed: {e}");
+        }
+    }
+
+    fn send_from(&self, to: SocketAddr, src: IpAddr, bytes: &[u8]) -> io::Result<()> {
+        let iov = [IoSlice::new(bytes)];
+        match (to, src) {
+            (SocketAddr::V4(dst), IpAddr::V4(s)) => {
+                let info = libc::in_pktinfo {
+                    ipi_ifindex: 0,
+                    ipi_spec_dst: libc::in_addr {
+                        s_addr: u32::from(s).to_be(),
+                    },
+                    ipi_addr: libc::in_addr { s_addr: 0 },
+                };
+                let cmsg = [ControlMessage::Ipv4PacketInfo(&info)];
+                sendmsg(
+                    self.v4.as_raw_fd(),
+                    &iov,
+                    &cmsg,
+                    MsgFlags::empty(),
+                    Some(&SockaddrIn::from(dst)),
+                )?;
+            }
+            (SocketAddr::V6(dst), IpAddr::V6(s)) => {
+                let v6 = self.v6.as_ref().ok_or(io::ErrorKind::Unsupported)?;
+                let info = libc::in6_pktinfo {
+                    ipi6_addr: libc::in6_addr {
+                        s6_addr: s.octets(),
+                    },
+                    ipi6_ifindex: 0,
+                };
+                let cmsg = [ControlMessage::Ipv6PacketInfo(&info)];
+                sendmsg(
+                    v6.as_raw_fd(),
+                    &iov,
+                    &cmsg,
+                    MsgFlags::empty(),
+                    Some(&SockaddrIn6::from(dst)),
+                )?;
+            }
+            _ => return Err(io::ErrorKind::InvalidInput.into()),
+        }
+        Ok(())
+    }
+
+    /// To both groups on every interface: the link scope keeps each copy on
+    /// its own segment, so every segment must get one.
+    fn send_multicast(&self, bytes: &[u8]) {
+        self.refresh_interfaces(false);
+        let list = self
+            .interfaces
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .list
+            .clone();
+        let iov = [IoSlice::new(bytes)];
+        for (index, v4s, has_v6) in list {
+            if let Some(src) = v4s.first() {
+                let info = libc::in_pktinfo {
+                    ipi_ifindex: index as i32,
+                    ipi_spec_dst: libc::in_addr {
+                        s_addr: u32::from(*src).to_be(),
+                    },
+                    ipi_addr: libc::in_addr { s_addr: 0 },
+                };
+                let group = SockaddrIn::from(SocketAddrV4::new(V4_GROUP, self.port));
+                let cmsg = [ControlMessage::Ipv4PacketInfo(&info)];
+                if let Err(e) = sendmsg(
+                    self.v4.as_raw_fd(),
+                    &iov,
+                    &cmsg,
+                    MsgFlags::empty(),
+                    Some(&group),
+                ) {
+                    log::trace!("discovery: multicast on interface {index} failed: {e}");
+                }
+            }
+            if let (true, Some(v6)) = (has_v6, &self.v6) {
+                let group = SocketAddrV6::new(V6_GROUP, self.port, 0, index);
+                if let Err(e) = v6.send_to(bytes, group) {
+                    log::trace!("discovery: multicast on interface {index} failed: {e}");
+                }
+            }
+        }
+    }
+
+    /// Waits up to `timeout` for traffic (or a wake-up) and returns what
+    /// arrived.
+    pub fn poll(&self, timeout: Duration) -> Vec<NetEvent> {
+        let mut sockets: Vec<&UdpSocket> = vec![&self.v4];
+        sockets.extend(self.v6.as_ref());
+        let mut fds: Vec<PollFd> = sockets
+            .iter()
+            .map(|s| PollFd::new(s.as_fd(), PollFlags::POLLIN))
+            .chain(std::iter::once(PollFd::new(
+                self.wake_rx.as_fd(),
+                PollFlags::POLLIN,
+            )))
+            .collect();
+        let timeout = PollTimeout::try_from(timeout).unwrap_or(PollTimeout::MAX);
+        if poll(&mut fds, timeout).is_err() {
+            return Vec::new();
+        }
+        let ready: Vec<PollFlags> = fds
+            .iter()
+            .map(|f| f.revents().unwrap_or(PollFlags::empty()))
+            .collect();
+        drop(fds);
+        let mut events = Vec::new();
+        for (s, r) in sockets.iter().zip(&ready) {
+            if r.contains(PollFlags::POLLERR) {
+                read_errors(s, &mut events);
+            }
+            if r.contains(PollFlags::POLLIN) {
+                read_datagrams(s, &mut events);
+            }
+        }
+        if ready.last().is_some_and(|r| r.contains(PollFlags::POLLIN)) {
+            let mut b = [0u8; 64];
+            while self.wake_rx.recv(&mut b).is_ok() {}
+        }
+        events
+    }
+}
+
+fn read_datagrams(s: &UdpSocket, events: &mut Vec<NetEvent>) {
+    let mut buf = [0u8; RECV_BUF_LEN];
+    for _ in 0..READ_BATCH {
+        let mut cmsg = nix::cmsg_space!(libc::in6_pktinfo);
+        let mut iov = [IoSliceMut::new(&mut buf)];
+        let Ok(m) = recvmsg::<SockaddrStorage>(
+            s.as_raw_fd(),
+            &mut iov,
+            Some(&mut cmsg),
+            MsgFlags::MSG_DONTWAIT,
+        ) else {
+            return;
+        };
+        let from = m.address.as_ref().and_then(std_addr);
+        let mut to = None;
+        if let Ok(cmsgs) = m.cmsgs() {
+            for c in cmsgs {
+                match c {
+                    ControlMessageOwned::Ipv4PacketInfo(pi) => {
+                        to = Some(IpAddr::V4(Ipv4Addr::from(u32::from_be(pi.ipi_addr.s_addr))))
+                    }
+                    ControlMessageOwned::Ipv6PacketInfo(pi) => {
+                        to = Some(IpAddr::V6(Ipv6Addr::from(pi.ipi6_addr.s6_addr)))
+                    }
+                    _ => {}
+                }
+            }
+        }
+        let len = m.bytes;
+        if let Some(from) = from {
+            events.push(NetEvent::Datagram {
+                from,
+                to,
+                bytes: buf[..len].to_vec(),
+            });
+        }
+    }
+}
+
+fn read_errors(s: &UdpSocket, events: &mut Vec<NetEvent>) {
+    let mut buf = [0u8; RECV_BUF_LEN];
+    for _ in 0..READ_BATCH {
+        let mut cmsg = nix::cmsg_space!(libc::sock_extended_err, libc::sockaddr_in6);
+        let mut iov = [IoSliceMut::new(&mut buf)];
+        let Ok(m) = recvmsg::<SockaddrStorage>(
+            s.as_raw_fd(),
+            &mut iov,
+            Some(&mut cmsg),
+            MsgFlags::MSG_ERRQUEUE | MsgFlags::MSG_DONTWAIT,
+        ) else {
+            return;
+        };
+        let dest = m.address.as_ref().and_then(std_addr);
+        let mut from_network = false;
+        if let Ok(cmsgs) = m.cmsgs() {
+            for c in cmsgs {
+                match c {
+                    ControlMessageOwned::Ipv4RecvErr(e, _) => {
+                        from_network |= e.ee_origin == ORIGIN_ICMP
+                    }
+                    ControlMessageOwned::Ipv6RecvErr(e, _) => {
+                        from_network |= e.ee_origin == ORIGIN_ICMP6
+                    }
+                    _ => {}
+                }
+            }
+        }
+        let len = m.bytes;
+        if let (Some(dest), true) = (dest, from_network) {
+            events.push(NetEvent::Unreachable {
+                dest,
+                payload: buf[..len].to_vec(),
+            });
+        }
+    }
+}
