@@ -1,0 +1,795 @@
+//! `urdma-load [-S PATH] [-s SRC] (-d DEST | --dest-file FILE | --range PREFIX N)...
+//!            [-f i|n] [-c N] [-n COUNT | --duration SECS] [--window W] [--nodelay]
+//!            [--timeout SECS] [--verbose]`
+//!
+//! A load generator that speaks the daemon's client socket protocol itself
+//! (RESOLVE `struct acm_msg`s over `/run/ibacm-unix.sock`), so a test can put
+//! thousands of requests through the daemon and the provider and check that
+//! every one is answered exactly once. One thread per connection, each
+//! keeping up to `--window` requests outstanding; requests are handed out
+//! from one shared counter so a slow connection does not hold back the run.
+//!
+//! Output: with `--verbose` one line per reply or missing request
+//! (`tid=0x... conn=N dest=... status=N us=N dgid=...`), then one summary
+//! line of `key=value` pairs whose keys and order never change (see
+//! `print_summary`). Exit 0 when every planned request got exactly one
+//! reply, whatever its status, and nothing else went wrong; 1 otherwise;
+//! 2 on bad usage.
+//!
+//! Pipelining caveat (rdma-core 44, `acm_svr_receive`): the daemon does one
+//! `recv(sock, msg, 592)` per readable event and drops the client unless
+//! exactly one whole message came back. On a stream socket two queued
+//! requests come back together, so `--window` > 1 works only while the
+//! daemon keeps up; when it falls behind it closes the connection, and the
+//! requests in flight on it are counted as `lost` (and `missing`), the
+//! close as a `disconnect`, and the connection is reopened.
+
+use acm_prov_sys::{
+    acm_ep_addr_data, acm_hdr, ACM_ADDRESS_IP, ACM_ADDRESS_IP6, ACM_ADDRESS_NAME, ACM_EP_FLAG_DEST,
+    ACM_EP_FLAG_SOURCE, ACM_EP_INFO_PATH, ACM_FLAGS_NODELAY, ACM_MSG_EP_LENGTH, ACM_MSG_HDR_LENGTH,
+    ACM_MSG_SIZE, ACM_OP_MASK, ACM_OP_RESOLVE, ACM_PATH_FLAGS_PRIMARY_ROUTE, ACM_VERSION,
+};
+use std::collections::{BTreeMap, HashSet};
+use std::io::{self, ErrorKind, Read, Write};
+use std::net::{Ipv4Addr, Ipv6Addr};
+use std::os::unix::net::UnixStream;
+use std::process::ExitCode;
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::thread;
+use std::time::{Duration, Instant};
+
+const HDR_LEN: usize = ACM_MSG_HDR_LENGTH as usize;
+const EP_LEN: usize = ACM_MSG_EP_LENGTH as usize;
+
+// The messages are built and parsed by viewing these structs as bytes, which
+// is only sound while they have no padding.
+const _: () = assert!(std::mem::size_of::<acm_hdr>() == HDR_LEN);
+const _: () = assert!(std::mem::size_of::<acm_ep_addr_data>() == EP_LEN);
+const _: () = assert!(ACM_MSG_SIZE == 592);
+
+/// Status codes that always get a `status_N=` key, so the summary's keys do
+/// not depend on what happened (4 is unused by the daemon).
+const KNOWN_STATUSES: [u8; 9] = [1, 2, 3, 5, 6, 7, 8, 9, 10];
+
+/// After this many connections in a row that fail or close before any reply
+/// a connection thread stops: the daemon is gone or refusing (all slots busy).
+const MAX_FRUITLESS_CONNECTS: u32 = 3;
+
+/// Missing requests named on stderr without `--verbose`; the rest only count.
+const MAX_MISSING_REPORTS: u32 = 10;
+
+const USAGE: &str =
+    "usage: urdma-load [-S PATH] [-s SRC] (-d DEST | --dest-file FILE | --range PREFIX N)...
+                  [-f i|n] [-c N] [-n COUNT | --duration SECS] [--window W] [--nodelay]
+                  [--timeout SECS] [--verbose]";
+
+#[derive(Clone, Debug)]
+struct Addr {
+    text: String,
+    kind: u16,
+    bytes: [u8; 64],
+}
+
+#[derive(Clone, Copy, PartialEq, Debug)]
+enum Format {
+    Auto,
+    Ip,
+    Name,
+}
+
+#[derive(Debug)]
+struct Config {
+    socket: String,
+    src: Option<Addr>,
+    dests: Vec<Addr>,
+    conns: usize,
+    count: Option<u64>,
+    duration: Option<Duration>,
+    window: usize,
+    nodelay: bool,
+    timeout: Duration,
+    verbose: bool,
+}
+
+fn parse_addr(text: &str, format: Format) -> Result<Addr, String> {
+    let mut bytes = [0u8; 64];
+    let kind = if format != Format::Name {
+        if let Ok(v4) = text.parse::<Ipv4Addr>() {
+            bytes[..4].copy_from_slice(&v4.octets());
+            ACM_ADDRESS_IP
+        } else if let Ok(v6) = text.parse::<Ipv6Addr>() {
+            bytes[..16].copy_from_slice(&v6.octets());
+            ACM_ADDRESS_IP6
+        } else if format == Format::Ip {
+            return Err(format!("'{text}' is not an IPv4 or IPv6 address (-f i)"));
+        } else {
+            0
+        }
+    } else {
+        0
+    };
+    let kind = if kind != 0 {
+        kind
+    } else {
+        // Keep a terminating NUL: the daemon and providers treat names as C strings.
+        if text.is_empty() || text.len() >= bytes.len() {
+            return Err(format!("name '{text}' must be 1..=63 bytes"));
+        }
+        bytes[..text.len()].copy_from_slice(text.as_bytes());
+        ACM_ADDRESS_NAME
+    };
+    Ok(Addr {
+        text: text.to_string(),
+        kind,
+        bytes,
+    })
+}
+
+fn parse_num<T: std::str::FromStr>(opt: &str, v: &str) -> Result<T, String> {
+    v.parse()
+        .map_err(|_| format!("{opt}: '{v}' is not a valid number"))
+}
+
+fn parse_secs(opt: &str, v: &str) -> Result<Duration, String> {
+    let s: f64 = parse_num(opt, v)?;
+    if !(s.is_finite() && s > 0.0) {
+        return Err(format!("{opt}: must be a positive number of seconds"));
+    }
+    Ok(Duration::from_secs_f64(s))
+}
+
+/// `Ok(None)` means `--help`.
+fn parse_args(args: &[String]) -> Result<Option<Config>, String> {
+    let mut socket = "/run/ibacm-unix.sock".to_string();
+    let mut src_text = None;
+    // Kept as text until the end because `-f` may come after the addresses.
+    let mut dest_texts: Vec<String> = Vec::new();
+    let mut format = Format::Auto;
+    let mut conns = 1usize;
+    let mut count = None;
+    let mut duration = None;
+    let mut window = 1usize;
+    let mut nodelay = false;
+    let mut timeout = Duration::from_secs(30);
+    let mut verbose = false;
+
+    let mut it = args.iter();
+    while let Some(arg) = it.next() {
+        let mut value = |name: &str| {
+            it.next()
+                .cloned()
+                .ok_or_else(|| format!("{name} needs a value"))
+        };
+        match arg.as_str() {
+            "-h" | "--help" => return Ok(None),
+            "-S" => socket = value("-S")?,
+            "-s" => src_text = Some(value("-s")?),
+            "-d" => dest_texts.push(value("-d")?),
+            "--dest-file" => {
+                let path = value("--dest-file")?;
+                let text = std::fs::read_to_string(&path)
+                    .map_err(|e| format!("--dest-file {path}: {e}"))?;
+                dest_texts.extend(
+                    text.lines()
+                        .map(str::trim)
+                        .filter(|l| !l.is_empty() && !l.starts_with('#'))
+                        .map(String::from),
+                );
+            }
+            "--range" => {
+                let prefix = value("--range")?;
+                let n: u64 = parse_num("--range", &value("--range")?)?;
+                if n == 0 {
+                    return Err("--range: N must be at least 1".into());
+                }
+                dest_texts.extend((1..=n).map(|i| format!("{prefix}{i}")));
+            }
+            "-f" => {
+                format = match value("-f")?.as_str() {
+                    "i" => Format::Ip,
+                    "n" => Format::Name,
+                    other => return Err(format!("-f: '{other}' is not i or n")),
+                }
+            }
+            "-c" => conns = parse_num("-c", &value("-c")?)?,
+            "-n" => count = Some(parse_num("-n", &value("-n")?)?),
+            "--window" => window = parse_num("--window", &value("--window")?)?,
+            "--nodelay" => nodelay = true,
+            "--duration" => duration = Some(parse_secs("--duration", &value("--duration")?)?),
+            "--timeout" => timeout = parse_secs("--timeout", &value("--timeout")?)?,
+            "-v" | "--verbose" => verbose = true,
+            other => return Err(format!("unknown argument '{other}'")),
+        }
+    }
+
+    if dest_texts.is_empty() {
+        return Err("no destination: give -d, --dest-file or --range".into());
+    }
+    if conns == 0 || window == 0 {
+        return Err("-c and --window must be at least 1".into());
+    }
+    if count.is_some() && duration.is_some() {
+        return Err("-n and --duration exclude each other".into());
+    }
+    if count == Some(0) {
+        return Err("-n must be at least 1".into());
+    }
+    let src = src_text.map(|s| parse_addr(&s, format)).transpose()?;
+    let dests = dest_texts
+        .iter()
+        .map(|d| parse_addr(d, format))
+        .collect::<Result<Vec<_>, _>>()?;
+    if duration.is_none() && count.is_none() {
+        count = Some(dests.len() as u64);
+    }
+    Ok(Some(Config {
+        socket,
+        src,
+        dests,
+        conns,
+        count,
+        duration,
+        window,
+        nodelay,
+        timeout,
+        verbose,
+    }))
+}
+
+fn as_bytes<T>(v: &T) -> &[u8] {
+    // SAFETY: only used on the padding-free repr(C) message structs above.
+    unsafe { std::slice::from_raw_parts((v as *const T).cast::<u8>(), std::mem::size_of::<T>()) }
+}
+
+fn ep_entry(flags: u32, addr: &Addr) -> acm_ep_addr_data {
+    let mut e = acm_ep_addr_data {
+        flags,
+        type_: addr.kind,
+        ..Default::default()
+    };
+    e.info.addr = addr.bytes;
+    e
+}
+
+fn build_request(cfg: &Config, dest: &Addr, tid: u64) -> Vec<u8> {
+    let mut entries = Vec::with_capacity(2);
+    if let Some(src) = &cfg.src {
+        entries.push(ep_entry(ACM_EP_FLAG_SOURCE, src));
+    }
+    let dflags = ACM_EP_FLAG_DEST | if cfg.nodelay { ACM_FLAGS_NODELAY } else { 0 };
+    entries.push(ep_entry(dflags, dest));
+    let hdr = acm_hdr {
+        version: ACM_VERSION as u8,
+        opcode: ACM_OP_RESOLVE as u8,
+        length: (HDR_LEN + EP_LEN * entries.len()) as u16,
+        tid,
+        ..Default::default()
+    };
+    let mut msg = as_bytes(&hdr).to_vec();
+    for e in &entries {
+        msg.extend_from_slice(as_bytes(e));
+    }
+    msg
+}
+
+struct Reply {
+    hdr: acm_hdr,
+    entries: Vec<acm_ep_addr_data>,
+}
+
+impl Reply {
+    fn parse(buf: &[u8]) -> Reply {
+        // SAFETY: `buf` holds at least a header and whole entries (checked by
+        // the caller); every bit pattern is valid for these plain structs.
+        let hdr = unsafe { std::ptr::read_unaligned(buf.as_ptr().cast::<acm_hdr>()) };
+        let entries = buf[HDR_LEN..]
+            .chunks_exact(EP_LEN)
+            .map(|c| unsafe { std::ptr::read_unaligned(c.as_ptr().cast::<acm_ep_addr_data>()) })
+            .collect();
+        Reply { hdr, entries }
+    }
+
+    /// The first PATH entry, if it is the primary route the kernel accepts.
+    fn primary_path(&self) -> Option<&acm_ep_addr_data> {
+        self.entries.first().filter(|e| {
+            e.type_ as u32 == ACM_EP_INFO_PATH && e.flags == ACM_PATH_FLAGS_PRIMARY_ROUTE
+        })
+    }
+}
+
+/// Reassembles messages from a stream socket whose reads may time out half
+/// way: the partial message survives until the next call.
+struct Framer {
+    buf: [u8; ACM_MSG_SIZE],
+    filled: usize,
+}
+
+enum Frame {
+    Msg(Vec<u8>),
+    TimedOut,
+}
+
+impl Framer {
+    fn new() -> Framer {
+        Framer {
+            buf: [0; ACM_MSG_SIZE],
+            filled: 0,
+        }
+    }
+
+    fn next(&mut self, sock: &mut UnixStream) -> io::Result<Frame> {
+        loop {
+            let want = if self.filled < HDR_LEN {
+                HDR_LEN
+            } else {
+                let len = u16::from_ne_bytes([self.buf[6], self.buf[7]]) as usize;
+                if !(HDR_LEN..=ACM_MSG_SIZE).contains(&len)
+                    || !(len - HDR_LEN).is_multiple_of(EP_LEN)
+                {
+                    // The stream cannot be resynchronised after a bad length.
+                    return Err(io::Error::new(
+                        ErrorKind::InvalidData,
+                        format!("reply with impossible length {len}"),
+                    ));
+                }
+                len
+            };
+            if self.filled >= HDR_LEN && self.filled == want {
+                self.filled = 0;
+                return Ok(Frame::Msg(self.buf[..want].to_vec()));
+            }
+            // Never read past the current message: the next one may be
+            // only partly there and belongs to the next call.
+            match sock.read(&mut self.buf[self.filled..want]) {
+                Ok(0) => {
+                    return Err(io::Error::new(
+                        ErrorKind::UnexpectedEof,
+                        "daemon closed the connection",
+                    ))
+                }
+                Ok(n) => self.filled += n,
+                Err(e) if e.kind() == ErrorKind::Interrupted => {}
+                Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {
+                    return Ok(Frame::TimedOut)
+                }
+                Err(e) => return Err(e),
+            }
+        }
+    }
+}
+
+/// Hands out request numbers to all connections until the count or the
+/// deadline is reached.
+struct Work {
+    next: AtomicU64,
+    limit: Option<u64>,
+    deadline: Option<Instant>,
+}
+
+impl Work {
+    fn take(&self) -> Option<u64> {
+        if self.deadline.is_some_and(|d| Instant::now() >= d) {
+            return None;
+        }
+        let i = self.next.fetch_add(1, Ordering::Relaxed);
+        match self.limit {
+            Some(l) if i >= l => None,
+            _ => Some(i),
+        }
+    }
+}
+
+#[derive(Default)]
+struct Stats {
+    requests: u64,
+    replies: u64,
+    timeouts: u64,
+    lost: u64,
+    late: u64,
+    duplicates: u64,
+    unknown_tid: u64,
+    bad_replies: u64,
+    ok: u64,
+    ok_without_path: u64,
+    out_of_order: u64,
+    by_status: BTreeMap<u8, u64>,
+    disconnects: u64,
+    connect_errors: u64,
+    latencies_us: Vec<u32>,
+}
+
+impl Stats {
+    fn merge(&mut self, o: Stats) {
+        self.requests += o.requests;
+        self.replies += o.replies;
+        self.timeouts += o.timeouts;
+        self.lost += o.lost;
+        self.late += o.late;
+        self.duplicates += o.duplicates;
+        self.unknown_tid += o.unknown_tid;
+        self.bad_replies += o.bad_replies;
+        self.ok += o.ok;
+        self.ok_without_path += o.ok_without_path;
+        self.out_of_order += o.out_of_order;
+        for (s, n) in o.by_status {
+            *self.by_status.entry(s).or_default() += n;
+        }
+        self.disconnects += o.disconnects;
+        self.connect_errors += o.connect_errors;
+        self.latencies_us.extend(o.latencies_us);
+    }
+}
+
+struct Pending {
+    dest: usize,
+    sent: Instant,
+}
+
+struct Shared {
+    cfg: Config,
+    work: Work,
+    missing_reported: AtomicU32,
+}
+
+/// Tids carry the connection number in the top bits so that a reply routed
+/// to the wrong client is recognisable, and stay unique across reconnects.
+const TID_SEQ_BITS: u32 = 40;
+
+struct Conn<'a> {
+    id: usize,
+    sh: &'a Shared,
+    stats: Stats,
+    outstanding: BTreeMap<u64, Pending>,
+    timed_out: HashSet<u64>,
+    next_seq: u64,
+    /// First sequence number sent on the current socket: replies below it
+    /// cannot legitimately arrive on this socket.
+    socket_first_seq: u64,
+}
+
+impl Conn<'_> {
+    fn tid(&self, seq: u64) -> u64 {
+        ((self.id as u64 + 1) << TID_SEQ_BITS) | seq
+    }
+
+    fn report_missing(&self, seq: u64, p: &Pending, why: &str) {
+        let dest = &self.sh.cfg.dests[p.dest].text;
+        let tid = self.tid(seq);
+        if self.sh.cfg.verbose {
+            println!(
+                "tid={tid:#x} conn={} dest={dest} status=missing reason={why}",
+                self.id
+            );
+        } else if self.sh.missing_reported.fetch_add(1, Ordering::Relaxed) < MAX_MISSING_REPORTS {
+            eprintln!(
+                "urdma-load: no reply to tid={tid:#x} (conn {} dest {dest}): {why}",
+                self.id
+            );
+        }
+    }
+
+    fn connect(&mut self) -> Option<UnixStream> {
+        match UnixStream::connect(&self.sh.cfg.socket) {
+            Ok(s) => {
+                // A daemon that stops reading must not hang the run in send().
+                if let Err(e) = s.set_write_timeout(Some(self.sh.cfg.timeout)) {
+                    eprintln!("urdma-load: conn {}: set_write_timeout: {e}", self.id);
+                }
+                self.socket_first_seq = self.next_seq;
+                self.timed_out.clear();
+                Some(s)
+            }
+            Err(e) => {
+                eprintln!(
+                    "urdma-load: conn {}: connect {}: {e}",
+                    self.id, self.sh.cfg.socket
+                );
+                self.stats.connect_errors += 1;
+                None
+            }
+        }
+    }
+
+    fn drop_connection(&mut self, err: &io::Error) {
+        self.stats.disconnects += 1;
+        if !self.outstanding.is_empty() || err.kind() != ErrorKind::UnexpectedEof {
+            eprintln!(
+                "urdma-load: conn {}: {err} ({} request(s) in flight lost)",
+                self.id,
+                self.outstanding.len()
+            );
+        }
+        for (seq, p) in std::mem::take(&mut self.outstanding) {
+            self.report_missing(seq, &p, "connection closed");
+            self.stats.lost += 1;
+        }
+    }
+
+    fn handle_reply(&mut self, raw: &[u8]) {
+        let reply = Reply::parse(raw);
+        let tid = reply.hdr.tid;
+        if reply.hdr.version as u32 != ACM_VERSION
+            || (reply.hdr.opcode as u32 & ACM_OP_MASK) != ACM_OP_RESOLVE
+        {
+            eprintln!(
+                "urdma-load: conn {}: reply tid={tid:#x} with version {} opcode {:#x}",
+                self.id, reply.hdr.version, reply.hdr.opcode
+            );
+            self.stats.bad_replies += 1;
+            return;
+        }
+        let conn_tag = tid >> TID_SEQ_BITS;
+        let seq = tid & ((1 << TID_SEQ_BITS) - 1);
+        let oldest = self.outstanding.keys().next().copied();
+        let Some(p) = self
+            .outstanding
+            .remove(&seq)
+            .filter(|_| conn_tag == self.id as u64 + 1)
+        else {
+            if conn_tag == self.id as u64 + 1 && self.timed_out.remove(&seq) {
+                self.stats.late += 1;
+            } else if conn_tag == self.id as u64 + 1
+                && (self.socket_first_seq..self.next_seq).contains(&seq)
+            {
+                self.stats.duplicates += 1;
+                eprintln!("urdma-load: conn {}: duplicate reply tid={tid:#x}", self.id);
+            } else {
+                self.stats.unknown_tid += 1;
+                eprintln!(
+                    "urdma-load: conn {}: reply with unknown tid={tid:#x}",
+                    self.id
+                );
+            }
+            return;
+        };
+        let us = p.sent.elapsed().as_micros().min(u32::MAX as u128) as u32;
+        self.stats.replies += 1;
+        self.stats.latencies_us.push(us);
+        if oldest != Some(seq) {
+            self.stats.out_of_order += 1;
+        }
+        let status = reply.hdr.status;
+        *self.stats.by_status.entry(status).or_default() += 1;
+        let path = reply.primary_path();
+        if status == 0 {
+            self.stats.ok += 1;
+            if path.is_none() {
+                self.stats.ok_without_path += 1;
+            }
+        }
+        if self.sh.cfg.verbose {
+            // SAFETY: a PATH entry's info is the path record (contract §1.2).
+            let dgid = path
+                .map(|e| Ipv6Addr::from(unsafe { e.info.path.dgid.raw }).to_string())
+                .unwrap_or_else(|| "-".into());
+            println!(
+                "tid={tid:#x} conn={} dest={} status={status} us={us} dgid={dgid}",
+                self.id, self.sh.cfg.dests[p.dest].text
+            );
+        }
+    }
+
+    /// Moves requests older than the timeout to `timed_out`; returns how
+    /// long to wait for the next reply before checking again.
+    fn expire(&mut self, now: Instant) -> Duration {
+        let timeout = self.sh.cfg.timeout;
+        while let Some((&seq, p)) = self.outstanding.first_key_value() {
+            // Sequence order is send order, so the first entry expires first.
+            let due = p.sent + timeout;
+            if due > now {
+                return (due - now).max(Duration::from_millis(1));
+            }
+            let p = self.outstanding.remove(&seq).expect("present");
+            self.report_missing(seq, &p, "timed out");
+            self.stats.timeouts += 1;
+            self.timed_out.insert(seq);
+        }
+        timeout
+    }
+
+    fn run(&mut self) {
+        let sh = self.sh;
+        let cfg = &sh.cfg;
+        let mut fruitless = 0;
+        let mut exhausted = false;
+        'connections: while !exhausted && fruitless < MAX_FRUITLESS_CONNECTS {
+            let Some(mut sock) = self.connect() else {
+                fruitless += 1;
+                // A refused connect is usually a daemon still starting or
+                // shedding clients; give it a moment before the next try.
+                thread::sleep(Duration::from_millis(100));
+                continue;
+            };
+            let mut framer = Framer::new();
+            let replies_before = self.stats.replies;
+            loop {
+                while self.outstanding.len() < cfg.window && !exhausted {
+                    let Some(i) = sh.work.take() else {
+                        exhausted = true;
+                        break;
+                    };
+                    let dest = (i % cfg.dests.len() as u64) as usize;
+                    let seq = self.next_seq;
+                    self.next_seq += 1;
+                    let msg = build_request(cfg, &cfg.dests[dest], self.tid(seq));
+                    self.stats.requests += 1;
+                    self.outstanding.insert(
+                        seq,
+                        Pending {
+                            dest,
+                            sent: Instant::now(),
+                        },
+                    );
+                    if let Err(e) = sock.write_all(&msg) {
+                        self.drop_connection(&e);
+                        fruitless = if self.stats.replies > replies_before {
+                            0
+                        } else {
+                            fruitless + 1
+                        };
+                        continue 'connections;
+                    }
+                }
+                if self.outstanding.is_empty() && exhausted {
+                    break 'connections;
+                }
+                let wait = self.expire(Instant::now());
+                if self.outstanding.is_empty() {
+                    continue;
+                }
+                if let Err(e) = sock.set_read_timeout(Some(wait)) {
+                    eprintln!("urdma-load: conn {}: set_read_timeout: {e}", self.id);
+                }
+                match framer.next(&mut sock) {
+                    Ok(Frame::Msg(raw)) => self.handle_reply(&raw),
+                    Ok(Frame::TimedOut) => {}
+                    Err(e) => {
+                        self.drop_connection(&e);
+                        fruitless = if self.stats.replies > replies_before {
+                            0
+                        } else {
+                            fruitless + 1
+                        };
+                        continue 'connections;
+                    }
+                }
+            }
+        }
+    }
+}
+
+fn percentile(sorted: &[u32], p: f64) -> u32 {
+    if sorted.is_empty() {
+        return 0;
+    }
+    let rank = ((p / 100.0) * sorted.len() as f64).ceil() as usize;
+    sorted[rank.clamp(1, sorted.len()) - 1]
+}
+
+fn print_summary(st: &mut Stats, unsent: u64, elapsed: Duration) {
+    st.latencies_us.sort_unstable();
+    let lat = &st.latencies_us;
+    let secs = elapsed.as_secs_f64();
+    let rate = if secs > 0.0 {
+        st.replies as f64 / secs
+    } else {
+        0.0
+    };
+    let mut line = format!(
+        "requests={} replies={} missing={} timeouts={} lost={} late={} unsent={} duplicates={} \
+         unknown_tid={} bad_replies={} disconnects={} connect_errors={} out_of_order={} ok={} \
+         ok_without_path={}",
+        st.requests,
+        st.replies,
+        st.timeouts + st.lost,
+        st.timeouts,
+        st.lost,
+        st.late,
+        unsent,
+        st.duplicates,
+        st.unknown_tid,
+        st.bad_replies,
+        st.disconnects,
+        st.connect_errors,
+        st.out_of_order,
+        st.ok,
+        st.ok_without_path,
+    );
+    for s in KNOWN_STATUSES {
+        line += &format!(" status_{s}={}", st.by_status.get(&s).copied().unwrap_or(0));
+    }
+    for (s, n) in &st.by_status {
+        if *s != 0 && !KNOWN_STATUSES.contains(s) {
+            line += &format!(" status_{s}={n}");
+        }
+    }
+    line += &format!(
+        " elapsed_s={secs:.3} rate_per_s={rate:.0} p50_us={} p90_us={} p99_us={} max_us={}",
+        percentile(lat, 50.0),
+        percentile(lat, 90.0),
+        percentile(lat, 99.0),
+        lat.last().copied().unwrap_or(0),
+    );
+    println!("{line}");
+}
+
+fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let cfg = match parse_args(&args) {
+        Ok(Some(c)) => c,
+        Ok(None) => {
+            println!("{USAGE}");
+            return ExitCode::SUCCESS;
+        }
+        Err(e) => {
+            eprintln!("urdma-load: {e}\n{USAGE}");
+            return ExitCode::from(2);
+        }
+    };
+    if cfg.conns > 1000 {
+        // The daemon has 1023 client slots and select()s on its sockets, so
+        // descriptors past FD_SETSIZE are not safe for it.
+        eprintln!(
+            "urdma-load: warning: -c {} exceeds the daemon's ~1023 client slots",
+            cfg.conns
+        );
+    }
+
+    let start = Instant::now();
+    let sh = Arc::new(Shared {
+        work: Work {
+            next: AtomicU64::new(0),
+            limit: cfg.count,
+            deadline: cfg.duration.map(|d| start + d),
+        },
+        missing_reported: AtomicU32::new(0),
+        cfg,
+    });
+    let handles: Vec<_> = (0..sh.cfg.conns)
+        .map(|id| {
+            let sh = Arc::clone(&sh);
+            thread::spawn(move || {
+                let mut c = Conn {
+                    id,
+                    sh: &sh,
+                    stats: Stats::default(),
+                    outstanding: BTreeMap::new(),
+                    timed_out: HashSet::new(),
+                    next_seq: 0,
+                    socket_first_seq: 0,
+                };
+                c.run();
+                c.stats
+            })
+        })
+        .collect();
+    let mut total = Stats::default();
+    for h in handles {
+        match h.join() {
+            Ok(s) => total.merge(s),
+            Err(_) => total.connect_errors += 1,
+        }
+    }
+    let elapsed = start.elapsed();
+    let unsent = sh.cfg.count.map_or(0, |n| n.saturating_sub(total.requests));
+    let missing = total.timeouts + total.lost;
+    print_summary(&mut total, unsent, elapsed);
+    if total.disconnects > 0 && sh.cfg.window > 1 {
+        eprintln!(
+            "urdma-load: note: the daemon drops a client when one recv() returns more than one \
+             request, which pipelining (--window > 1) causes whenever it falls behind"
+        );
+    }
+    let clean = missing == 0
+        && unsent == 0
+        && total.replies == total.requests
+        && total.duplicates == 0
+        && total.unknown_tid == 0
+        && total.bad_replies == 0;
+    if clean {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    }
+}
