@@ -522,7 +522,7 @@ impl<H: Host> Engine<H> {
             self.drops.unsolicited += 1;
             return self.drop_datagram(from, "reply does not match its query");
         }
-        if ip_of(&key).is_some_and(|ip| ip != from.ip()) {
+        if ip_of(&key).is_some_and(|ip| ip != from.ip() || from.port() != self.cfg.discovery_port) {
             self.drops.wrong_source += 1;
             return self.drop_datagram(from, "reply not from the queried address");
         }
@@ -643,5 +643,559 @@ impl<H: Host> Engine<H> {
     /// Lookups in flight.
     pub fn lookups_in_flight(&self) -> usize {
         self.resolver.lookups.len()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::Config;
+    use crate::engine::{Effects, PortInfo};
+    use crate::host::FakeHost;
+    use crate::hosts::Hosts;
+    use crate::msg::tests::{addr_entry, request};
+    use crate::msg::MsgBuf;
+    use crate::path::PathRecord;
+    use acm_prov_sys::{
+        ACM_ADDRESS_IP, ACM_ADDRESS_NAME, ACM_EP_FLAG_DEST, ACM_FLAGS_NODELAY, ACM_STATUS_ENOTCONN,
+    };
+    use std::net::Ipv4Addr;
+
+    const OWN: &str = "fe80::a";
+    const PEER: &str = "fe80::b";
+    const PEER_IP: [u8; 4] = [10, 0, 0, 2];
+
+    struct Fixture {
+        e: Engine<FakeHost>,
+        ep: Id,
+        addr: Id,
+        t0: Instant,
+    }
+
+    fn fixture(cfg: Config) -> Fixture {
+        let mut e = Engine::new(FakeHost::default(), cfg, Hosts::default());
+        let dev = e.open_device(1);
+        let info = PortInfo {
+            port_num: 1,
+            link_layer_ib: true,
+            link_layer: "InfiniBand",
+            gids: vec![OWN.parse().unwrap()],
+            ..Default::default()
+        };
+        let port = e.open_port(dev, info).unwrap();
+        let ep = e.open_endpoint(port, 0xffff).unwrap();
+        let addr = e
+            .add_address(ep, Address::Ip4([10, 0, 0, 1].into()))
+            .unwrap();
+        e.add_address(ep, Address::name("node-a").unwrap()).unwrap();
+        e.set_discovery_up(true);
+        e.take_effects();
+        Fixture {
+            e,
+            ep,
+            addr,
+            t0: Instant::now(),
+        }
+    }
+
+    fn ip_request(ip: [u8; 4], flags: u32, tid: u64) -> MsgBuf {
+        request(
+            &[addr_entry(ACM_EP_FLAG_DEST | flags, ACM_ADDRESS_IP, &ip)],
+            false,
+            tid,
+        )
+    }
+
+    fn peer_record(gid: &str) -> EndpointRecord {
+        let addrs = vec![
+            WireAddress::from(Ipv4Addr::from(PEER_IP)),
+            WireAddress::new(Address::name("node-b").unwrap()).unwrap(),
+        ];
+        EndpointRecord::new(gid.parse().unwrap(), 0, 4, 7, vec![0xffff], addrs).unwrap()
+    }
+
+    fn peer() -> SocketAddr {
+        SocketAddr::new(IpAddr::V4(PEER_IP.into()), crate::wire::DEFAULT_PORT)
+    }
+
+    /// The one QUERY among the effects, and where it went.
+    fn sent_query(fx: &Effects) -> (Query, Option<SocketAddr>) {
+        let queries: Vec<_> = fx
+            .datagrams
+            .iter()
+            .filter_map(|d| {
+                let (to, bytes) = match d {
+                    Datagram::Unicast { to, bytes, .. } => (Some(*to), bytes),
+                    Datagram::Multicast { bytes } => (None, bytes),
+                };
+                match Message::decode(bytes) {
+                    Ok(Message::Query(q)) => Some((q, to)),
+                    _ => None,
+                }
+            })
+            .collect();
+        assert_eq!(queries.len(), 1, "{fx:?}");
+        queries.into_iter().next().unwrap()
+    }
+
+    fn reply_bytes(q: &Query, answer: Answer) -> Vec<u8> {
+        Message::from(q.reply(answer).unwrap()).encode()
+    }
+
+    fn dgid(m: &MsgBuf) -> Gid {
+        assert_eq!(m.status(), 0, "{m:?}");
+        PathRecord::decode(m.entry(0).info.first_chunk().unwrap()).dgid
+    }
+
+    #[test]
+    fn a_miss_asks_the_address_once_and_answers_every_waiter_once() {
+        let mut f = fixture(Config::default());
+        assert_eq!(
+            f.e.resolve(f.addr, &ip_request(PEER_IP, 0, 1), 11),
+            None,
+            "waits for the peer"
+        );
+        let (q, to) = sent_query(&f.e.take_effects());
+        assert_eq!(to, Some(peer()));
+        assert_eq!(q.target().address(), &Address::Ip4(PEER_IP.into()));
+        assert_eq!(
+            q.sender().gid(),
+            OWN.parse().unwrap(),
+            "the query carries the asker's record"
+        );
+        assert_eq!(f.e.resolve(f.addr, &ip_request(PEER_IP, 0, 2), 12), None);
+        assert!(
+            f.e.take_effects().datagrams.is_empty(),
+            "a second request joins the lookup"
+        );
+
+        f.e.on_datagram(
+            peer(),
+            None,
+            &reply_bytes(&q, Answer::Found(peer_record(PEER))),
+            f.t0,
+        );
+        let fx = f.e.take_effects();
+        let mut ids: Vec<u64> = fx.replies.iter().map(|r| r.id).collect();
+        ids.sort();
+        assert_eq!(ids, [11, 12]);
+        for r in &fx.replies {
+            assert_eq!(dgid(&r.msg), PEER.parse().unwrap());
+            let path = PathRecord::decode(r.msg.entry(0).info.first_chunk().unwrap());
+            assert_eq!(
+                (path.mtu, path.rate),
+                (4, 7),
+                "the peer's MTU and rate bound the path"
+            );
+        }
+        // Learned: the peer's other address and its GID answer at once.
+        let by_name = request(
+            &[addr_entry(ACM_EP_FLAG_DEST, ACM_ADDRESS_NAME, b"node-b")],
+            false,
+            3,
+        );
+        assert_eq!(
+            dgid(&f.e.resolve(f.addr, &by_name, 13).unwrap()),
+            PEER.parse().unwrap()
+        );
+        assert_eq!(f.e.lookups_in_flight(), 0);
+        // A second reply to the same query is dropped.
+        f.e.on_datagram(peer(), None, &reply_bytes(&q, Answer::Refused), f.t0);
+        assert!(f.e.take_effects().replies.is_empty());
+        assert_eq!(f.e.drops().unsolicited, 1);
+    }
+
+    #[test]
+    fn replies_from_elsewhere_or_unknown_transactions_are_dropped() {
+        let mut f = fixture(Config::default());
+        f.e.resolve(f.addr, &ip_request(PEER_IP, 0, 1), 11);
+        let (q, _) = sent_query(&f.e.take_effects());
+        let found = reply_bytes(&q, Answer::Found(peer_record("fe80::666")));
+        let impostor =
+            SocketAddr::new(IpAddr::V4([10, 0, 0, 66].into()), crate::wire::DEFAULT_PORT);
+        f.e.on_datagram(impostor, None, &found, f.t0);
+        let other_port = SocketAddr::new(IpAddr::V4(PEER_IP.into()), 4444);
+        f.e.on_datagram(other_port, None, &found, f.t0);
+        assert_eq!(f.e.drops().wrong_source, 2);
+        let stranger = Query::new(
+            std::num::NonZeroU64::new(q.txid().get() ^ 1).unwrap(),
+            q.target().clone(),
+            peer_record(PEER),
+        );
+        f.e.on_datagram(peer(), None, &reply_bytes(&stranger, Answer::Refused), f.t0);
+        assert_eq!(f.e.drops().unsolicited, 1);
+        f.e.on_datagram(peer(), None, b"garbage", f.t0);
+        assert_eq!(f.e.drops().malformed, 1);
+        assert!(
+            f.e.take_effects().replies.is_empty(),
+            "nothing answered the client"
+        );
+        assert_eq!(
+            f.e.lookups_in_flight(),
+            1,
+            "the lookup still waits for its real answer"
+        );
+    }
+
+    #[test]
+    fn silence_is_retried_then_times_out_and_is_remembered() {
+        let cfg = Config {
+            timeout_ms: 100,
+            retries: 2,
+            ..Config::default()
+        };
+        let mut f = fixture(cfg);
+        f.e.resolve(f.addr, &ip_request(PEER_IP, 0, 1), 11);
+        let (first, _) = sent_query(&f.e.take_effects());
+        for try_ in 1..=2u64 {
+            f.e.on_timers(f.t0 + Duration::from_millis(101 * try_));
+            let (again, _) = sent_query(&f.e.take_effects());
+            assert_eq!(again.txid(), first.txid(), "retries keep the txid");
+        }
+        f.e.on_timers(f.t0 + Duration::from_millis(400));
+        let fx = f.e.take_effects();
+        assert_eq!(fx.replies.len(), 1);
+        assert_eq!(fx.replies[0].msg.status(), ACM_STATUS_ETIMEDOUT as u8);
+        // Remembered: the next request fails at once without a query.
+        let r = f.e.resolve(f.addr, &ip_request(PEER_IP, 0, 2), 12).unwrap();
+        assert_eq!(r.status(), ACM_STATUS_ETIMEDOUT as u8);
+        assert!(f.e.take_effects().datagrams.is_empty());
+    }
+
+    #[test]
+    fn refusal_and_icmp_unreachable_fail_at_once() {
+        let mut f = fixture(Config {
+            negative_timeout_ms: 0,
+            ..Config::default()
+        });
+        f.e.resolve(f.addr, &ip_request(PEER_IP, 0, 1), 11);
+        let (q, _) = sent_query(&f.e.take_effects());
+        f.e.on_datagram(peer(), None, &reply_bytes(&q, Answer::Refused), f.t0);
+        let fx = f.e.take_effects();
+        assert_eq!(fx.replies[0].msg.status(), ACM_STATUS_ENODATA as u8);
+
+        f.e.resolve(f.addr, &ip_request(PEER_IP, 0, 2), 12);
+        let fx = f.e.take_effects();
+        let Datagram::Unicast { bytes, .. } = &fx.datagrams[0] else {
+            panic!("{fx:?}")
+        };
+        // An ICMP error about a datagram to some other host is not ours.
+        f.e.on_unreachable(
+            SocketAddr::new(IpAddr::V4([10, 0, 0, 9].into()), 6126),
+            bytes,
+            f.t0,
+        );
+        assert!(f.e.take_effects().replies.is_empty());
+        f.e.on_unreachable(peer(), bytes, f.t0);
+        let fx = f.e.take_effects();
+        assert_eq!(
+            (fx.replies[0].id, fx.replies[0].msg.status()),
+            (12, ACM_STATUS_ENODATA as u8)
+        );
+    }
+
+    #[test]
+    fn derivations_follow_a_failed_discovery_in_order() {
+        let cfg = Config {
+            derive: vec![Derivation::Eui64, Derivation::Ipv4Mapped],
+            ..Config::default()
+        };
+        let mut f = fixture(cfg);
+        f.e.resolve(f.addr, &ip_request(PEER_IP, 0, 1), 11);
+        let (q, _) = sent_query(&f.e.take_effects());
+        f.e.on_unreachable(peer(), &Message::from(q).encode(), f.t0);
+        let jobs = f.e.take_neighbour_jobs();
+        assert_eq!(jobs.len(), 1, "eui64 comes first");
+        f.e.on_neighbour(
+            jobs[0].clone(),
+            Some([0x52, 0x54, 0, 0xaa, 0xbb, 0xcc]),
+            f.t0,
+        );
+        let fx = f.e.take_effects();
+        assert_eq!(
+            dgid(&fx.replies[0].msg),
+            "fe80::5054:ff:feaa:bbcc".parse().unwrap()
+        );
+
+        // Without a neighbour entry, eui64 gives way to ipv4-mapped at its deadline.
+        let other = [10, 0, 0, 3];
+        f.e.resolve(f.addr, &ip_request(other, 0, 2), 12);
+        let (q, _) = sent_query(&f.e.take_effects());
+        let to = SocketAddr::new(IpAddr::V4(other.into()), 6126);
+        f.e.on_unreachable(to, &Message::from(q).encode(), f.t0);
+        let job = f.e.take_neighbour_jobs().remove(0);
+        f.e.on_neighbour(job, None, f.t0);
+        let fx = f.e.take_effects();
+        assert!(
+            fx.datagrams.is_empty(),
+            "the query already made the kernel resolve the neighbour"
+        );
+        f.e.on_timers(f.t0 + Duration::from_secs(1));
+        let fx = f.e.take_effects();
+        assert_eq!(dgid(&fx.replies[0].msg), "::ffff:10.0.0.3".parse().unwrap());
+    }
+
+    #[test]
+    fn nodelay_answers_now_and_still_starts_the_lookup() {
+        let mut f = fixture(Config::default());
+        let r =
+            f.e.resolve(f.addr, &ip_request(PEER_IP, ACM_FLAGS_NODELAY, 1), 11)
+                .unwrap();
+        assert_eq!(r.status(), ACM_STATUS_ENODATA as u8);
+        let (q, _) = sent_query(&f.e.take_effects());
+        f.e.on_datagram(
+            peer(),
+            None,
+            &reply_bytes(&q, Answer::Found(peer_record(PEER))),
+            f.t0,
+        );
+        assert!(f.e.take_effects().replies.is_empty(), "nobody was waiting");
+        let r =
+            f.e.resolve(f.addr, &ip_request(PEER_IP, ACM_FLAGS_NODELAY, 2), 12)
+                .unwrap();
+        assert_eq!(dgid(&r), PEER.parse().unwrap());
+    }
+
+    #[test]
+    fn closing_an_endpoint_answers_its_waiters() {
+        let mut f = fixture(Config::default());
+        f.e.resolve(f.addr, &ip_request(PEER_IP, 0, 1), 11);
+        f.e.take_effects();
+        f.e.close_endpoint(f.ep);
+        let fx = f.e.take_effects();
+        assert_eq!(fx.replies.len(), 1);
+        assert_eq!(fx.replies[0].msg.status(), ACM_STATUS_ENOTCONN as u8);
+        assert_eq!(f.e.lookups_in_flight(), 0);
+        let withdrawn: Vec<_> = fx
+            .datagrams
+            .iter()
+            .filter_map(|d| match d {
+                Datagram::Multicast { bytes } => match Message::decode(bytes) {
+                    Ok(Message::Announce(a)) if a.withdrawn() => Some(a),
+                    _ => None,
+                },
+                _ => None,
+            })
+            .collect();
+        assert_eq!(withdrawn.len(), 2, "both addresses are withdrawn");
+    }
+
+    #[test]
+    fn queries_are_answered_by_the_owner_only() {
+        let mut f = fixture(Config::default());
+        let asker = peer_record(PEER);
+        let txid = std::num::NonZeroU64::new(7).unwrap();
+        let own_ip = IpAddr::V4([10, 0, 0, 1].into());
+        let ask = |target: Address| {
+            Message::from(Query::new(
+                txid,
+                WireAddress::new(target).unwrap(),
+                asker.clone(),
+            ))
+            .encode()
+        };
+
+        f.e.on_datagram(
+            peer(),
+            Some(own_ip),
+            &ask(Address::Ip4([10, 0, 0, 1].into())),
+            f.t0,
+        );
+        let fx = f.e.take_effects();
+        let [Datagram::Unicast { to, from, bytes }] = &fx.datagrams[..] else {
+            panic!("{fx:?}")
+        };
+        assert_eq!(
+            (*to, *from),
+            (peer(), Some(own_ip)),
+            "answered from the queried address"
+        );
+        let Ok(Message::Reply(r)) = Message::decode(bytes) else {
+            panic!()
+        };
+        assert!(matches!(r.answer(), Answer::Found(rec) if rec.gid() == OWN.parse().unwrap()));
+        assert!(
+            bytes.len() <= crate::wire::QUERY_LEN,
+            "never larger than the query"
+        );
+        // The asker was learned: its name resolves without a query.
+        let by_name = request(
+            &[addr_entry(ACM_EP_FLAG_DEST, ACM_ADDRESS_NAME, b"node-b")],
+            false,
+            3,
+        );
+        assert_eq!(
+            dgid(&f.e.resolve(f.addr, &by_name, 1).unwrap()),
+            PEER.parse().unwrap()
+        );
+
+        f.e.on_datagram(
+            peer(),
+            Some(own_ip),
+            &ask(Address::Ip4([10, 0, 0, 50].into())),
+            f.t0,
+        );
+        let fx = f.e.take_effects();
+        let [Datagram::Unicast { bytes, .. }] = &fx.datagrams[..] else {
+            panic!("{fx:?}")
+        };
+        assert!(
+            matches!(Message::decode(bytes), Ok(Message::Reply(r)) if matches!(r.answer(), Answer::Refused))
+        );
+
+        f.e.on_datagram(peer(), None, &ask(Address::name("node-z").unwrap()), f.t0);
+        assert!(
+            f.e.take_effects().datagrams.is_empty(),
+            "other hosts' names: silence"
+        );
+
+        let mine = Message::from(Query::new(
+            txid,
+            WireAddress::new(Address::name("node-a").unwrap()).unwrap(),
+            f.e.record_for(f.ep, None).unwrap(),
+        ))
+        .encode();
+        f.e.on_datagram(peer(), None, &mine, f.t0);
+        assert!(
+            f.e.take_effects().datagrams.is_empty(),
+            "our own multicast, looped back"
+        );
+        assert_eq!(f.e.drops().own, 1);
+    }
+
+    #[test]
+    fn announcements_update_what_is_cached_and_nothing_else() {
+        let mut f = fixture(Config::default());
+        f.e.resolve(f.addr, &ip_request(PEER_IP, 0, 1), 11);
+        let (q, _) = sent_query(&f.e.take_effects());
+        f.e.on_datagram(
+            peer(),
+            None,
+            &reply_bytes(&q, Answer::Found(peer_record(PEER))),
+            f.t0,
+        );
+        f.e.take_effects();
+        let announce = |gid: &str, withdrawn: bool| {
+            Message::from(Announce::new(vec![peer_record(gid)], withdrawn).unwrap()).encode()
+        };
+
+        // From an address the record does not list: not believed.
+        let elsewhere = SocketAddr::new(IpAddr::V4([10, 0, 0, 66].into()), 6126);
+        f.e.on_datagram(elsewhere, None, &announce("fe80::bad", false), f.t0);
+        assert_eq!(f.e.drops().wrong_source, 1);
+        assert_eq!(
+            dgid(&f.e.resolve(f.addr, &ip_request(PEER_IP, 0, 2), 2).unwrap()),
+            PEER.parse().unwrap()
+        );
+
+        // The peer restarted with a new GID: the cached path follows.
+        f.e.on_datagram(peer(), None, &announce("fe80::c", false), f.t0);
+        assert_eq!(
+            dgid(&f.e.resolve(f.addr, &ip_request(PEER_IP, 0, 3), 3).unwrap()),
+            "fe80::c".parse().unwrap()
+        );
+
+        // Withdrawing a GID that is no longer bound changes nothing...
+        f.e.on_datagram(peer(), None, &announce(PEER, true), f.t0);
+        assert_eq!(
+            f.e.learned_dest(&Address::Ip4(PEER_IP.into())).unwrap().gid,
+            "fe80::c".parse().unwrap()
+        );
+        // ...withdrawing the bound one forgets it.
+        f.e.on_datagram(peer(), None, &announce("fe80::c", true), f.t0);
+        assert_eq!(f.e.learned_dest(&Address::Ip4(PEER_IP.into())), None);
+
+        // Addresses never asked about are not learned from announcements.
+        let stranger = EndpointRecord::new(
+            "fe80::d".parse().unwrap(),
+            0,
+            5,
+            16,
+            vec![0xffff],
+            vec![WireAddress::from(Ipv4Addr::new(10, 0, 0, 4))],
+        )
+        .unwrap();
+        let from4 = SocketAddr::new(IpAddr::V4([10, 0, 0, 4].into()), 6126);
+        f.e.on_datagram(
+            from4,
+            None,
+            &Message::from(Announce::new(vec![stranger], false).unwrap()).encode(),
+            f.t0,
+        );
+        assert_eq!(f.e.learned_dest(&Address::Ip4([10, 0, 0, 4].into())), None);
+    }
+
+    #[test]
+    fn names_are_asked_by_multicast_and_this_host_announces_itself() {
+        let mut f = fixture(Config::default());
+        let by_name = request(
+            &[addr_entry(ACM_EP_FLAG_DEST, ACM_ADDRESS_NAME, b"node-b")],
+            false,
+            3,
+        );
+        assert_eq!(f.e.resolve(f.addr, &by_name, 1), None);
+        let (q, to) = sent_query(&f.e.take_effects());
+        assert_eq!(
+            (to, q.target().address()),
+            (None, &Address::name("node-b").unwrap())
+        );
+        // A name's owner may answer from any of its addresses.
+        let from = SocketAddr::new(IpAddr::V4([10, 0, 0, 77].into()), 6126);
+        f.e.on_datagram(
+            from,
+            None,
+            &reply_bytes(&q, Answer::Found(peer_record(PEER))),
+            f.t0,
+        );
+        assert_eq!(
+            dgid(&f.e.take_effects().replies[0].msg),
+            PEER.parse().unwrap()
+        );
+
+        f.e.schedule_announce(f.t0);
+        assert!(f.e.next_wake().unwrap() <= f.t0 + Duration::from_millis(50));
+        f.e.on_timers(f.t0 + Duration::from_millis(60));
+        let fx = f.e.take_effects();
+        let [Datagram::Multicast { bytes }] = &fx.datagrams[..] else {
+            panic!("{fx:?}")
+        };
+        let Ok(Message::Announce(a)) = Message::decode(bytes) else {
+            panic!()
+        };
+        assert!(!a.withdrawn());
+        assert_eq!(a.records()[0].gid(), OWN.parse().unwrap());
+        assert_eq!(a.records()[0].addresses().len(), 2);
+        assert_eq!(f.e.announce_at.len(), 2, "repeated twice more");
+    }
+
+    #[test]
+    fn without_discovery_only_derivations_run() {
+        let cfg = Config {
+            discovery: false,
+            derive: vec![Derivation::Eui64, Derivation::Ipv4Mapped],
+            ..Config::default()
+        };
+        let mut f = fixture(cfg);
+        f.e.set_discovery_up(false);
+        f.e.take_effects();
+        assert_eq!(f.e.resolve(f.addr, &ip_request(PEER_IP, 0, 1), 11), None);
+        let job = f.e.take_neighbour_jobs().remove(0);
+        f.e.on_neighbour(job, None, f.t0);
+        let fx = f.e.take_effects();
+        assert!(
+            matches!(&fx.datagrams[..], [Datagram::Unicast { to, .. }] if *to == SocketAddr::new(IpAddr::V4(PEER_IP.into()), 9)),
+            "no query went out, so the kernel is made to resolve the neighbour: {fx:?}"
+        );
+        f.e.on_timers(f.t0 + Duration::from_secs(1));
+        let fx = f.e.take_effects();
+        assert_eq!(fx.replies.len(), 1);
+        assert_eq!(dgid(&fx.replies[0].msg), "::ffff:10.0.0.2".parse().unwrap());
+        let by_name = request(
+            &[addr_entry(ACM_EP_FLAG_DEST, ACM_ADDRESS_NAME, b"node-b")],
+            false,
+            3,
+        );
+        let r = f.e.resolve(f.addr, &by_name, 2).unwrap();
+        assert_eq!(r.status(), ACM_STATUS_ENODATA as u8, "names need discovery");
     }
 }

@@ -680,30 +680,13 @@ impl<H: Host> Engine<H> {
 mod tests {
     use super::*;
     use crate::config::Lifetime;
+    use crate::host::FakeHost;
     use crate::msg::tests::{addr_entry, request};
     use crate::msg::Entry;
     use acm_prov_sys::{
         ACM_ADDRESS_IP, ACM_ADDRESS_IP6, ACM_ADDRESS_NAME, ACM_EP_FLAG_DEST, ACM_EP_FLAG_SOURCE,
         ACM_EP_INFO_PATH, ACM_FLAGS_NODELAY, ACM_FLAGS_QUERY_SA,
     };
-    use std::sync::Mutex;
-
-    #[derive(Default)]
-    struct FakeHost {
-        counters: Mutex<Vec<Counter>>,
-    }
-
-    impl Host for FakeHost {
-        fn resolve_response(&self, _: u64, _: &MsgBuf) -> i32 {
-            unreachable!("the engine returns replies; the boundary sends them")
-        }
-        fn query_response(&self, _: u64, _: &MsgBuf) -> i32 {
-            unreachable!("the engine returns replies; the boundary sends them")
-        }
-        fn increment_counter(&self, c: Counter) {
-            self.counters.lock().unwrap().push(c);
-        }
-    }
 
     const GID0: &str = "fe80::5054:ff:fe12:3456";
     const GID1: &str = "fe80::5054:ff:fe12:3457";
