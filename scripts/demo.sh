@@ -2,7 +2,7 @@
 # The main job, as a demo: two simulated urdma hosts, each the real
 # /usr/sbin/ibacm with this provider on a simulated urdma device, in network
 # namespaces joined by a veth pair, answering the real ib_acme and a real
-# librdmacm client. Needs root (namespaces, bind mounts). Leaves nothing
+# librdmacm client: host a by discovery, host b from its hosts file. Needs root (namespaces, bind mounts). Leaves nothing
 # behind: namespaces, daemons and temp files go when it exits.
 set -euo pipefail
 
@@ -78,13 +78,10 @@ OPTS
     printf '%s urdma0 1 default\n' "node-$h" "$ip" "$ip6" > "$d/ibacm_addr.cfg"
 done <<< "$hosts"
 
-# Each host's static table names the other (GIDs are fe80:: + EUI-64 of the MAC).
-cat > "$work/a/hosts" <<'H'
-# ADDRESS   GID
-node-b      fe80::5054:ff:fe12:3457
-10.0.0.2    fe80::5054:ff:fe12:3457
-fd00::2     fe80::5054:ff:fe12:3457
-H
+# Host a has no hosts file: it learns host b by discovery (docs/protocol.md).
+# Host b has a static table naming host a (GIDs are fe80:: + EUI-64 of the
+# MAC), with one bad line that the provider reports and skips.
+: > "$work/a/hosts"
 cat > "$work/b/hosts" <<'H'
 node-a      fe80::5054:ff:fe12:3456
 10.0.0.1    fe80::5054:ff:fe12:3456
@@ -111,12 +108,15 @@ acme() {
 }
 
 acme a -e
+echo; echo "== host a knows nothing of host b: it asks the network (discovery)"
 acme a -f n -s node-a -d node-b -v
 acme a -f i -d 10.0.0.2
 acme a -f i -s fd00::1 -d fd00::2
+echo; echo "== host b answers from its hosts file"
 acme b -f g -d fe80::5054:ff:fe12:3456
 acme b -f i -d 10.0.0.1 -c
-acme b -f i -d 10.0.0.99
+echo; echo "== nobody holds 10.0.0.99: the lookup times out (urdma_timeout x (urdma_retries + 1))"
+acme a -f i -d 10.0.0.99
 acme a -P s -s 10.0.0.1
 
 echo
@@ -124,5 +124,5 @@ echo "== host a: librdmacm rdma_getaddrinfo(10.0.0.2), the call rdma_resolve_rou
 (in_host a env LD_PRELOAD="$bin/liburdma_sim.so" "$bin/urdma-rai" -s 10.0.0.1 --route-only 10.0.0.2) || true
 
 echo
-echo "== host b: the provider's lines in the daemon log"
+echo "== host b: the provider's lines in the daemon log (log_level 1)"
 grep 'urdma: ' "$work/b/ibacm.log"

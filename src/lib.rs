@@ -3,8 +3,10 @@
 //!
 //! The data path, one module per step:
 //! request ([`msg`]) → parse ([`msg`], [`addr`]) → lookup ([`cache`],
-//! [`hosts`]) → resolve ([`engine`]) → path ([`path`]) → reply ([`msg`]).
-//! Only [`ffi`] touches raw pointers; everything else is safe Rust.
+//! [`hosts`], [`resolver`]) → resolve ([`engine`], or [`discovery`] between
+//! hosts over [`wire`] and [`net`], on the [`worker`] thread) → path
+//! ([`path`]) → reply ([`msg`]).
+//! Only `ffi` touches raw pointers; everything else is safe Rust.
 
 pub mod addr;
 pub mod cache;
