@@ -53,6 +53,16 @@ pub fn eui64_gid(mac: [u8; 6]) -> Gid {
     Gid(g)
 }
 
+/// Where a record came from, which decides how much of it is believed.
+enum Learn<'a> {
+    /// A query answered FOUND, from this source address.
+    Query(IpAddr),
+    /// A FOUND reply to our query for this target.
+    Reply(&'a Address),
+    /// An announcement from this source address.
+    Announce(IpAddr),
+}
+
 fn same_binding(a: &Learned, b: &Learned) -> bool {
     (a.gid, a.lid, a.mtu, a.rate, &a.partitions) == (b.gid, b.lid, b.mtu, b.rate, &b.partitions)
 }
@@ -423,17 +433,48 @@ impl<H: Host> Engine<H> {
         log::trace!("discovery: dropped a datagram from {from}: {why} ({total} dropped so far)");
     }
 
-    /// Learns (or, with `insert` false, only refreshes and corrects) the
-    /// bindings of a peer's record. A binding that changed leaves the
-    /// destination cache.
-    fn learn(&mut self, record: &EndpointRecord, insert: bool, now: Instant) {
+    /// Learns a peer's record, trusting it only as far as it can be
+    /// checked (docs/protocol.md, Caching). A binding that changed leaves
+    /// the destination cache.
+    fn learn(&mut self, record: &EndpointRecord, how: Learn, now: Instant) {
         let new = Learned::from_record(record, self.addr_expiry(now));
-        let keys = record
-            .addresses()
-            .iter()
-            .map(|w| w.address().clone())
-            .chain(std::iter::once(Address::Gid(record.gid())));
-        for key in keys {
+        let from = |ip: IpAddr| match ip {
+            IpAddr::V4(v4) => Address::Ip4(v4),
+            IpAddr::V6(v6) => Address::Ip6(v6),
+        };
+        let mut keys: Vec<(Address, bool)> = Vec::new();
+        match how {
+            // Only the address the query came from is verified.
+            Learn::Query(src) => keys.push((from(src), true)),
+            // The target, verified by the query; the owner's other
+            // addresses only where nothing else is bound.
+            Learn::Reply(target) => {
+                keys.push((target.clone(), true));
+                for w in record.addresses() {
+                    let a = w.address();
+                    if a != target && !self.resolver.learned.contains_key(a) {
+                        keys.push((a.clone(), true));
+                    }
+                }
+            }
+            // Updates only: the source address, and addresses bound to the
+            // same host as the source was, so a host can move its own names
+            // to a new GID but never take another host's.
+            Learn::Announce(src) => {
+                let src = from(src);
+                let host = self.resolver.learned.get(&src).map(|l| l.gid);
+                for w in record.addresses() {
+                    let a = w.address();
+                    let same_host =
+                        host.is_some() && self.resolver.learned.get(a).map(|l| l.gid) == host;
+                    if *a == src || same_host {
+                        keys.push((a.clone(), false));
+                    }
+                }
+            }
+        }
+        keys.push((Address::Gid(record.gid()), true));
+        for (key, insert) in keys {
             match self.resolver.learned.get(&key) {
                 Some(old) if same_binding(old, &new) => {}
                 Some(_) => {
@@ -508,7 +549,7 @@ impl<H: Host> Engine<H> {
                 .iter()
                 .any(|w| ip_of(w.address()) == Some(from.ip()))
         {
-            self.learn(q.sender(), true, now);
+            self.learn(q.sender(), Learn::Query(from.ip()), now);
         }
     }
 
@@ -529,7 +570,7 @@ impl<H: Host> Engine<H> {
         match r.answer() {
             Answer::Found(record) => {
                 let learned = Learned::from_record(record, self.addr_expiry(now));
-                self.learn(record, true, now);
+                self.learn(record, Learn::Reply(&key), now);
                 self.succeed(&key, learned, now);
             }
             Answer::Refused => {
@@ -570,7 +611,7 @@ impl<H: Host> Engine<H> {
                     }
                 }
             } else {
-                self.learn(record, false, now);
+                self.learn(record, Learn::Announce(from.ip()), now);
             }
         }
     }
@@ -1018,16 +1059,11 @@ mod tests {
             bytes.len() <= crate::wire::QUERY_LEN,
             "never larger than the query"
         );
-        // The asker was learned: its name resolves without a query.
-        let by_name = request(
-            &[addr_entry(ACM_EP_FLAG_DEST, ACM_ADDRESS_NAME, b"node-b")],
-            false,
-            3,
-        );
-        assert_eq!(
-            dgid(&f.e.resolve(f.addr, &by_name, 1).unwrap()),
-            PEER.parse().unwrap()
-        );
+        // The asker was learned at the address it asked from, and only
+        // there: the name its record claims is not verified.
+        let r = f.e.resolve(f.addr, &ip_request(PEER_IP, 0, 1), 1).unwrap();
+        assert_eq!(dgid(&r), PEER.parse().unwrap());
+        assert_eq!(f.e.learned_dest(&Address::name("node-b").unwrap()), None);
 
         f.e.on_datagram(
             peer(),
@@ -1104,6 +1140,61 @@ mod tests {
         // ...withdrawing the bound one forgets it.
         f.e.on_datagram(peer(), None, &announce("fe80::c", true), f.t0);
         assert_eq!(f.e.learned_dest(&Address::Ip4(PEER_IP.into())), None);
+
+        // Another host cannot take a name bound to someone else.
+        f.e.resolve(f.addr, &ip_request(PEER_IP, 0, 4), 4);
+        let (q, _) = sent_query(&f.e.take_effects());
+        f.e.on_datagram(
+            peer(),
+            None,
+            &reply_bytes(&q, Answer::Found(peer_record(PEER))),
+            f.t0,
+        );
+        f.e.take_effects();
+        let thief_ip = Ipv4Addr::new(10, 0, 0, 66);
+        let thief = EndpointRecord::new(
+            "fe80::666".parse().unwrap(),
+            0,
+            5,
+            16,
+            vec![0xffff],
+            vec![
+                WireAddress::from(thief_ip),
+                WireAddress::new(Address::name("node-b").unwrap()).unwrap(),
+            ],
+        )
+        .unwrap();
+        let from_thief = SocketAddr::new(IpAddr::V4(thief_ip), 6126);
+        f.e.on_datagram(
+            from_thief,
+            None,
+            &Message::from(Announce::new(vec![thief.clone()], false).unwrap()).encode(),
+            f.t0,
+        );
+        assert_eq!(
+            f.e.learned_dest(&Address::name("node-b").unwrap())
+                .unwrap()
+                .gid,
+            PEER.parse().unwrap()
+        );
+        let asks = Message::from(Query::new(
+            std::num::NonZeroU64::new(9).unwrap(),
+            WireAddress::from(Ipv4Addr::new(10, 0, 0, 1)),
+            thief,
+        ))
+        .encode();
+        f.e.on_datagram(
+            from_thief,
+            Some(IpAddr::V4([10, 0, 0, 1].into())),
+            &asks,
+            f.t0,
+        );
+        assert_eq!(
+            f.e.learned_dest(&Address::name("node-b").unwrap())
+                .unwrap()
+                .gid,
+            PEER.parse().unwrap()
+        );
 
         // Addresses never asked about are not learned from announcements.
         let stranger = EndpointRecord::new(
