@@ -342,79 +342,68 @@ impl Net {
     }
 }
 
-fn read_datagrams(s: &UdpSocket, events: &mut Vec<NetEvent>) {
+/// Reads up to a batch of datagrams, from the socket's queue or (with
+/// `MSG_ERRQUEUE`) its error queue, handing each one's address, control
+/// messages and bytes to `event`.
+fn drain(
+    s: &UdpSocket,
+    flags: MsgFlags,
+    events: &mut Vec<NetEvent>,
+    mut event: impl FnMut(SocketAddr, &[ControlMessageOwned], &[u8]) -> Option<NetEvent>,
+) {
     let mut buf = [0u8; RECV_BUF_LEN];
     for _ in 0..READ_BATCH {
-        let mut cmsg = nix::cmsg_space!(libc::in6_pktinfo);
-        let mut iov = [IoSliceMut::new(&mut buf)];
-        let Ok(m) = recvmsg::<SockaddrStorage>(
-            s.as_raw_fd(),
-            &mut iov,
-            Some(&mut cmsg),
-            MsgFlags::MSG_DONTWAIT,
-        ) else {
-            return;
-        };
-        let from = m.address.as_ref().and_then(std_addr);
-        let mut to = None;
-        if let Ok(cmsgs) = m.cmsgs() {
-            for c in cmsgs {
-                match c {
-                    ControlMessageOwned::Ipv4PacketInfo(pi) => {
-                        to = Some(IpAddr::V4(Ipv4Addr::from(u32::from_be(pi.ipi_addr.s_addr))))
-                    }
-                    ControlMessageOwned::Ipv6PacketInfo(pi) => {
-                        to = Some(IpAddr::V6(Ipv6Addr::from(pi.ipi6_addr.s6_addr)))
-                    }
-                    _ => {}
-                }
-            }
-        }
-        let len = m.bytes;
-        if let Some(from) = from {
-            events.push(NetEvent::Datagram {
-                from,
-                to,
-                bytes: buf[..len].to_vec(),
-            });
-        }
-    }
-}
-
-fn read_errors(s: &UdpSocket, events: &mut Vec<NetEvent>) {
-    let mut buf = [0u8; RECV_BUF_LEN];
-    for _ in 0..READ_BATCH {
+        // Room for the largest control message either queue carries.
         let mut cmsg = nix::cmsg_space!(libc::sock_extended_err, libc::sockaddr_in6);
         let mut iov = [IoSliceMut::new(&mut buf)];
         let Ok(m) = recvmsg::<SockaddrStorage>(
             s.as_raw_fd(),
             &mut iov,
             Some(&mut cmsg),
-            MsgFlags::MSG_ERRQUEUE | MsgFlags::MSG_DONTWAIT,
+            flags | MsgFlags::MSG_DONTWAIT,
         ) else {
             return;
         };
-        let dest = m.address.as_ref().and_then(std_addr);
-        let mut from_network = false;
-        if let Ok(cmsgs) = m.cmsgs() {
-            for c in cmsgs {
-                match c {
-                    ControlMessageOwned::Ipv4RecvErr(e, _) => {
-                        from_network |= e.ee_origin == ORIGIN_ICMP
-                    }
-                    ControlMessageOwned::Ipv6RecvErr(e, _) => {
-                        from_network |= e.ee_origin == ORIGIN_ICMP6
-                    }
-                    _ => {}
-                }
-            }
-        }
+        let addr = m.address.as_ref().and_then(std_addr);
+        let cmsgs: Vec<ControlMessageOwned> = m.cmsgs().map(|c| c.collect()).unwrap_or_default();
         let len = m.bytes;
-        if let (Some(dest), true) = (dest, from_network) {
-            events.push(NetEvent::Unreachable {
-                dest,
-                payload: buf[..len].to_vec(),
-            });
+        if let Some(e) = addr.and_then(|a| event(a, &cmsgs, &buf[..len])) {
+            events.push(e);
         }
     }
+}
+
+fn read_datagrams(s: &UdpSocket, events: &mut Vec<NetEvent>) {
+    drain(s, MsgFlags::empty(), events, |from, cmsgs, bytes| {
+        let to = cmsgs.iter().find_map(|c| match c {
+            ControlMessageOwned::Ipv4PacketInfo(pi) => {
+                Some(IpAddr::V4(Ipv4Addr::from(u32::from_be(pi.ipi_addr.s_addr))))
+            }
+            ControlMessageOwned::Ipv6PacketInfo(pi) => {
+                Some(IpAddr::V6(Ipv6Addr::from(pi.ipi6_addr.s6_addr)))
+            }
+            _ => None,
+        });
+        Some(NetEvent::Datagram {
+            from,
+            to,
+            bytes: bytes.to_vec(),
+        })
+    });
+}
+
+/// The error queue holds the datagrams an ICMP error came back for, with
+/// their destination as the address.
+fn read_errors(s: &UdpSocket, events: &mut Vec<NetEvent>) {
+    drain(s, MsgFlags::MSG_ERRQUEUE, events, |dest, cmsgs, payload| {
+        let from_network = cmsgs.iter().any(|c| match c {
+            ControlMessageOwned::Ipv4RecvErr(e, _) => e.ee_origin == ORIGIN_ICMP,
+            ControlMessageOwned::Ipv6RecvErr(e, _) => e.ee_origin == ORIGIN_ICMP6,
+            _ => false,
+        });
+        from_network.then(|| NetEvent::Unreachable {
+            dest,
+            payload: payload.to_vec(),
+        })
+    });
 }
