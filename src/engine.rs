@@ -398,22 +398,14 @@ impl<H: Host> Engine<H> {
         };
         self.count(ep, Counter::Resolve);
         let reply = match ResolveRequest::parse(req) {
-            Ok(r) => {
-                let waiter = Waiter {
-                    endpoint: ep,
-                    id,
-                    request: req.clone(),
-                    echo_source: r.echo_source,
-                };
-                match self.route(ep, &r, Some(waiter)) {
-                    Ok(Some(path)) => msg::resolve_success(req, &path.encode(), r.echo_source),
-                    Ok(None) => return None,
-                    Err(e) => {
-                        log::trace!("resolve tid {:#x}: {}", req.tid(), e.why);
-                        msg::resolve_error(req, e.status)
-                    }
+            Ok(r) => match self.route(ep, &r, Some((id, req))) {
+                Ok(Some(path)) => msg::resolve_success(req, &path.encode(), r.echo_source),
+                Ok(None) => return None,
+                Err(e) => {
+                    log::trace!("resolve tid {:#x}: {}", req.tid(), e.why);
+                    msg::resolve_error(req, e.status)
                 }
-            }
+            },
             Err(e) => {
                 log::warn!("malformed resolve request: {}", e.why);
                 msg::resolve_error(req, e.status)
@@ -466,12 +458,13 @@ impl<H: Host> Engine<H> {
     }
 
     /// Finds (or builds and caches) the path from endpoint `ep` to the
-    /// request's destination. `Ok(None)`: a lookup now holds `waiter`.
+    /// request's destination. `Ok(None)`: a lookup now holds the request
+    /// (`waiter`: its daemon id and message, copied only if it must wait).
     fn route(
         &mut self,
         ep: Id,
         req: &ResolveRequest,
-        waiter: Option<Waiter>,
+        waiter: Option<(u64, &MsgBuf)>,
     ) -> Result<Option<PathRecord>, Rejected> {
         let key = match &req.target {
             Target::Address(a) => a.clone(),
@@ -512,7 +505,12 @@ impl<H: Host> Engine<H> {
                             });
                         }
                         // NODELAY: start the lookup for next time, answer now.
-                        let waiter = waiter.filter(|_| !req.nodelay);
+                        let waiter = waiter.filter(|_| !req.nodelay).map(|(id, m)| Waiter {
+                            endpoint: ep,
+                            id,
+                            request: m.clone(),
+                            echo_source: req.echo_source,
+                        });
                         let waits = waiter.is_some();
                         self.start_lookup(ep, key.clone(), waiter, now);
                         if waits {
