@@ -27,6 +27,12 @@ use std::time::{Duration, Instant};
 const ANNOUNCE_DELAYS_MS: [u64; 3] = [50, 1000, 3000];
 /// How often a missing neighbour entry is looked for again.
 pub const NEIGHBOUR_POLL: Duration = Duration::from_millis(20);
+/// What distinguishes one endpoint record from another: GID, LID, MTU,
+/// rate and P_Key.
+pub(crate) type RecordKey = (Gid, u16, u8, u8, u16);
+
+/// How long withdrawals wait to be sent together.
+const WITHDRAW_DELAY: Duration = Duration::from_millis(20);
 /// Where a datagram goes to make the kernel resolve a neighbour: the
 /// discard port, so no provider takes it for a message.
 const POKE_PORT: u16 = 9;
@@ -313,6 +319,9 @@ impl<H: Host> Engine<H> {
                 _ => self.next_stage(&key, ACM_STATUS_ETIMEDOUT as u8, now),
             }
         }
+        if self.withdraw_at.is_some_and(|t| t <= now) {
+            self.send_withdrawals();
+        }
         if self.announce_at.first().is_some_and(|&t| t <= now) {
             self.announce_at.remove(0);
             self.announce();
@@ -394,32 +403,60 @@ impl<H: Host> Engine<H> {
         }
     }
 
-    /// Tells the segment an address of endpoint `ep` is gone.
-    pub(crate) fn withdraw(&mut self, ep: Id, address: &Address) {
+    /// Queues the withdrawal of addresses of endpoint `ep` (`only` one, or
+    /// all of them). The daemon removes an endpoint's addresses one call at
+    /// a time; they leave together a moment later, in one record per
+    /// endpoint, so names travel with the IP addresses that vouch for them.
+    pub(crate) fn withdraw(&mut self, ep: Id, only: Option<&Address>) {
         if !self.discovery_up {
             return;
         }
-        let Ok(w) = WireAddress::new(address.clone()) else {
-            return;
-        };
         let Some(e) = self.endpoints.get(&ep) else {
             return;
         };
         let Some(port) = self.ports.get(&e.port) else {
             return;
         };
+        let gone: Vec<WireAddress> = match only {
+            Some(a) => WireAddress::new(a.clone()).into_iter().collect(),
+            None => e
+                .addresses
+                .iter()
+                .filter_map(|id| WireAddress::new(self.addresses[id].address.clone()).ok())
+                .collect(),
+        };
         let (mtu, rate) = self.port_mtu_rate(&port.info);
-        let record = EndpointRecord::new(
-            port.info.gids[0],
-            port.info.lid,
-            mtu,
-            rate,
-            vec![e.pkey],
-            vec![w],
-        );
-        if let Ok(a) = record.and_then(|r| Announce::new(vec![r], true)) {
-            let bytes = Message::from(a).encode();
-            self.effects.datagrams.push(Datagram::Multicast { bytes });
+        let key = (port.info.gids[0], port.info.lid, mtu, rate, e.pkey);
+        match self.withdrawals.iter_mut().find(|(k, _)| *k == key) {
+            Some((_, addrs)) => addrs.extend(
+                gone.into_iter()
+                    .filter(|w| !addrs.contains(w))
+                    .collect::<Vec<_>>(),
+            ),
+            None => self.withdrawals.push((key, gone)),
+        }
+        if self.withdraw_at.is_none() {
+            self.withdraw_at = Some(Instant::now() + WITHDRAW_DELAY);
+            self.effects.wake = true;
+        }
+    }
+
+    fn send_withdrawals(&mut self) {
+        self.withdraw_at = None;
+        let mut records = Vec::new();
+        for ((gid, lid, mtu, rate, pkey), addrs) in std::mem::take(&mut self.withdrawals) {
+            for chunk in addrs.chunks(MAX_ADDRESSES) {
+                if let Ok(r) = EndpointRecord::new(gid, lid, mtu, rate, vec![pkey], chunk.to_vec())
+                {
+                    records.push(r);
+                }
+            }
+        }
+        for chunk in records.chunks(MAX_ANNOUNCE_RECORDS) {
+            if let Ok(a) = Announce::new(chunk.to_vec(), true) {
+                let bytes = Message::from(a).encode();
+                self.effects.datagrams.push(Datagram::Multicast { bytes });
+            }
         }
     }
 
@@ -587,11 +624,23 @@ impl<H: Host> Engine<H> {
                 self.drop_datagram(from, "our own announcement");
                 continue;
             }
-            if !record
+            let listed = record
                 .addresses()
                 .iter()
-                .any(|w| ip_of(w.address()) == Some(from.ip()))
-            {
+                .any(|w| ip_of(w.address()) == Some(from.ip()));
+            // A withdrawal may also come from another address of the same
+            // host (the withdrawn one may be gone from its interface).
+            let source = match from.ip() {
+                IpAddr::V4(v4) => Address::Ip4(v4),
+                IpAddr::V6(v6) => Address::Ip6(v6),
+            };
+            let same_host = a.withdrawn()
+                && self
+                    .resolver
+                    .learned
+                    .get(&source)
+                    .is_some_and(|l| l.gid == record.gid());
+            if !listed && !same_host {
                 self.drops.wrong_source += 1;
                 self.drop_datagram(from, "announcement not from an address it lists");
                 continue;
@@ -619,10 +668,10 @@ impl<H: Host> Engine<H> {
     /// An ICMP error for a datagram sent to `dest`; `payload` is that
     /// datagram. An unreachable host or port fails its lookup at once.
     pub fn on_unreachable(&mut self, dest: SocketAddr, payload: &[u8], now: Instant) {
-        let Ok(Message::Query(q)) = Message::decode(payload) else {
+        let Some(txid) = Message::query_txid(payload) else {
             return;
         };
-        let Some(key) = self.resolver.by_txid.get(&q.txid()).cloned() else {
+        let Some(key) = self.resolver.by_txid.get(&txid).cloned() else {
             return;
         };
         if ip_of(&key) == Some(dest.ip())
@@ -927,7 +976,8 @@ mod tests {
             f.t0,
         );
         assert!(f.e.take_effects().replies.is_empty());
-        f.e.on_unreachable(peer(), bytes, f.t0);
+        // ICMPv4 quotes only the start of the query.
+        f.e.on_unreachable(peer(), &bytes[..520], f.t0);
         let fx = f.e.take_effects();
         assert_eq!(
             (fx.replies[0].id, fx.replies[0].msg.status()),
@@ -1003,7 +1053,13 @@ mod tests {
         f.e.resolve(f.addr, &ip_request(PEER_IP, 0, 1), 11);
         f.e.take_effects();
         f.e.close_endpoint(f.ep);
-        let fx = f.e.take_effects();
+        let mut fx = f.e.take_effects();
+        assert!(
+            fx.wake && fx.datagrams.is_empty(),
+            "withdrawals wait to leave together"
+        );
+        f.e.on_timers(f.t0 + Duration::from_secs(1));
+        fx.datagrams = f.e.take_effects().datagrams;
         assert_eq!(fx.replies.len(), 1);
         assert_eq!(fx.replies[0].msg.status(), ACM_STATUS_ENOTCONN as u8);
         assert_eq!(f.e.lookups_in_flight(), 0);
@@ -1018,7 +1074,13 @@ mod tests {
                 _ => None,
             })
             .collect();
-        assert_eq!(withdrawn.len(), 2, "both addresses are withdrawn");
+        assert_eq!(withdrawn.len(), 1, "one withdrawal for the whole endpoint");
+        let addrs = withdrawn[0].records()[0].addresses();
+        assert_eq!(
+            addrs.len(),
+            2,
+            "its name travels with its IP address: {addrs:?}"
+        );
     }
 
     #[test]

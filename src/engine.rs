@@ -149,6 +149,10 @@ pub struct Engine<H: Host> {
     pub(crate) discovery_up: bool,
     /// When this host's endpoints are announced next.
     pub(crate) announce_at: Vec<Instant>,
+    /// Addresses to withdraw, per endpoint record (GID, LID, MTU, rate,
+    /// P_Key), and when.
+    pub(crate) withdrawals: Vec<(crate::discovery::RecordKey, Vec<crate::wire::WireAddress>)>,
+    pub(crate) withdraw_at: Option<Instant>,
     pub(crate) drops: DropCounts,
     next_id: Id,
 }
@@ -170,6 +174,8 @@ impl<H: Host> Engine<H> {
             effects: Effects::default(),
             discovery_up: false,
             announce_at: Vec::new(),
+            withdrawals: Vec::new(),
+            withdraw_at: None,
             drops: DropCounts::default(),
             next_id: 1,
         }
@@ -290,8 +296,10 @@ impl<H: Host> Engine<H> {
         let Some(e) = self.endpoints.get(&ep) else {
             return;
         };
-        for a in e.addresses.clone() {
-            self.remove_address(a);
+        let addresses = e.addresses.clone();
+        self.withdraw(ep, None);
+        for a in addresses {
+            self.forget_address(a);
         }
         self.abandon_waiters(ep, ACM_STATUS_ENOTCONN as u8);
         if let Some(e) = self.endpoints.remove(&ep) {
@@ -323,10 +331,14 @@ impl<H: Host> Engine<H> {
     }
 
     pub fn remove_address(&mut self, addr: Id) {
-        let Some(a) = self.addresses.get(&addr) else {
-            return;
-        };
-        self.withdraw(a.endpoint, &a.address.clone());
+        if let Some(a) = self.addresses.get(&addr) {
+            let (ep, address) = (a.endpoint, a.address.clone());
+            self.withdraw(ep, Some(&address));
+        }
+        self.forget_address(addr);
+    }
+
+    fn forget_address(&mut self, addr: Id) {
         let Some(a) = self.addresses.remove(&addr) else {
             return;
         };

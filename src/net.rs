@@ -353,8 +353,15 @@ fn drain(
 ) {
     let mut buf = [0u8; RECV_BUF_LEN];
     for _ in 0..READ_BATCH {
-        // Room for the largest control message either queue carries.
-        let mut cmsg = nix::cmsg_space!(libc::sock_extended_err, libc::sockaddr_in6);
+        // Room for every control message either queue carries at once: an
+        // error comes with the packet info too (too small a buffer makes
+        // the kernel cut them all, MSG_CTRUNC).
+        let mut cmsg = nix::cmsg_space!(
+            libc::in6_pktinfo,
+            libc::in_pktinfo,
+            libc::sock_extended_err,
+            libc::sockaddr_in6
+        );
         let mut iov = [IoSliceMut::new(&mut buf)];
         let Ok(m) = recvmsg::<SockaddrStorage>(
             s.as_raw_fd(),

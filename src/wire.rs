@@ -507,6 +507,18 @@ impl Message {
     /// Accepts exactly what [`Message::encode`] produces; anything else is
     /// an error naming the first rule it breaks. Never panics, and
     /// allocates only what the bounded counts allow.
+    /// The transaction id of a QUERY, from its header alone: what comes
+    /// back in an ICMP error is this host's own query, possibly cut short
+    /// (ICMPv4 quotes at most 576 bytes of the packet), so it cannot be
+    /// decoded whole.
+    pub fn query_txid(buf: &[u8]) -> Option<NonZeroU64> {
+        let header = buf.get(..HEADER_LEN)?;
+        if header[..4] != MAGIC || header[4] != VERSION || header[5] != TYPE_QUERY {
+            return None;
+        }
+        NonZeroU64::new(u64::from_be_bytes(header[8..16].try_into().ok()?))
+    }
+
     pub fn decode(buf: &[u8]) -> Result<Message, WireError> {
         if buf.len() > MAX_MESSAGE_LEN {
             return Err(WireError::TooLong(buf.len()));
@@ -1053,6 +1065,23 @@ mod tests {
     const NADDRS: usize = NPKEYS + 1;
     const PKEY: usize = NADDRS + 1;
     const NAME_ADDR: usize = PKEY + 2;
+
+    #[test]
+    fn a_query_cut_short_still_names_its_transaction() {
+        let bytes = golden_query().encode();
+        assert_eq!(
+            Message::query_txid(&bytes[..520]),
+            Some(txid(0x0123_4567_89ab_cdef))
+        );
+        assert_eq!(Message::query_txid(&bytes[..15]), None);
+        let mut reply = bytes.clone();
+        reply[5] = TYPE_REPLY;
+        assert_eq!(Message::query_txid(&reply), None, "only our own queries");
+        assert_eq!(
+            Message::query_txid(b"URDX\x01\x01\0\0\0\0\0\0\0\0\0\x07"),
+            None
+        );
+    }
 
     #[test]
     fn rejects_bad_headers() {
