@@ -11,6 +11,7 @@
 
 use std::fs::{self, File, OpenOptions};
 use std::io::Write;
+use std::os::fd::AsRawFd;
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -58,6 +59,8 @@ pub struct Artifacts {
     pub provider: PathBuf,
     pub sim: PathBuf,
     pub rai: PathBuf,
+    /// `urdma-load`, the load generator.
+    pub load: PathBuf,
 }
 
 impl Artifacts {
@@ -76,8 +79,9 @@ impl Artifacts {
             provider,
             sim: profile_dir.join("liburdma_sim.so"),
             rai: profile_dir.join("urdma-rai"),
+            load: profile_dir.join("urdma-load"),
         };
-        for p in [&found.provider, &found.sim, &found.rai] {
+        for p in [&found.provider, &found.sim, &found.rai, &found.load] {
             assert!(
                 p.is_file(),
                 "{} is missing: run `cargo build --workspace` first",
@@ -173,6 +177,27 @@ pub struct Host {
 
 impl Host {
     pub fn start(cfg: HostConfig) -> Host {
+        let host = Host::bare();
+        host.setup_network(&cfg.ip_addrs);
+        host.launch(&cfg);
+        host
+    }
+
+    /// Like `start`, but `cfg.ip_addrs` go on an interface `ifname` joined
+    /// to `net` (no local link), set up before the daemon starts, so the
+    /// daemon finds it at once (multicast groups are joined at start-up).
+    pub fn start_on(net: &Net, ifname: &str, cfg: HostConfig) -> Host {
+        let host = Host::bare();
+        let addrs: Vec<&str> = cfg.ip_addrs.iter().map(String::as_str).collect();
+        net.attach(&host, ifname, &addrs);
+        host.launch(&cfg);
+        host
+    }
+
+    /// A host without a daemon: its own network namespace (loopback up, no
+    /// other interface) and a temp directory. Give it interfaces with
+    /// `Net::attach*`; `exec` and `in_netns` run things in it.
+    pub fn bare() -> Host {
         require_root();
         let artifacts = Artifacts::locate();
         let netns = unique("urdma-e2e");
@@ -192,11 +217,67 @@ impl Host {
             daemon: Mutex::new(None),
             acks_seen: Mutex::new(0),
         };
-        host.setup_network(&cfg.ip_addrs);
-        host.write_files(&cfg);
-        host.spawn_daemon(&cfg);
-        host.wait_started();
+        host.ip(&["link", "set", "lo", "up"]);
         host
+    }
+
+    /// Writes the configuration files and starts the daemon.
+    fn launch(&self, cfg: &HostConfig) {
+        self.write_files(cfg);
+        self.spawn_daemon(cfg);
+        self.wait_started();
+    }
+
+    /// Kills the daemon (SIGKILL, like a crash: no withdrawal is sent) and
+    /// waits for it. Its log and output stay for `diagnostics`.
+    pub fn kill_daemon(&self) {
+        if let Some(mut child) = self.daemon.lock().unwrap().take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+
+    /// Restarts the daemon with a new configuration (e.g. another sim
+    /// config, i.e. new device GIDs), in the same namespaces, with the same
+    /// interfaces (`cfg.ip_addrs` is not applied again). The old log and
+    /// output are kept as `ibacm.log.N` / `daemon.out.N`.
+    pub fn restart(&self, cfg: &HostConfig) {
+        self.kill_daemon();
+        let n = (1..)
+            .find(|n| !self.path(&format!("ibacm.log.{n}")).exists())
+            .expect("a free name");
+        for f in ["ibacm.log", "daemon.out"] {
+            let _ = fs::rename(self.path(f), self.path(&format!("{f}.{n}")));
+        }
+        // A killed daemon leaves its socket behind; `wait_started` waits for
+        // the new one.
+        let _ = fs::remove_file(self.socket());
+        let _ = fs::remove_file(self.path("sim.cfg"));
+        *self.acks_seen.lock().unwrap() = 0;
+        self.launch(cfg);
+    }
+
+    /// `ip link set IFNAME up|down` in the host's namespace.
+    pub fn set_link(&self, ifname: &str, up: bool) {
+        self.ip(&["link", "set", ifname, if up { "up" } else { "down" }]);
+    }
+
+    /// Runs `f` on a thread that has joined this host's network namespace
+    /// (the mount namespace stays the test's): e.g. to send raw datagrams
+    /// from the host without external tools.
+    pub fn in_netns<T: Send>(&self, f: impl FnOnce() -> T + Send) -> T {
+        let ns = File::open(format!("/run/netns/{}", self.netns)).expect("open netns");
+        std::thread::scope(|s| {
+            s.spawn(move || {
+                // setns(CLONE_NEWNET) changes only the calling thread.
+                // SAFETY: a valid descriptor of a network namespace.
+                let rc = unsafe { libc::setns(ns.as_raw_fd(), libc::CLONE_NEWNET) };
+                assert_eq!(rc, 0, "setns: {}", std::io::Error::last_os_error());
+                f()
+            })
+            .join()
+            .expect("thread in the host's network namespace panicked")
+        })
     }
 
     fn setup_network(&self, addrs: &[String]) {
@@ -360,6 +441,24 @@ impl Host {
             cmd.env_remove("URDMA_SIM_CONFIG");
         }
         self.run_client(cmd)
+    }
+
+    /// `urdma-load ARGS -S <socket>` (the `-S` is added unless given) in the
+    /// host's namespaces, killed after `timeout`. Returns the exit code and
+    /// the output, whose last line is the `key=value` summary.
+    pub fn load(&self, args: &[&str], timeout: Duration) -> (i32, String) {
+        let sock = self.socket();
+        let load = self.artifacts.load.to_str().unwrap().to_string();
+        let mut argv = vec![load.as_str()];
+        argv.extend_from_slice(args);
+        if !args.contains(&"-S") {
+            argv.extend_from_slice(&["-S", sock.to_str().unwrap()]);
+        }
+        run_with_timeout(
+            self.in_namespaces(false, &argv),
+            &self.path(&unique("load")),
+            timeout,
+        )
     }
 
     /// Any command inside the host's namespaces (e.g. `ip addr`).
@@ -529,6 +628,12 @@ impl Net {
 
     /// Gives `host` an interface `ifname` on the bridge with `addrs`.
     pub fn attach(&self, host: &Host, ifname: &str, addrs: &[&str]) {
+        self.attach_with_mac(host, ifname, None, addrs);
+    }
+
+    /// `attach`, with the host's end of the link given MAC address `mac`
+    /// (`None`: a random one).
+    pub fn attach_with_mac(&self, host: &Host, ifname: &str, mac: Option<&str>, addrs: &[&str]) {
         let peer = format!("p{}", self.ports.fetch_add(1, Ordering::Relaxed));
         // Created inside the host namespace, the peer is moved straight into
         // the bridge namespace; names only need to be unique per namespace.
@@ -544,6 +649,9 @@ impl Net {
             "netns",
             &self.netns,
         ]);
+        if let Some(mac) = mac {
+            host.ip(&["link", "set", ifname, "address", mac]);
+        }
         self.ip(&["link", "set", &peer, "master", "br0"]);
         self.ip(&["link", "set", &peer, "up"]);
         for a in addrs {

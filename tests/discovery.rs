@@ -1,0 +1,940 @@
+//! End-to-end discovery between hosts: several simulated urdma hosts, each
+//! the real `ibacm` with this provider in its own network and mount
+//! namespace, joined by a bridge (`Net`), with no hosts-file entries for
+//! each other: everything a host knows about another it learned over the
+//! discovery protocol (docs/protocol.md). Driven by the real `ib_acme`,
+//! librdmacm (`urdma-rai`) and `urdma-load`. Needs root and
+//! `cargo build --workspace` (see `common`).
+//!
+//! Host N (1, 2, 3 = A, B, C) has 10.0.0.N, fd00::N and the name `node-x`
+//! (x = a, b, c) on its urdma0 port 1, whose GID is `fe80::` + EUI-64 of
+//! the sim MAC 52:54:00:00:GG:0x (GG: the generation, bumped when the host
+//! restarts with new hardware).
+
+mod common;
+
+use common::{Host, HostConfig, Net};
+use std::collections::BTreeMap;
+use std::net::UdpSocket;
+use std::time::{Duration, Instant};
+
+/// Generous: the daemons answer in milliseconds, CI machines can be slow.
+const WAIT: Duration = Duration::from_secs(10);
+
+/// The discovery port every daemon listens on.
+const DISCOVERY_PORT: u16 = 6126;
+
+/// One simulated host's identity.
+#[derive(Clone, Copy)]
+struct Node {
+    n: u8,
+    /// Bumped to give the host a new device (MAC, hence GID).
+    generation: u8,
+}
+
+impl Node {
+    const A: Node = Node::new(1);
+    const B: Node = Node::new(2);
+    const C: Node = Node::new(3);
+
+    const fn new(n: u8) -> Node {
+        Node { n, generation: 0 }
+    }
+
+    fn next_generation(self) -> Node {
+        Node {
+            generation: self.generation + 1,
+            ..self
+        }
+    }
+
+    fn ip4(&self) -> String {
+        format!("10.0.0.{}", self.n)
+    }
+
+    fn ip6(&self) -> String {
+        format!("fd00::{}", self.n)
+    }
+
+    fn name(&self) -> String {
+        format!("node-{}", char::from(b'a' + self.n - 1))
+    }
+
+    fn mac(&self) -> String {
+        format!("52:54:00:00:{:02x}:{:02x}", self.generation, 9 + self.n)
+    }
+
+    /// The port GID as `ib_acme` prints it (inet_ntop).
+    fn gid(&self) -> String {
+        let low = (u16::from(self.generation) << 8) | u16::from(9 + self.n);
+        format!("fe80::5054:ff:fe00:{low:x}")
+    }
+
+    /// One urdma0 port 1 with this node's MAC, its addresses and name on
+    /// it, the addresses also on the bridge interface, and `opts`.
+    fn config(&self, opts: &[&str]) -> HostConfig {
+        let mut cfg = HostConfig::default()
+            .ip_addrs(&[&format!("{}/24", self.ip4()), &format!("{}/64", self.ip6())])
+            .addr_lines(&[
+                &format!("{} urdma0 1 default", self.ip4()),
+                &format!("{} urdma0 1 default", self.ip6()),
+                &format!("{} urdma0 1 default", self.name()),
+            ])
+            .sim_config(&format!(
+                "device urdma0\n  mac {}\n  node_desc URDMA Virtual HCA\n  port 1\n",
+                self.mac()
+            ));
+        for o in opts {
+            cfg = cfg.opt(o);
+        }
+        cfg
+    }
+
+    fn start(&self, net: &Net, opts: &[&str]) -> Host {
+        Host::start_on(net, "eth0", self.config(opts))
+    }
+}
+
+/// The `Path information` block `ib_acme` prints: `field -> value`.
+struct PathInfo(BTreeMap<String, String>);
+
+impl PathInfo {
+    fn parse(out: &str) -> PathInfo {
+        let fields = out
+            .lines()
+            .skip_while(|l| *l != "Path information")
+            .skip(1)
+            .map_while(|l| l.strip_prefix("  "))
+            .filter_map(|l| l.split_once(": "))
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        PathInfo(fields)
+    }
+
+    fn get(&self, field: &str) -> &str {
+        self.0
+            .get(field)
+            .unwrap_or_else(|| panic!("no `{field}:` line in the path {:?}", self.0))
+    }
+}
+
+/// Runs `ib_acme ARGS` on `host`, which must succeed with a path from
+/// `sgid` to `dgid`. Returns the output.
+fn resolve(host: &Host, args: &[&str], dgid: &str, sgid: &str) -> String {
+    let (code, out) = host.acme(args);
+    assert_eq!(code, 0, "ib_acme {args:?} failed:\n{out}");
+    assert!(
+        out.contains("return status 0x0"),
+        "ib_acme {args:?}:\n{out}"
+    );
+    let path = PathInfo::parse(&out);
+    assert_eq!(path.get("dgid"), dgid, "dgid of ib_acme {args:?}:\n{out}");
+    assert_eq!(path.get("sgid"), sgid, "sgid of ib_acme {args:?}:\n{out}");
+    for (field, value) in [("pkey", "0xffff"), ("reversible", "1"), ("mtu", "5")] {
+        assert_eq!(
+            path.get(field),
+            value,
+            "{field} of ib_acme {args:?}:\n{out}"
+        );
+    }
+    out
+}
+
+/// Runs `ib_acme ARGS`, which must fail with `error` (a strerror text).
+fn resolve_fails(host: &Host, args: &[&str], error: &str) -> String {
+    let (code, out) = host.acme(args);
+    assert_ne!(code, 0, "ib_acme {args:?} should fail:\n{out}");
+    assert!(
+        out.contains(&format!("failed: {error}")),
+        "ib_acme {args:?} should fail with `{error}`:\n{out}"
+    );
+    assert!(!out.contains("Path information"), "{out}");
+    out
+}
+
+/// Runs `f` and returns its result and how long it took.
+fn timed<T>(f: impl FnOnce() -> T) -> (T, Duration) {
+    let started = Instant::now();
+    let r = f();
+    (r, started.elapsed())
+}
+
+/// Resolves with `args` until the path leads to `dgid`, for up to `WAIT`.
+/// Returns how long that took; panics with the last output otherwise.
+fn poll_until_resolved(host: &Host, args: &[&str], dgid: &str) -> Duration {
+    let started = Instant::now();
+    loop {
+        let (code, out) = host.acme(args);
+        if code == 0 && PathInfo::parse(&out).0.get("dgid").map(String::as_str) == Some(dgid) {
+            return started.elapsed();
+        }
+        if started.elapsed() > WAIT {
+            panic!(
+                "ib_acme {args:?} did not resolve to {dgid} within {WAIT:?}; last:\n{out}\n{}",
+                host.diagnostics()
+            );
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// The three hosts A, B, C on one bridge, all with `opts`.
+fn trio(opts: &[&str]) -> (Net, Host, Host, Host) {
+    let net = Net::new();
+    let a = Node::A.start(&net, opts);
+    let b = Node::B.start(&net, opts);
+    let c = Node::C.start(&net, opts);
+    (net, a, b, c)
+}
+
+/// The `key=value` summary line `urdma-load` ends with.
+fn load_summary(out: &str) -> BTreeMap<String, String> {
+    out.lines()
+        .rev()
+        .find(|l| l.starts_with("requests="))
+        .unwrap_or_else(|| panic!("no urdma-load summary in:\n{out}"))
+        .split_whitespace()
+        .filter_map(|kv| kv.split_once('='))
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect()
+}
+
+// 1 ------------------------------------------------------------------------
+
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Kind {
+    /// `-f i -d IPv4`: the daemon picks the source.
+    Ip4,
+    /// `-f i -s own IPv6 -d peer IPv6`.
+    Ip6,
+    /// `-f n -s own name -d peer name` (asked by multicast).
+    Name,
+}
+
+impl Kind {
+    /// `node`'s address of this kind.
+    fn addr(self, node: Node) -> String {
+        match self {
+            Kind::Ip4 => node.ip4(),
+            Kind::Ip6 => node.ip6(),
+            Kind::Name => node.name(),
+        }
+    }
+
+    fn args(self, from: Node, to: Node) -> Vec<String> {
+        let mut v: Vec<String> = match self {
+            Kind::Ip4 => vec!["-f".into(), "i".into()],
+            Kind::Ip6 => vec!["-f".into(), "i".into(), "-s".into(), from.ip6()],
+            Kind::Name => vec!["-f".into(), "n".into(), "-s".into(), from.name()],
+        };
+        v.extend(["-d".into(), self.addr(to)]);
+        v
+    }
+}
+
+#[test]
+fn hosts_resolve_each_other_by_ipv4_ipv6_and_name_in_every_direction() {
+    let (_net, a, b, c) = trio(&[]);
+    let host = |n: Node| match n.n {
+        1 => &a,
+        2 => &b,
+        _ => &c,
+    };
+    // Each pair's first request is one the asker cannot know the answer to
+    // yet (names are never learned from queries, addresses only from the
+    // peer's own queries), so each kind goes over the network at least
+    // twice; the other kinds then come from what that exchange taught.
+    let plan = [
+        (Node::A, Node::B, Kind::Ip4),
+        (Node::B, Node::A, Kind::Name),
+        (Node::A, Node::C, Kind::Ip6),
+        (Node::C, Node::A, Kind::Ip4),
+        (Node::B, Node::C, Kind::Ip6),
+        (Node::C, Node::B, Kind::Name),
+    ];
+    for (from, to, first) in plan {
+        let asker = host(from);
+        let mut kinds = [Kind::Ip4, Kind::Ip6, Kind::Name];
+        let start = kinds.iter().position(|&k| k == first).unwrap();
+        kinds.rotate_left(start);
+        for kind in kinds {
+            let args = kind.args(from, to);
+            let args: Vec<&str> = args.iter().map(String::as_str).collect();
+            let out = resolve(asker, &args, &to.gid(), &from.gid());
+            // For IPv4 the source printed is the one the daemon chose.
+            let want = format!(
+                "Destination: {}\nSource: {}\n",
+                kind.addr(to),
+                kind.addr(from)
+            );
+            assert!(out.contains(&want), "{args:?}:\n{out}");
+        }
+        let asked = format!("urdma: lookup {}: started", first.addr(to));
+        assert!(
+            asker.log().contains(&asked),
+            "{} should have asked the network for {}\n{}",
+            from.name(),
+            first.addr(to),
+            asker.diagnostics()
+        );
+
+        // librdmacm's rdma_getaddrinfo gets the same route from the daemon.
+        let route = format!(
+            "route flags=0x2b sgid={} dgid={} pkey=0xffff mtu=5 rate=16",
+            from.gid(),
+            to.gid()
+        );
+        for kind in [Kind::Ip4, Kind::Ip6] {
+            let (code, out) = asker.rai(&["-s", &kind.addr(from), &kind.addr(to)]);
+            assert_eq!(code, 0, "{out}");
+            assert!(
+                out.contains(&route),
+                "urdma-rai {} -> {}:\n{out}",
+                kind.addr(from),
+                kind.addr(to)
+            );
+        }
+    }
+    for h in [&a, &b, &c] {
+        assert!(h.daemon_alive(), "{}", h.diagnostics());
+    }
+}
+
+// 2 ------------------------------------------------------------------------
+
+#[test]
+fn both_sides_cache_each_other() {
+    let net = Net::new();
+    let a = Node::A.start(&net, &[]);
+    let b = Node::B.start(&net, &[]);
+
+    resolve(
+        &a,
+        &["-f", "i", "-d", &Node::B.ip4()],
+        &Node::B.gid(),
+        &Node::A.gid(),
+    );
+
+    // B never asked for A, yet answers A's address and GID at once (NODELAY:
+    // from its cache or not at all): it learned them from A's query.
+    let (out, took) = timed(|| {
+        resolve(
+            &b,
+            &["-c", "-f", "i", "-d", &Node::A.ip4()],
+            &Node::A.gid(),
+            &Node::B.gid(),
+        )
+    });
+    assert!(out.contains("Source: 10.0.0.2"), "{out}");
+    assert!(took < Duration::from_secs(2), "took {took:?}");
+    resolve(
+        &b,
+        &["-c", "-f", "g", "-d", &Node::A.gid()],
+        &Node::A.gid(),
+        &Node::B.gid(),
+    );
+    assert!(
+        !b.log().contains("urdma: lookup"),
+        "B should not have had to ask anything\n{}",
+        b.diagnostics()
+    );
+    // Only the address the query came from is verified and learned, not
+    // the other addresses A's query claimed (docs/protocol.md, Caching).
+    resolve_fails(
+        &b,
+        &[
+            "-c",
+            "-f",
+            "n",
+            "-s",
+            &Node::B.name(),
+            "-d",
+            &Node::A.name(),
+        ],
+        "No data available",
+    );
+}
+
+// 3 ------------------------------------------------------------------------
+
+#[test]
+fn a_stopped_host_times_out_while_other_destinations_are_served() {
+    const TIMEOUT_MS: u64 = 500;
+    const RETRIES: u64 = 1;
+    let opts = [
+        format!("urdma_timeout {TIMEOUT_MS}"),
+        format!("urdma_retries {RETRIES}"),
+    ];
+    let opts: Vec<&str> = opts.iter().map(String::as_str).collect();
+    let net = Net::new();
+    let a = Node::A.start(&net, &opts);
+    let b = Node::B.start(&net, &opts);
+    // C also holds an address outside its urdma endpoint, which A cannot
+    // have learned from it.
+    let mut c_cfg = Node::C.config(&opts);
+    c_cfg.ip_addrs.push("10.0.0.13/24".into());
+    let c = Host::start_on(&net, "eth0", c_cfg);
+
+    // Cached before C stops.
+    resolve(
+        &a,
+        &["-f", "i", "-d", "10.0.0.3"],
+        &Node::C.gid(),
+        &Node::A.gid(),
+    );
+
+    // C's daemon dies and its link goes down: nothing answers, not even
+    // ICMP, and the lookup fails once every try has timed out.
+    c.kill_daemon();
+    c.set_link("eth0", false);
+    let total = Duration::from_millis(TIMEOUT_MS * (RETRIES + 1));
+    std::thread::scope(|s| {
+        let slow = s.spawn(|| {
+            timed(|| resolve_fails(&a, &["-f", "i", "-d", "10.0.0.13"], "Connection timed out"))
+        });
+        a.expect_log("urdma: lookup 10.0.0.13: started", WAIT);
+        // Meanwhile A serves a destination it has to ask for and one it has
+        // cached (C's: the cache outlives the host).
+        let (_, other) = timed(|| {
+            resolve(
+                &a,
+                &["-f", "i", "-d", "10.0.0.2"],
+                &Node::B.gid(),
+                &Node::A.gid(),
+            );
+            resolve(
+                &a,
+                &["-f", "i", "-d", "10.0.0.3"],
+                &Node::C.gid(),
+                &Node::A.gid(),
+            );
+        });
+        assert!(
+            !slow.is_finished(),
+            "the other requests ({other:?}) should have been answered while 10.0.0.13 was \
+             still being asked for\n{}",
+            a.diagnostics()
+        );
+        let (out, took) = slow.join().unwrap();
+        assert!(
+            took >= total - Duration::from_millis(50),
+            "failed after {took:?}, before {RETRIES} retries of {TIMEOUT_MS} ms:\n{out}"
+        );
+        assert!(
+            took < Duration::from_secs(2),
+            "failed only after {took:?}, expected about {total:?}:\n{out}"
+        );
+    });
+    a.expect_log(
+        "urdma: lookup 10.0.0.13: try 1 timed out, asking again",
+        WAIT,
+    );
+
+    // The failure is remembered: asked again, A answers at once.
+    let (_, took) =
+        timed(|| resolve_fails(&a, &["-f", "i", "-d", "10.0.0.13"], "Connection timed out"));
+    assert!(took < Duration::from_millis(TIMEOUT_MS), "took {took:?}");
+    resolve(
+        &a,
+        &["-f", "i", "-d", "10.0.0.3"],
+        &Node::C.gid(),
+        &Node::A.gid(),
+    );
+    assert!(a.daemon_alive() && b.daemon_alive(), "{}", a.diagnostics());
+}
+
+#[test]
+fn a_host_whose_daemon_stopped_fails_lookups_at_once_by_icmp() {
+    // Defaults: without an answer a lookup would take 3 x 500 ms.
+    let net = Net::new();
+    let a = Node::A.start(&net, &[]);
+    let mut c_cfg = Node::C.config(&[]);
+    c_cfg
+        .ip_addrs
+        .extend(["10.0.0.13/24".into(), "fd00::13/64".into()]);
+    let c = Host::start_on(&net, "eth0", c_cfg);
+    resolve(
+        &a,
+        &["-f", "i", "-d", "10.0.0.3"],
+        &Node::C.gid(),
+        &Node::A.gid(),
+    );
+
+    // C's daemon dies, its link stays up: C's kernel answers A's queries
+    // with ICMP port unreachable, and A fails at once, within one try.
+    c.kill_daemon();
+    for (args, dest) in [
+        (vec!["-f", "i", "-d", "10.0.0.13"], "10.0.0.13:6126"),
+        (
+            vec!["-f", "i", "-s", "fd00::1", "-d", "fd00::13"],
+            "[fd00::13]:6126",
+        ),
+    ] {
+        let (out, took) = timed(|| resolve_fails(&a, &args, "No data available"));
+        assert!(
+            took < Duration::from_millis(500),
+            "the ICMP error should fail {args:?} at once, it took {took:?}:\n{out}\n{}",
+            a.diagnostics()
+        );
+        a.expect_log(&format!("{dest} unreachable"), WAIT);
+    }
+    // What A learned before C stopped still answers.
+    resolve(
+        &a,
+        &["-f", "i", "-d", "10.0.0.3"],
+        &Node::C.gid(),
+        &Node::A.gid(),
+    );
+}
+
+// 4 ------------------------------------------------------------------------
+
+#[test]
+fn a_host_restarting_with_a_new_gid_is_followed_by_its_peers() {
+    let (_net, a, b, c) = trio(&[]);
+    let old = Node::C;
+    let new = Node::C.next_generation();
+    assert_ne!(old.gid(), new.gid());
+
+    for args in [
+        vec!["-f", "i", "-d", "10.0.0.3"],
+        vec!["-f", "i", "-s", "fd00::1", "-d", "fd00::3"],
+        vec!["-f", "n", "-s", "node-a", "-d", "node-c"],
+    ] {
+        resolve(&a, &args, &old.gid(), &Node::A.gid());
+    }
+    resolve(
+        &b,
+        &["-f", "i", "-d", "10.0.0.3"],
+        &old.gid(),
+        &Node::B.gid(),
+    );
+
+    // C comes back with another device: a new MAC, so a new GID. A and B
+    // are not restarted; C's announcement updates them.
+    c.restart(&new.config(&[]));
+    c.expect_log(
+        &format!("urdma: device 0x505400fffe00010c port 1: gid {}", new.gid()),
+        WAIT,
+    );
+    let took = poll_until_resolved(&a, &["-f", "i", "-d", "10.0.0.3"], &new.gid());
+    eprintln!("A followed C to its new GID after {took:?}");
+    resolve(
+        &a,
+        &["-f", "i", "-d", "10.0.0.3"],
+        &new.gid(),
+        &Node::A.gid(),
+    );
+    // The announcement moved C's other names with it.
+    resolve(
+        &a,
+        &["-f", "i", "-s", "fd00::1", "-d", "fd00::3"],
+        &new.gid(),
+        &Node::A.gid(),
+    );
+    resolve(
+        &a,
+        &["-f", "n", "-s", "node-a", "-d", "node-c"],
+        &new.gid(),
+        &Node::A.gid(),
+    );
+    poll_until_resolved(&b, &["-f", "i", "-d", "10.0.0.3"], &new.gid());
+    let (code, out) = a.rai(&["-s", "10.0.0.1", "10.0.0.3"]);
+    assert_eq!(code, 0, "{out}");
+    assert!(out.contains(&format!("dgid={}", new.gid())), "{out}");
+}
+
+// 5 ------------------------------------------------------------------------
+
+#[test]
+fn five_hundred_concurrent_misses_are_each_answered_once() {
+    const NAMES: usize = 500;
+    const IPS: usize = 50;
+    let net = Net::new();
+    let a = Node::A.start(&net, &[]);
+    let mut b_cfg = Node::B.config(&[]);
+    let extra_ips: Vec<String> = (0..IPS).map(|i| format!("10.0.0.{}", 101 + i)).collect();
+    for ip in &extra_ips {
+        b_cfg.ip_addrs.push(format!("{ip}/24"));
+        b_cfg.addr_lines.push(format!("{ip} urdma0 1 default"));
+    }
+    // After the addresses: a reply's record lists its endpoint's first
+    // addresses, so no answer about an address teaches A any of the names.
+    for i in 1..=NAMES {
+        let line = format!("node-b-{i} urdma0 1 default");
+        b_cfg.addr_lines.push(line);
+    }
+    let b = Host::start_on(&net, "eth0", b_cfg);
+    b.expect_log(
+        &format!("urdma: endpoint pkey 0xffff: address node-b-{NAMES}"),
+        WAIT,
+    );
+
+    // 500 distinct names, all misses, on 500 connections at once; at the
+    // same time 50 distinct IP addresses (unicast queries) on 50 more.
+    let n = NAMES.to_string();
+    let ips = IPS.to_string();
+    let dests = a.path("dests.txt");
+    std::fs::write(&dests, extra_ips.join("\n")).unwrap();
+    let ((names, addrs), took) = timed(|| {
+        std::thread::scope(|s| {
+            let names = s.spawn(|| {
+                a.load(
+                    &[
+                        "-s", "node-a", "-f", "n", "--range", "node-b-", &n, "-c", &n, "-n", &n,
+                        "--window", "1",
+                    ],
+                    Duration::from_secs(60),
+                )
+            });
+            let addrs = a.load(
+                &[
+                    "-s",
+                    "10.0.0.1",
+                    "-f",
+                    "i",
+                    "--dest-file",
+                    dests.to_str().unwrap(),
+                    "-c",
+                    &ips,
+                    "-n",
+                    &ips,
+                    "--window",
+                    "1",
+                    "--verbose",
+                ],
+                Duration::from_secs(60),
+            );
+            (names.join().unwrap(), addrs)
+        })
+    });
+    for ((code, out), count) in [(&names, &n), (&addrs, &ips)] {
+        eprintln!("{count} in {took:?}: {}", out.lines().last().unwrap_or(""));
+        let sum = load_summary(out);
+        assert_eq!(*code, 0, "urdma-load:\n{out}\n{}", a.diagnostics());
+        for (k, v) in [
+            ("requests", count.as_str()),
+            ("replies", count),
+            ("ok", count),
+            ("missing", "0"),
+            ("duplicates", "0"),
+            ("unknown_tid", "0"),
+            ("bad_replies", "0"),
+            ("disconnects", "0"),
+        ] {
+            assert_eq!(sum[k], v, "`{k}` in {sum:?}\n{}", a.diagnostics());
+        }
+    }
+    // Every address was answered with B's GID (one `--verbose` line each).
+    let b_gid = format!("dgid={}", Node::B.gid());
+    assert_eq!(
+        addrs.1.lines().filter(|l| l.contains(&b_gid)).count(),
+        IPS,
+        "{}",
+        addrs.1
+    );
+    assert!(a.daemon_alive() && b.daemon_alive(), "{}", a.diagnostics());
+}
+
+// 6 ------------------------------------------------------------------------
+
+#[test]
+fn nodelay_answers_no_data_at_once_and_starts_the_lookup() {
+    let net = Net::new();
+    let a = Node::A.start(&net, &[]);
+    let _b = Node::B.start(&net, &[]);
+    let _c = Node::C.start(&net, &[]);
+
+    // One peer by address, the other by name (asking for B by address
+    // teaches A B's name too).
+    for (args, peer) in [
+        (vec!["-c", "-f", "i", "-d", "10.0.0.2"], Node::B),
+        (
+            vec!["-c", "-f", "n", "-s", "node-a", "-d", "node-c"],
+            Node::C,
+        ),
+    ] {
+        let (_, took) = timed(|| resolve_fails(&a, &args, "No data available"));
+        assert!(took < Duration::from_millis(500), "{args:?} took {took:?}");
+        // The lookup it started answers a later NODELAY request.
+        poll_until_resolved(&a, &args, &peer.gid());
+        resolve(&a, &args, &peer.gid(), &Node::A.gid());
+    }
+}
+
+// 7 ------------------------------------------------------------------------
+
+#[test]
+fn derivations_give_gids_of_peers_without_the_provider() {
+    const D_MAC: &str = "52:54:00:aa:bb:cc";
+    const D_EUI64: &str = "fe80::5054:ff:feaa:bbcc";
+    let net = Net::new();
+    // D: an IP host on the segment that runs no daemon.
+    let d = Host::bare();
+    net.attach_with_mac(&d, "eth0", Some(D_MAC), &["10.0.0.4/24", "fd00::4/64"]);
+    // One try each: D's port unreachable should end it at once anyway.
+    let eui = Node::A.start(&net, &["urdma_derive eui64", "urdma_retries 0"]);
+    let mapped = Node::B.start(&net, &["urdma_derive ipv4-mapped", "urdma_retries 0"]);
+    let offline = Node::C.start(&net, &["urdma_discovery no", "urdma_derive eui64"]);
+
+    // Nobody answers discovery at 10.0.0.4 (port unreachable), so each host
+    // falls back to its derivation.
+    resolve(
+        &eui,
+        &["-f", "i", "-d", "10.0.0.4"],
+        D_EUI64,
+        &Node::A.gid(),
+    );
+    resolve(
+        &eui,
+        &["-f", "i", "-s", "fd00::1", "-d", "fd00::4"],
+        D_EUI64,
+        &Node::A.gid(),
+    );
+    resolve(
+        &mapped,
+        &["-f", "i", "-d", "10.0.0.4"],
+        "::ffff:10.0.0.4",
+        &Node::B.gid(),
+    );
+    // ipv4-mapped has nothing to offer for an IPv6 address: the lookup
+    // fails with discovery's status (that ICMP makes it ENODATA at once is
+    // the business of `a_host_whose_daemon_stopped_fails_lookups_at_once_by_icmp`).
+    let (code, out) = mapped.acme(&["-f", "i", "-s", "fd00::2", "-d", "fd00::4"]);
+    assert_ne!(code, 0, "{out}");
+    assert!(out.contains("ib_acm_resolve_ip failed: "), "{out}");
+    assert!(!out.contains("Path information"), "{out}");
+    // Without discovery the derivation is all there is.
+    resolve(
+        &offline,
+        &["-f", "i", "-d", "10.0.0.4"],
+        D_EUI64,
+        &Node::C.gid(),
+    );
+
+    // A peer that runs the provider still gets its real GID, not one
+    // derived from its interface's MAC.
+    resolve(
+        &eui,
+        &["-f", "i", "-d", "10.0.0.2"],
+        &Node::B.gid(),
+        &Node::A.gid(),
+    );
+    resolve(
+        &mapped,
+        &["-f", "i", "-d", "10.0.0.1"],
+        &Node::A.gid(),
+        &Node::B.gid(),
+    );
+    // librdmacm gets the derived route too.
+    let (code, out) = eui.rai(&["-s", "10.0.0.1", "10.0.0.4"]);
+    assert_eq!(code, 0, "{out}");
+    assert!(out.contains(&format!("dgid={D_EUI64}")), "{out}");
+}
+
+// 8 ------------------------------------------------------------------------
+
+/// A REPLY (type 2) REFUSED for IPv4 `target`, transaction id `txid`: a
+/// well-formed message (docs/protocol.md) that answers no query.
+fn refused_reply(txid: u64, target: [u8; 4]) -> Vec<u8> {
+    let mut m = b"URDD".to_vec();
+    m.extend_from_slice(&[1, 2, 0, 0]);
+    m.extend_from_slice(&txid.to_be_bytes());
+    m.push(2);
+    m.extend_from_slice(&[2, 4]);
+    m.extend_from_slice(&target);
+    assert_eq!(m.len(), 23);
+    m
+}
+
+#[test]
+fn garbage_on_the_discovery_port_is_dropped_counted_and_never_answered() {
+    let net = Net::new();
+    let a = Node::A.start(&net, &[]);
+    let _b = Node::B.start(&net, &[]);
+    let d = Host::bare();
+    net.attach(&d, "eth0", &["10.0.0.4/24"]);
+
+    // Deterministic noise that is not a message (xorshift).
+    let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
+    let noise: Vec<u8> = (0..200)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x as u8
+        })
+        .collect();
+    let datagrams: Vec<(&str, Vec<u8>)> = vec![
+        ("malformed", noise),
+        ("malformed", b"URDD\x01\x02\x00\x00\x00\x00".to_vec()),
+        (
+            "no query with that transaction id",
+            refused_reply(0x0123_4567_89ab_cdef, [10, 0, 0, 2]),
+        ),
+    ];
+    let a_addr = format!("{}:{DISCOVERY_PORT}", Node::A.ip4());
+    let (port, answered) = d.in_netns(|| {
+        let s = UdpSocket::bind("0.0.0.0:0").expect("bind");
+        for (_, bytes) in &datagrams {
+            s.send_to(bytes, &a_addr).expect("send");
+        }
+        // The protocol never answers anything that is not a query.
+        s.set_read_timeout(Some(Duration::from_millis(500)))
+            .unwrap();
+        let mut buf = [0u8; 2048];
+        let answered = s.recv_from(&mut buf).ok();
+        (s.local_addr().unwrap().port(), answered)
+    });
+    assert_eq!(answered, None, "A answered garbage");
+
+    let from = format!("discovery: dropped a datagram from 10.0.0.4:{port}: ");
+    if !a.wait_log_count(&from, datagrams.len(), WAIT) {
+        panic!(
+            "A did not log {} drops\n{}",
+            datagrams.len(),
+            a.diagnostics()
+        );
+    }
+    let drops: Vec<String> = a
+        .log()
+        .lines()
+        .filter(|l| l.contains(&from))
+        .map(String::from)
+        .collect();
+    let mut last = 0;
+    for ((why, _), line) in datagrams.iter().zip(&drops) {
+        assert!(line.contains(why), "expected `{why}`: {line}");
+        let total: usize = line
+            .rsplit_once('(')
+            .and_then(|(_, t)| t.strip_suffix(" dropped so far)"))
+            .and_then(|t| t.parse().ok())
+            .unwrap_or_else(|| panic!("no count in {line}"));
+        assert!(total > last, "the count should grow: {drops:?}");
+        last = total;
+    }
+
+    // A is unharmed: it still resolves a peer and its own name.
+    assert!(a.daemon_alive(), "{}", a.diagnostics());
+    resolve(
+        &a,
+        &["-f", "i", "-d", "10.0.0.2"],
+        &Node::B.gid(),
+        &Node::A.gid(),
+    );
+    resolve(
+        &a,
+        &["-f", "n", "-s", "node-a", "-d", "node-b"],
+        &Node::B.gid(),
+        &Node::A.gid(),
+    );
+}
+
+// 9 ------------------------------------------------------------------------
+
+#[test]
+fn a_port_going_down_answers_its_pending_requests() {
+    let net = Net::new();
+    let a = Node::A.start(&net, &["urdma_timeout 5000", "urdma_retries 0"]);
+    let _b = Node::B.start(&net, &[]);
+    // 10.0.0.99 "exists" (a static neighbour entry, so no ARP failure and no
+    // ICMP) but nobody answers: the lookup would wait the full 5 s.
+    a.exec(&[
+        "ip",
+        "neigh",
+        "add",
+        "10.0.0.99",
+        "lladdr",
+        "52:54:00:99:99:99",
+        "nud",
+        "permanent",
+        "dev",
+        "eth0",
+    ]);
+
+    std::thread::scope(|s| {
+        let waiting = s.spawn(|| {
+            timed(|| {
+                resolve_fails(
+                    &a,
+                    &["-f", "i", "-d", "10.0.0.99"],
+                    "Transport endpoint is not connected",
+                )
+            })
+        });
+        a.expect_log("urdma: lookup 10.0.0.99: started", WAIT);
+        let (_, injected) = timed(|| a.inject("event urdma0 1 port_err"));
+        let (out, took) = waiting.join().unwrap();
+        assert!(
+            took < Duration::from_millis(2500) + injected,
+            "the request was answered only after {took:?}:\n{out}"
+        );
+    });
+    a.expect_log("acm_port_down: urdma0 1 is down", WAIT);
+
+    a.inject("event urdma0 1 port_active");
+    if !a.wait_log_count("urdma: endpoint pkey 0xffff: address node-a", 2, WAIT) {
+        panic!("port 1 did not come back\n{}", a.diagnostics());
+    }
+    resolve(
+        &a,
+        &["-f", "i", "-d", "10.0.0.2"],
+        &Node::B.gid(),
+        &Node::A.gid(),
+    );
+    resolve(
+        &a,
+        &["-f", "n", "-s", "node-a", "-d", "node-b"],
+        &Node::B.gid(),
+        &Node::A.gid(),
+    );
+}
+
+#[test]
+fn a_port_going_down_is_withdrawn_from_its_peers() {
+    let net = Net::new();
+    let a = Node::A.start(&net, &[]);
+    let b = Node::B.start(&net, &[]);
+    // B learns all of A's addresses from one answer.
+    resolve(
+        &b,
+        &["-f", "n", "-s", "node-b", "-d", "node-a"],
+        &Node::A.gid(),
+        &Node::B.gid(),
+    );
+    for args in [
+        vec!["-c", "-f", "i", "-d", "10.0.0.1"],
+        vec!["-c", "-f", "i", "-s", "fd00::2", "-d", "fd00::1"],
+        vec!["-c", "-f", "n", "-s", "node-b", "-d", "node-a"],
+    ] {
+        resolve(&b, &args, &Node::A.gid(), &Node::B.gid());
+    }
+
+    // A's port goes down: A withdraws its endpoint's addresses, and B stops
+    // handing out paths to a port that is gone.
+    a.inject("event urdma0 1 port_err");
+    a.expect_log("acm_port_down: urdma0 1 is down", WAIT);
+    for args in [
+        vec!["-c", "-f", "i", "-d", "10.0.0.1"],
+        vec!["-c", "-f", "i", "-s", "fd00::2", "-d", "fd00::1"],
+        vec!["-c", "-f", "n", "-s", "node-b", "-d", "node-a"],
+    ] {
+        let started = Instant::now();
+        loop {
+            let (code, out) = b.acme(&args);
+            if code != 0 {
+                assert!(
+                    out.contains("failed: No data available"),
+                    "{args:?}:\n{out}"
+                );
+                break;
+            }
+            assert!(
+                started.elapsed() < WAIT,
+                "B still resolves {args:?} {WAIT:?} after A's port went down:\n{out}\n{}",
+                b.diagnostics()
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+}
