@@ -315,30 +315,34 @@ pub fn query_reply(req: &MsgBuf, status: u8, path: Option<&[u8; PATH_RECORD_LEN]
     r
 }
 
+/// A resolve request as the daemon hands one over: for clients of the
+/// engine other than the daemon (benchmarks, tests).
+pub fn request(entries: &[Entry], src_out: bool, tid: u64) -> MsgBuf {
+    let mut m = MsgBuf::default();
+    m.0[0] = 1;
+    m.0[1] = ACM_OP_RESOLVE as u8;
+    m.0[3] = src_out as u8;
+    m.0[8..16].copy_from_slice(&tid.to_ne_bytes());
+    for (i, e) in entries.iter().enumerate().take(MAX_ENTRIES) {
+        m.set_entry(i, e);
+    }
+    m.set_length(HDR + entries.len().min(MAX_ENTRIES) * EP);
+    m
+}
+
+/// An address entry of a request: `bytes` in the 64-byte address field.
+pub fn addr_entry(flags: u32, kind: u16, bytes: &[u8]) -> Entry {
+    let mut info = [0; ADDR_LEN];
+    let n = bytes.len().min(ADDR_LEN);
+    info[..n].copy_from_slice(&bytes[..n]);
+    Entry { flags, kind, info }
+}
+
 #[cfg(test)]
 pub mod tests {
     use super::*;
+    pub use super::{addr_entry, request};
     use acm_prov_sys::{ACM_ADDRESS_IP, ACM_ADDRESS_NAME, ACM_STATUS_ENODATA};
-
-    /// Builds a resolve request the way the daemon hands one over.
-    pub fn request(entries: &[Entry], src_out: bool, tid: u64) -> MsgBuf {
-        let mut m = MsgBuf::default();
-        m.0[0] = 1;
-        m.0[1] = ACM_OP_RESOLVE as u8;
-        m.0[3] = src_out as u8;
-        m.0[8..16].copy_from_slice(&tid.to_ne_bytes());
-        for (i, e) in entries.iter().enumerate() {
-            m.set_entry(i, e);
-        }
-        m.set_length(HDR + entries.len() * EP);
-        m
-    }
-
-    pub fn addr_entry(flags: u32, kind: u16, bytes: &[u8]) -> Entry {
-        let mut info = [0; ADDR_LEN];
-        info[..bytes.len()].copy_from_slice(bytes);
-        Entry { flags, kind, info }
-    }
 
     #[test]
     fn parses_an_ip_request_with_a_daemon_chosen_source() {

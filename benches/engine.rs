@@ -1,0 +1,199 @@
+//! In-process cost of the provider's request path, without the daemon:
+//! a cache-hit `resolve` (request parse, lookup, path build, reply) at 1k,
+//! 100k and 1M cached destinations, and the cost of handing a miss to the
+//! worker thread (queueing the lookup and its datagram).
+//!
+//! Prints nanoseconds per request, and, when valgrind is installed,
+//! instructions per request: callgrind runs this program twice with
+//! different request counts and the difference is divided, so start-up and
+//! set-up cancel out. Numbers are printed, never asserted.
+//!
+//! `cargo bench --bench engine [-- --quick]`
+
+use ibacm_urdma::addr::Address;
+use ibacm_urdma::config::Config;
+use ibacm_urdma::engine::{Engine, Id, PortInfo};
+use ibacm_urdma::host::{Counter, Host};
+use ibacm_urdma::hosts::Hosts;
+use ibacm_urdma::msg::{addr_entry, request, MsgBuf};
+use std::hint::black_box;
+use std::process::Command;
+use std::time::Instant;
+
+/// The daemon as far as the engine's hot path needs one.
+struct NullHost;
+
+impl Host for NullHost {
+    fn resolve_response(&self, _: u64, _: &MsgBuf) -> i32 {
+        0
+    }
+    fn query_response(&self, _: u64, _: &MsgBuf) -> i32 {
+        0
+    }
+    fn increment_counter(&self, c: Counter) {
+        black_box(c);
+    }
+}
+
+/// Destination `i` of the benchmark: an IPv4 address.
+fn ip(i: u32) -> [u8; 4] {
+    (0x0a00_0000 | i).to_be_bytes()
+}
+
+fn hosts_text(n: u32) -> String {
+    let mut s = String::with_capacity(n as usize * 40);
+    for i in 0..n {
+        let [a, b, c, d] = ip(i);
+        s.push_str(&format!(
+            "{a}.{b}.{c}.{d} fe80::1:{:x}:{:x}\n",
+            i >> 16,
+            i & 0xffff
+        ));
+    }
+    s
+}
+
+/// An engine with one port and endpoint, `n` hosts-file entries, all of
+/// them already resolved once (so cached).
+fn engine(n: u32, discovery: bool) -> (Engine<NullHost>, Id) {
+    let (hosts, diags) = Hosts::parse(&hosts_text(n), "bench");
+    assert!(diags.is_empty());
+    let mut e = Engine::new(NullHost, Config::default(), hosts);
+    let dev = e.open_device(1);
+    let info = PortInfo {
+        port_num: 1,
+        link_layer_ib: true,
+        link_layer: "InfiniBand",
+        active_mtu: 5,
+        active_width: 2,
+        active_speed: 32,
+        gids: vec!["fe80::a".parse().unwrap()],
+        ..Default::default()
+    };
+    let port = e.open_port(dev, info).unwrap();
+    let ep = e.open_endpoint(port, 0xffff).unwrap();
+    let addr = e
+        .add_address(ep, Address::Ip4([192, 168, 0, 1].into()))
+        .unwrap();
+    e.set_discovery_up(discovery);
+    let mut req = request(&[addr_entry(2, 2, &ip(0))], false, 1);
+    for i in 0..n {
+        req.0[24..28].copy_from_slice(&ip(i));
+        assert_eq!(e.resolve(addr, &req, 1).unwrap().status(), 0);
+    }
+    e.take_effects();
+    (e, addr)
+}
+
+/// `iters` cache hits over `n` destinations, in a scattered order.
+fn hits(e: &mut Engine<NullHost>, addr: Id, n: u32, iters: u64) {
+    let mut req = request(&[addr_entry(2, 2, &ip(0))], false, 1);
+    let mut i: u32 = 0;
+    for tid in 0..iters {
+        // A full-period step through 0..n visits every entry, not in order.
+        i = (i + 40_503) % n;
+        req.0[24..28].copy_from_slice(&ip(i));
+        req.0[8..16].copy_from_slice(&tid.to_ne_bytes());
+        let reply = e.resolve(addr, black_box(&req), tid);
+        black_box(reply);
+    }
+}
+
+/// `iters` misses handed to the worker: distinct unknown destinations.
+fn misses(e: &mut Engine<NullHost>, addr: Id, iters: u64) {
+    let mut req = request(&[addr_entry(2, 2, &ip(0))], false, 1);
+    for k in 0..iters {
+        req.0[24..28].copy_from_slice(&(0x0b00_0000u32 + k as u32).to_be_bytes());
+        let reply = e.resolve(addr, black_box(&req), k);
+        black_box(reply);
+        black_box(e.take_effects());
+    }
+}
+
+const SIZES: [u32; 3] = [1_000, 100_000, 1_000_000];
+
+/// Runs one measurement in this process (the child of a callgrind run).
+fn child(args: &[String]) {
+    let kind = args[0].as_str();
+    let n: u32 = args[1].parse().unwrap();
+    let iters: u64 = args[2].parse().unwrap();
+    match kind {
+        "hit" => {
+            let (mut e, addr) = engine(n, false);
+            hits(&mut e, addr, n, iters);
+        }
+        _ => {
+            let (mut e, addr) = engine(n, true);
+            misses(&mut e, addr, iters);
+        }
+    }
+}
+
+/// Instructions per request, or None without valgrind.
+fn instructions(kind: &str, n: u32, iters: u64) -> Option<f64> {
+    let exe = std::env::current_exe().ok()?;
+    let run = |k: u64| -> Option<u64> {
+        let out = Command::new("valgrind")
+            .args(["--tool=callgrind", "--callgrind-out-file=/dev/null"])
+            .arg(&exe)
+            .args(["--child", kind, &n.to_string(), &k.to_string()])
+            .output()
+            .ok()?;
+        let text = String::from_utf8_lossy(&out.stderr);
+        let line = text.lines().find(|l| l.contains("Collected :"))?;
+        line.rsplit(':').next()?.trim().parse().ok()
+    };
+    let (a, b) = (run(iters)?, run(3 * iters)?);
+    Some((b.saturating_sub(a)) as f64 / (2 * iters) as f64)
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    if let Some(pos) = args.iter().position(|a| a == "--child") {
+        return child(&args[pos + 1..]);
+    }
+    let quick = args.iter().any(|a| a == "--quick");
+    println!("## In-process request cost (release build)\n");
+    println!("| case | cached destinations | ns/request | instructions/request |");
+    println!("|---|---|---|---|");
+    for n in SIZES {
+        let (mut e, addr) = engine(n, false);
+        let iters = if quick { 200_000 } else { 2_000_000 };
+        hits(&mut e, addr, n, iters / 10);
+        let t = Instant::now();
+        hits(&mut e, addr, n, iters);
+        let ns = t.elapsed().as_nanos() as f64 / iters as f64;
+        let ins = instructions("hit", n, 20_000).map_or("-".into(), |i| format!("{i:.0}"));
+        println!("| cache hit | {n} | {ns:.0} | {ins} |");
+    }
+    let (mut e, addr) = engine(1_000, true);
+    let iters = if quick { 20_000 } else { 200_000 };
+    let t = Instant::now();
+    misses(&mut e, addr, iters);
+    let ns = t.elapsed().as_nanos() as f64 / iters as f64;
+    let ins = instructions("miss", 1_000, 5_000).map_or("-".into(), |i| format!("{i:.0}"));
+    println!("| miss handed to the worker | 1000 | {ns:.0} | {ins} |");
+
+    // A message the daemon's log_level filters out: its cost is one level
+    // check. Compared with the same loop and logging off entirely.
+    let n = 1_000;
+    let iters = if quick { 200_000 } else { 2_000_000 };
+    let mut best = [f64::MAX; 2];
+    for round in 0..6 {
+        let level = round % 2;
+        ibacm_urdma::log::install(|| Box::new(|_, _| {}), 0);
+        if level == 1 {
+            log::set_max_level(log::LevelFilter::Off);
+        }
+        let (mut e, addr) = engine(n, false);
+        let t = Instant::now();
+        hits(&mut e, addr, n, iters);
+        best[level] = best[level].min(t.elapsed().as_nanos() as f64 / iters as f64);
+    }
+    println!("\n| logging | ns/cache hit (best of 3) |\n|---|---|");
+    println!(
+        "| bridge installed, daemon log_level 0 (operation messages filtered) | {:.1} |",
+        best[0]
+    );
+    println!("| no logging at all | {:.1} |", best[1]);
+}
