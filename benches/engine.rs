@@ -85,17 +85,21 @@ fn engine(n: u32, discovery: bool) -> (Engine<NullHost>, Id) {
     (e, addr)
 }
 
-/// `iters` cache hits over `n` destinations, in a scattered order.
+/// `iters` cache hits over `n` destinations, in a scattered order, answered
+/// in the request's own buffer as the daemon's callback does.
 fn hits(e: &mut Engine<NullHost>, addr: Id, n: u32, iters: u64) {
-    let mut req = request(&[addr_entry(2, 2, &ip(0))], false, 1);
+    let template = request(&[addr_entry(2, 2, &ip(0))], false, 1);
+    let mut msg = template.clone();
     let mut i: u32 = 0;
     for tid in 0..iters {
+        // What the daemon's recv() writes: the header and one entry.
+        msg.0[..88].copy_from_slice(&template.0[..88]);
         // A full-period step through 0..n visits every entry, not in order.
         i = (i + 40_503) % n;
-        req.0[24..28].copy_from_slice(&ip(i));
-        req.0[8..16].copy_from_slice(&tid.to_ne_bytes());
-        let reply = e.resolve(addr, black_box(&req), tid);
-        black_box(reply);
+        msg.0[24..28].copy_from_slice(&ip(i));
+        msg.0[8..16].copy_from_slice(&tid.to_ne_bytes());
+        let answered = e.resolve_in_place(addr, black_box(&mut msg), tid);
+        black_box(answered);
     }
 }
 

@@ -2,8 +2,8 @@
 //! of the configuration.
 
 use crate::addr::Address;
+use crate::fastmap::Map;
 use crate::path::{Dest, PathRecord};
-use std::collections::HashMap;
 use std::time::Instant;
 
 /// Opaque endpoint key of the cache.
@@ -33,7 +33,7 @@ pub enum Lookup {
 
 #[derive(Default)]
 pub struct Cache {
-    per_endpoint: HashMap<EndpointKey, HashMap<Address, Entry>>,
+    per_endpoint: Map<EndpointKey, Map<Address, Entry>>,
 }
 
 fn live(deadline: Option<Instant>, now: Instant) -> bool {
@@ -81,7 +81,7 @@ impl Cache {
     }
 
     pub fn len(&self) -> usize {
-        self.per_endpoint.values().map(HashMap::len).sum()
+        self.per_endpoint.values().map(Map::len).sum()
     }
 
     pub fn is_empty(&self) -> bool {

@@ -10,6 +10,7 @@
 use crate::addr::{Address, Gid};
 use crate::cache::{Cache, Entry, Lookup};
 use crate::config::Config;
+use crate::fastmap::Map;
 use crate::host::{Counter, Host, COUNTERS};
 use crate::hosts::Hosts;
 use crate::msg::{self, MsgBuf, Rejected, ResolveRequest, Target};
@@ -19,7 +20,6 @@ use acm_prov_sys::{
     ACM_STATUS_EDESTADDR, ACM_STATUS_EINVAL, ACM_STATUS_ENODATA, ACM_STATUS_ENOTCONN,
     ACM_STATUS_ESRCADDR, ACM_STATUS_SUCCESS,
 };
-use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr};
 use std::time::Instant;
 
@@ -135,13 +135,13 @@ pub struct Engine<H: Host> {
     pub(crate) host: H,
     pub(crate) cfg: Config,
     hosts: Hosts,
-    devices: HashMap<Id, u64>,
-    device_by_guid: HashMap<u64, Id>,
-    pub(crate) ports: HashMap<Id, Port>,
-    pub(crate) endpoints: HashMap<Id, Endpoint>,
-    pub(crate) addresses: HashMap<Id, LocalAddress>,
+    devices: Map<Id, u64>,
+    device_by_guid: Map<u64, Id>,
+    pub(crate) ports: Map<Id, Port>,
+    pub(crate) endpoints: Map<Id, Endpoint>,
+    pub(crate) addresses: Map<Id, LocalAddress>,
     /// This daemon's own endpoint addresses, for local destinations.
-    pub(crate) local: HashMap<Address, Vec<Id>>,
+    pub(crate) local: Map<Address, Vec<Id>>,
     pub(crate) cache: Cache,
     pub(crate) resolver: Resolver,
     pub(crate) effects: Effects,
@@ -163,12 +163,12 @@ impl<H: Host> Engine<H> {
             host,
             cfg,
             hosts,
-            devices: HashMap::new(),
-            device_by_guid: HashMap::new(),
-            ports: HashMap::new(),
-            endpoints: HashMap::new(),
-            addresses: HashMap::new(),
-            local: HashMap::new(),
+            devices: Map::default(),
+            device_by_guid: Map::default(),
+            ports: Map::default(),
+            endpoints: Map::default(),
+            addresses: Map::default(),
+            local: Map::default(),
             cache: Cache::default(),
             resolver: Resolver::default(),
             effects: Effects::default(),
@@ -404,27 +404,36 @@ impl<H: Host> Engine<H> {
     /// `None`: the request waits for a lookup and is answered later through
     /// [`Effects`].
     pub fn resolve(&mut self, addr: Id, req: &MsgBuf, id: u64) -> Option<MsgBuf> {
+        let mut msg = req.clone();
+        self.resolve_in_place(addr, &mut msg, id).then_some(msg)
+    }
+
+    /// [`Engine::resolve`] without copies: `msg` is the request and, when
+    /// this returns true, the reply to send. False: a lookup holds a copy of
+    /// the request and answers it later.
+    pub fn resolve_in_place(&mut self, addr: Id, msg: &mut MsgBuf, id: u64) -> bool {
         let Some(ep) = self.addresses.get(&addr).map(|a| a.endpoint) else {
             log::error!("resolve for an address context this provider does not know");
-            return Some(msg::resolve_error(req, ACM_STATUS_ESRCADDR as u8));
+            msg.make_resolve_error(ACM_STATUS_ESRCADDR as u8);
+            return true;
         };
         self.count(ep, Counter::Resolve);
-        let reply = match ResolveRequest::parse(req) {
-            Ok(r) => match self.route(ep, &r, Some((id, req))) {
-                Ok(Some(path)) => msg::resolve_success(req, &path.encode(), r.echo_source),
-                Ok(None) => return None,
+        match ResolveRequest::parse(msg) {
+            Ok(r) => match self.route(ep, &r, Some((id, msg))) {
+                Ok(Some(path)) => msg.make_resolve_success(&path.encode(), r.echo_source),
+                Ok(None) => return false,
                 Err(e) => {
-                    log::trace!("resolve tid {:#x}: {}", req.tid(), e.why);
-                    msg::resolve_error(req, e.status)
+                    log::trace!("resolve tid {:#x}: {}", msg.tid(), e.why);
+                    msg.make_resolve_error(e.status);
                 }
             },
             Err(e) => {
                 log::warn!("malformed resolve request: {}", e.why);
-                msg::resolve_error(req, e.status)
+                msg.make_resolve_error(e.status);
             }
-        };
-        self.count_status(ep, reply.status());
-        Some(reply)
+        }
+        self.count_status(ep, msg.status());
+        true
     }
 
     /// Handles a `query` (`ib_acme -v`): there is no SA to ask, so the

@@ -10,7 +10,7 @@
 
 use crate::addr::{Address, Gid};
 use crate::config::Diagnostic;
-use std::collections::HashMap;
+use crate::fastmap::Map;
 
 /// Where a remote destination is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -23,7 +23,7 @@ pub struct Remote {
 /// GID and LID destinations of the same hosts resolve too.
 #[derive(Default, Debug)]
 pub struct Hosts {
-    map: HashMap<Address, Remote>,
+    map: Map<Address, Remote>,
 }
 
 impl Hosts {
@@ -69,7 +69,7 @@ impl Hosts {
         }
         // A LID belongs to the host, not to one of its names: lines of the
         // same GID without `lid=` share the one given elsewhere.
-        let lids: HashMap<Gid, u16> = hosts
+        let lids: Map<Gid, u16> = hosts
             .map
             .values()
             .filter(|r| r.lid != 0)

@@ -13,6 +13,7 @@ pub mod cache;
 pub mod config;
 pub mod discovery;
 pub mod engine;
+pub mod fastmap;
 mod ffi;
 pub mod host;
 pub mod hosts;

@@ -92,6 +92,24 @@ impl MsgBuf {
         }
     }
 
+    fn entry_at(&self, i: usize) -> &[u8] {
+        &self.0[HDR + i * EP..HDR + (i + 1) * EP]
+    }
+
+    fn entry_flags(&self, i: usize) -> u32 {
+        u32::from_ne_bytes(self.entry_at(i)[0..4].try_into().expect("4 bytes"))
+    }
+
+    fn entry_kind(&self, i: usize) -> u16 {
+        let e = self.entry_at(i);
+        u16::from_ne_bytes([e[4], e[5]])
+    }
+
+    /// The 64-byte address field of entry `i`, in place.
+    fn entry_info(&self, i: usize) -> &[u8; ADDR_LEN] {
+        self.entry_at(i)[8..].try_into().expect("64 bytes")
+    }
+
     fn set_entry(&mut self, i: usize, entry: &Entry) {
         let e = &mut self.0[HDR + i * EP..HDR + (i + 1) * EP];
         e[0..4].copy_from_slice(&entry.flags.to_ne_bytes());
@@ -100,14 +118,47 @@ impl MsgBuf {
         e[8..].copy_from_slice(&entry.info);
     }
 
-    /// The reply header: the request's version, opcode and `tid` (the
-    /// kernel path stores a pointer there), a status, no index bytes.
-    fn reply_header(&self, status: u8) -> MsgBuf {
-        let mut r = MsgBuf::default();
-        r.0[..HDR].copy_from_slice(&self.0[..HDR]);
-        r.0[2] = status;
-        r.0[3..6].fill(0);
-        r
+    /// Turns a resolve request into its reply header: the request's
+    /// version, opcode and `tid` (the kernel path stores a pointer there), a
+    /// status, no index bytes.
+    fn make_reply_header(&mut self, status: u8) {
+        self.0[2] = status;
+        self.0[3..6].fill(0);
+    }
+
+    /// Turns a `resolve` request into its error reply: header only. The
+    /// bytes past `hdr.length` are never sent.
+    pub fn make_resolve_error(&mut self, status: u8) {
+        self.make_reply_header(status);
+        self.set_length(HDR);
+    }
+
+    /// Turns a `resolve` request into its success reply, in place: the path
+    /// as the kernel accepts a primary route (flags 0x2B), then the source
+    /// the daemon chose, if the client is to learn it.
+    pub fn make_resolve_success(
+        &mut self,
+        path: &[u8; PATH_RECORD_LEN],
+        echo_source: Option<usize>,
+    ) {
+        self.make_reply_header(0);
+        let mut n = 1;
+        // The source first: entry 0, about to hold the path, may be it.
+        if let Some(i) = echo_source.filter(|&i| i < MAX_ENTRIES) {
+            if i != 1 {
+                self.0
+                    .copy_within(HDR + i * EP..HDR + (i + 1) * EP, HDR + EP);
+            }
+            self.0[HDR + EP..HDR + EP + 4].copy_from_slice(&ACM_EP_FLAG_SOURCE.to_ne_bytes());
+            self.0[HDR + EP + 6..HDR + EP + 8].fill(0);
+            n = 2;
+        }
+        let e = &mut self.0[HDR..HDR + EP];
+        e[0..4].copy_from_slice(&ACM_PATH_FLAGS_PRIMARY_ROUTE.to_ne_bytes());
+        e[4..6].copy_from_slice(&PATH_TYPE.to_ne_bytes());
+        e[6..8].fill(0);
+        e[8..].copy_from_slice(path);
+        self.set_length(HDR + n * EP);
     }
 }
 
@@ -162,13 +213,8 @@ fn check_shape(msg: &MsgBuf) -> Result<usize, Rejected> {
     Ok(msg.entry_count())
 }
 
-fn path_of(entry: &Entry) -> PathRecord {
-    PathRecord::decode(
-        entry
-            .info
-            .first_chunk::<PATH_RECORD_LEN>()
-            .expect("64 bytes"),
-    )
+fn path_of(info: &[u8; ADDR_LEN]) -> PathRecord {
+    PathRecord::decode(info.first_chunk::<PATH_RECORD_LEN>().expect("64 bytes"))
 }
 
 impl ResolveRequest {
@@ -177,9 +223,8 @@ impl ResolveRequest {
     /// index it is about to use.
     pub fn parse(msg: &MsgBuf) -> Result<ResolveRequest, Rejected> {
         let count = check_shape(msg)?;
-        let first = msg.entry(0);
-        if first.kind == PATH_TYPE {
-            let path = path_of(&first);
+        if msg.entry_kind(0) == PATH_TYPE {
+            let path = path_of(msg.entry_info(0));
             if path.dgid.is_zero() && path.dlid == 0 {
                 return Err(reject(
                     ACM_STATUS_EDESTADDR,
@@ -190,45 +235,43 @@ impl ResolveRequest {
                 target: Target::Path(path),
                 source: None,
                 echo_source: None,
-                nodelay: first.flags & ACM_FLAGS_NODELAY != 0,
+                nodelay: msg.entry_flags(0) & ACM_FLAGS_NODELAY != 0,
             });
         }
         let (mut dest, mut source) = (None, None);
         for i in 0..count {
-            let e = msg.entry(i);
-            if e.flags & ACM_EP_FLAG_DEST != 0 {
+            let flags = msg.entry_flags(i);
+            if flags & ACM_EP_FLAG_DEST != 0 {
                 if dest.is_some() {
                     return Err(reject(ACM_STATUS_EDESTTYPE, "more than one destination"));
                 }
-                dest = Some((i, e));
-            } else if e.flags & ACM_EP_FLAG_SOURCE != 0 {
+                dest = Some(i);
+            } else if flags & ACM_EP_FLAG_SOURCE != 0 {
                 if source.is_some() {
                     return Err(reject(ACM_STATUS_ESRCTYPE, "more than one source"));
                 }
-                source = Some((i, e));
+                source = Some(i);
             }
         }
         if msg.src_out() != 0 && source.is_none() {
             // The daemon picked the source and wrote it at `src_index`, one
             // past the entries `hdr.length` counts.
-            let i = usize::from(msg.src_index());
-            if i < MAX_ENTRIES {
-                source = Some((i, msg.entry(i)));
-            }
+            source = Some(usize::from(msg.src_index())).filter(|&i| i < MAX_ENTRIES);
         }
-        let (_, d) = dest.ok_or_else(|| reject(ACM_STATUS_EDESTTYPE, "no destination entry"))?;
-        let target = Address::from_wire(d.kind, &d.info).map_err(|e| match e {
-            AddrError::UnknownType(t) => {
-                reject(ACM_STATUS_EDESTTYPE, format!("destination type {t}"))
-            }
-            AddrError::BadName => {
-                reject(ACM_STATUS_EDESTADDR, "destination name is not a valid name")
-            }
-        })?;
+        let d = dest.ok_or_else(|| reject(ACM_STATUS_EDESTTYPE, "no destination entry"))?;
+        let target =
+            Address::from_wire(msg.entry_kind(d), msg.entry_info(d)).map_err(|e| match e {
+                AddrError::UnknownType(t) => {
+                    reject(ACM_STATUS_EDESTTYPE, format!("destination type {t}"))
+                }
+                AddrError::BadName => {
+                    reject(ACM_STATUS_EDESTADDR, "destination name is not a valid name")
+                }
+            })?;
         let src = match source {
-            Some((i, s)) => Some((
+            Some(i) => Some((
                 i,
-                Address::from_wire(s.kind, &s.info).map_err(|e| match e {
+                Address::from_wire(msg.entry_kind(i), msg.entry_info(i)).map_err(|e| match e {
                     AddrError::UnknownType(t) => {
                         reject(ACM_STATUS_ESRCTYPE, format!("source type {t}"))
                     }
@@ -243,7 +286,7 @@ impl ResolveRequest {
             target: Target::Address(target),
             echo_source: src.as_ref().map(|(i, _)| *i).filter(|_| msg.src_out() != 0),
             source: src.map(|(_, a)| a),
-            nodelay: d.flags & ACM_FLAGS_NODELAY != 0,
+            nodelay: msg.entry_flags(d) & ACM_FLAGS_NODELAY != 0,
         })
     }
 }
@@ -251,54 +294,30 @@ impl ResolveRequest {
 /// A `query` (QUERY_SA) request: the path record to verify.
 pub fn parse_query(msg: &MsgBuf) -> Result<PathRecord, Rejected> {
     check_shape(msg)?;
-    let e = msg.entry(0);
-    if e.kind != PATH_TYPE || e.flags & ACM_FLAGS_QUERY_SA == 0 {
+    if msg.entry_kind(0) != PATH_TYPE || msg.entry_flags(0) & ACM_FLAGS_QUERY_SA == 0 {
         return Err(reject(
             ACM_STATUS_EINVAL,
             "query without a QUERY_SA path entry",
         ));
     }
-    Ok(path_of(&e))
+    Ok(path_of(msg.entry_info(0)))
 }
 
 /// The error reply to a `resolve`: header only.
 pub fn resolve_error(req: &MsgBuf, status: u8) -> MsgBuf {
-    let mut r = req.reply_header(status);
-    r.set_length(HDR);
+    let mut r = req.clone();
+    r.make_resolve_error(status);
     r
 }
 
-/// The success reply to a `resolve`: the path as the kernel accepts a
-/// primary route (flags 0x2B), then the source the daemon chose if asked.
+/// The success reply to a `resolve` (see [`MsgBuf::make_resolve_success`]).
 pub fn resolve_success(
     req: &MsgBuf,
     path: &[u8; PATH_RECORD_LEN],
     echo_source: Option<usize>,
 ) -> MsgBuf {
-    let mut r = req.reply_header(0);
-    let mut info = [0; ADDR_LEN];
-    info.copy_from_slice(path);
-    r.set_entry(
-        0,
-        &Entry {
-            flags: ACM_PATH_FLAGS_PRIMARY_ROUTE,
-            kind: PATH_TYPE,
-            info,
-        },
-    );
-    let mut n = 1;
-    if let Some(i) = echo_source.filter(|&i| i < MAX_ENTRIES) {
-        let src = req.entry(i);
-        r.set_entry(
-            1,
-            &Entry {
-                flags: ACM_EP_FLAG_SOURCE,
-                ..src
-            },
-        );
-        n = 2;
-    }
-    r.set_length(HDR + n * EP);
+    let mut r = req.clone();
+    r.make_resolve_success(path, echo_source);
     r
 }
 

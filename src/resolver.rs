@@ -7,9 +7,9 @@
 
 use crate::addr::{Address, Gid};
 use crate::engine::Id;
+use crate::fastmap::Map;
 use crate::msg::MsgBuf;
 use crate::wire::EndpointRecord;
-use std::collections::HashMap;
 use std::hash::{BuildHasher, RandomState};
 use std::net::IpAddr;
 use std::num::NonZeroU64;
@@ -100,11 +100,11 @@ pub struct NeighbourJob {
 
 #[derive(Default)]
 pub struct Resolver {
-    pub learned: HashMap<Address, Learned>,
+    pub learned: Map<Address, Learned>,
     /// Destinations whose last lookup failed: (status, until).
-    pub failed: HashMap<Address, (u8, Instant)>,
-    pub lookups: HashMap<Address, Lookup>,
-    pub by_txid: HashMap<NonZeroU64, Address>,
+    pub failed: Map<Address, (u8, Instant)>,
+    pub lookups: Map<Address, Lookup>,
+    pub by_txid: Map<NonZeroU64, Address>,
     pub neighbour_jobs: Vec<NeighbourJob>,
     txid_key: RandomState,
     txid_counter: u64,

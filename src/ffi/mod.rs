@@ -17,8 +17,7 @@ use crate::net::Net;
 use crate::worker;
 use acm_prov_sys::{
     acm_address, acm_device, acm_endpoint, acm_msg, acm_port, acm_provider, ibv_context, ibv_gid,
-    ibv_port_attr, ACM_MSG_SIZE, ACM_STATUS_ENOMEM, IBV_LINK_LAYER_ETHERNET,
-    IBV_LINK_LAYER_INFINIBAND,
+    ibv_port_attr, ACM_STATUS_ENOMEM, IBV_LINK_LAYER_ETHERNET, IBV_LINK_LAYER_INFINIBAND,
 };
 use daemon::Daemon;
 use std::ffi::{c_int, c_void};
@@ -428,37 +427,38 @@ unsafe extern "C" fn remove_address(addr_context: *mut c_void) {
     })
 }
 
-/// Copies the daemon's request: it frees the message when the callback
-/// returns, and the reply is built from the copy.
-fn copy_request(msg: *const acm_msg) -> Option<MsgBuf> {
-    // SAFETY: NULL or a whole struct acm_msg (ACM_MSG_SIZE bytes) that the
-    // daemon owns for the duration of the call.
-    let m = unsafe { msg.cast::<[u8; ACM_MSG_SIZE]>().as_ref() }?;
-    Some(MsgBuf(*m))
+/// The daemon's message as the engine's buffer type, to answer in place.
+fn daemon_msg<'a>(msg: *mut acm_msg) -> Option<&'a mut MsgBuf> {
+    // SAFETY: NULL or a whole struct acm_msg (ACM_MSG_SIZE bytes, 8-byte
+    // aligned: the size and alignment of MsgBuf, for which every byte is
+    // valid) that the daemon hands over for the duration of the call and
+    // does not touch until it returns. The reference does not outlive the
+    // callback: a request that must wait is copied by the engine.
+    unsafe { msg.cast::<MsgBuf>().as_mut() }
 }
 
-/// Answers a request exactly once: the engine's reply (now, or later
-/// through its effects when a lookup holds the request), or an error reply
-/// if the engine panicked before deciding.
+/// Answers a request exactly once: `handle` turns the daemon's message into
+/// its reply (true) or keeps a copy to answer later (false); if the engine
+/// panics first, `on_error` turns it into an error reply instead.
 fn answer(
     entry: &str,
-    msg: *const acm_msg,
-    handle: impl FnOnce(&mut Engine<Daemon>, &MsgBuf) -> Option<MsgBuf>,
-    on_error: fn(&MsgBuf) -> MsgBuf,
+    msg: *mut acm_msg,
+    handle: impl FnOnce(&mut Engine<Daemon>, &mut MsgBuf) -> bool,
+    on_error: fn(&mut MsgBuf),
     send: impl FnOnce(&Daemon, &MsgBuf) -> c_int,
 ) -> c_int {
-    let Some(req) = copy_request(msg) else {
+    let Some(m) = daemon_msg(msg) else {
         log::error!("{entry}: NULL message, nothing to answer");
         return -1;
     };
-    let outcome = with_engine(|e| {
-        let reply = guard(entry, Err(()), || Ok(handle(e, &req)));
-        (reply, *e.host())
-    });
+    let outcome = with_engine(|e| (guard(entry, None, || Some(handle(e, m))), *e.host()));
     match outcome {
-        Some((Ok(Some(reply)), host)) => send(&host, &reply),
-        Some((Ok(None), _)) => 0,
-        Some((Err(()), host)) => send(&host, &on_error(&req)),
+        Some((Some(true), host)) => send(&host, m),
+        Some((Some(false), _)) => 0,
+        Some((None, host)) => {
+            on_error(m);
+            send(&host, m)
+        }
         None => -1,
     }
 }
@@ -468,8 +468,8 @@ unsafe extern "C" fn resolve(addr_context: *mut c_void, msg: *mut acm_msg, id: u
         answer(
             "resolve",
             msg,
-            |e, req| e.resolve(from_ctx(addr_context), req, id),
-            |req| msg::resolve_error(req, ACM_STATUS_ENOMEM as u8),
+            |e, m| e.resolve_in_place(from_ctx(addr_context), m, id),
+            |m| m.make_resolve_error(ACM_STATUS_ENOMEM as u8),
             |d, reply| d.resolve_response(id, reply),
         )
     })
@@ -480,8 +480,11 @@ unsafe extern "C" fn query(addr_context: *mut c_void, msg: *mut acm_msg, id: u64
         answer(
             "query",
             msg,
-            |e, req| Some(e.query(from_ctx(addr_context), req).0),
-            |req| msg::query_reply(req, ACM_STATUS_ENOMEM as u8, None),
+            |e, m| {
+                *m = e.query(from_ctx(addr_context), m).0;
+                true
+            },
+            |m| *m = msg::query_reply(m, ACM_STATUS_ENOMEM as u8, None),
             |d, reply| d.query_response(id, reply),
         )
     })
