@@ -126,6 +126,14 @@ fn child(args: &[String]) {
             let (mut e, addr) = engine(n, false);
             hits(&mut e, addr, n, iters);
         }
+        "parse" => {
+            let text = hosts_text(n);
+            for _ in 0..iters {
+                let t = Instant::now();
+                black_box(Hosts::parse(&text, "bench"));
+                eprintln!("parse {n}: {:?}", t.elapsed());
+            }
+        }
         _ => {
             let (mut e, addr) = engine(n, true);
             misses(&mut e, addr, iters);
@@ -177,6 +185,30 @@ fn main() {
     let ns = t.elapsed().as_nanos() as f64 / iters as f64;
     let ins = instructions("miss", 1_000, 5_000).map_or("-".into(), |i| format!("{i:.0}"));
     println!("| miss handed to the worker | 1000 | {ns:.0} | {ins} |");
+
+    // The static hosts file at scale: parse time and memory per entry.
+    let rss = || -> u64 {
+        let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix("VmRSS:"))
+            .and_then(|v| v.trim().trim_end_matches(" kB").trim().parse::<u64>().ok())
+            .unwrap_or(0)
+            * 1024
+    };
+    println!("\n| hosts file | entries | parse ms | RSS bytes/entry |\n|---|---|---|---|");
+    for n in [100_000u32, 1_000_000] {
+        let text = hosts_text(n);
+        let before = rss();
+        let t = Instant::now();
+        let (hosts, _) = Hosts::parse(&text, "bench");
+        let ms = t.elapsed().as_secs_f64() * 1e3;
+        drop(text);
+        let per = (rss().saturating_sub(before)) as f64 / f64::from(n);
+        println!("| IPv4 address, distinct GIDs | {n} | {ms:.0} | {per:.0} |");
+        black_box(&hosts);
+        drop(hosts);
+    }
 
     // A message the daemon's log_level filters out: its cost is one level
     // check. Compared with the same loop and logging off entirely.

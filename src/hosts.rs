@@ -12,6 +12,9 @@ use crate::addr::{Address, Gid};
 use crate::config::Diagnostic;
 use crate::fastmap::Map;
 
+/// Lines whose address types size the tables.
+const SAMPLE: usize = 256;
+
 /// Where a remote destination is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Remote {
@@ -19,65 +22,128 @@ pub struct Remote {
     pub lid: u16,
 }
 
-/// Every address the file names, plus each GID (and LID) it mentions, so
-/// GID and LID destinations of the same hosts resolve too.
+/// Every address the file names, each GID it mentions and each LID, so GID
+/// and LID destinations of the same hosts resolve too.
+///
+/// Built for a million lines: one `Remote` per distinct GID (a host's LID
+/// is shared by all its lines), and per address type a map from the
+/// address to that host's index, so a line costs about one small map slot
+/// plus, for a new host, 18 bytes and a GID slot.
 #[derive(Default, Debug)]
 pub struct Hosts {
-    map: Map<Address, Remote>,
+    remotes: Vec<Remote>,
+    v4: Map<[u8; 4], u32>,
+    v6: Map<[u8; 16], u32>,
+    names: Map<Box<str>, u32>,
+    gids: Map<Gid, u32>,
+    lids: Map<u16, u32>,
 }
 
 impl Hosts {
     pub fn lookup(&self, a: &Address) -> Option<Remote> {
-        self.map.get(a).copied()
+        let index = match a {
+            Address::Ip4(v4) => self.v4.get(&v4.octets()),
+            Address::Ip6(v6) => self.v6.get(&v6.octets()),
+            Address::Name(n) => self.names.get(n),
+            Address::Gid(g) => self.gids.get(g),
+            Address::Lid(l) => self.lids.get(l),
+        }?;
+        self.remotes.get(*index as usize).copied()
     }
 
+    /// Addresses (names, IPv4, IPv6) the file binds.
     pub fn len(&self) -> usize {
-        self.map.len()
+        self.v4.len() + self.v6.len() + self.names.len()
     }
 
     pub fn is_empty(&self) -> bool {
-        self.map.is_empty()
+        self.len() == 0
+    }
+
+    /// The host of `remote`, created at its first line; a LID given on any
+    /// line of the host applies to all of them.
+    fn host(&mut self, remote: Remote) -> Result<u32, String> {
+        let next = u32::try_from(self.remotes.len()).map_err(|_| "too many hosts".to_string())?;
+        let index = *self.gids.entry(remote.gid).or_insert(next);
+        if index == next {
+            self.remotes.push(Remote {
+                gid: remote.gid,
+                lid: 0,
+            });
+        }
+        let host = &mut self.remotes[index as usize];
+        if remote.lid != 0 && host.lid != remote.lid {
+            if host.lid != 0 {
+                self.lids.remove(&host.lid);
+            }
+            host.lid = remote.lid;
+            self.lids.insert(remote.lid, index);
+        }
+        Ok(index)
+    }
+
+    /// Binds `address` to host `index`; the previous host, if another.
+    fn bind(&mut self, address: &Address, index: u32) -> Option<u32> {
+        match address {
+            Address::Ip4(v4) => self.v4.insert(v4.octets(), index),
+            Address::Ip6(v6) => self.v6.insert(v6.octets(), index),
+            Address::Name(n) => self.names.insert(n.clone(), index),
+            Address::Gid(_) | Address::Lid(_) => None,
+        }
+        .filter(|&old| old != index)
     }
 
     pub fn parse(text: &str, file: &str) -> (Hosts, Vec<Diagnostic>) {
-        let mut hosts = Hosts::default();
+        // Every table is sized once, from the line count and the mix of
+        // address types in a sample: growing a table of a million entries
+        // rehashes it again and again, and a second pass over the text
+        // would cost as much as the growth.
+        let lines = text.bytes().filter(|&b| b == b'\n').count() + 1;
+        let (mut v4, mut v6, mut names) = (0usize, 0usize, 0usize);
+        for line in text.lines().take(SAMPLE) {
+            match line.split_ascii_whitespace().next() {
+                None => {}
+                Some(t) if t.starts_with('#') => {}
+                Some(t) if t.contains(':') => v6 += 1,
+                Some(t) if t.bytes().all(|b| b.is_ascii_digit() || b == b'.') => v4 += 1,
+                Some(_) => names += 1,
+            }
+        }
+        let sampled = lines.clamp(1, SAMPLE);
+        let scale = |k: usize| k * lines / sampled;
+        let (v4, v6, names) = (scale(v4), scale(v6), scale(names));
+        let hosts_max = v4 + v6 + names;
+        let mut hosts = Hosts {
+            remotes: Vec::with_capacity(hosts_max),
+            v4: Map::with_capacity_and_hasher(v4, Default::default()),
+            v6: Map::with_capacity_and_hasher(v6, Default::default()),
+            names: Map::with_capacity_and_hasher(names, Default::default()),
+            gids: Map::with_capacity_and_hasher(hosts_max, Default::default()),
+            lids: Map::default(),
+        };
         let mut diags = Vec::new();
         for (n, line) in text.lines().enumerate() {
-            let line = line.split('#').next().unwrap_or("");
-            let mut tokens = line.split_whitespace();
+            let line = match line.as_bytes().iter().position(|&b| b == b'#') {
+                Some(i) => &line[..i],
+                None => line,
+            };
+            let mut tokens = line.split_ascii_whitespace();
             let Some(addr) = tokens.next() else { continue };
             let diag = |message: String| Diagnostic {
                 file: file.to_string(),
                 line: n + 1,
                 message,
             };
-            match parse_line(addr, tokens) {
-                Ok((address, remote)) => {
-                    if let Some(old) = hosts.map.insert(address.clone(), remote) {
-                        if old != remote {
-                            diags
-                                .push(diag(format!("{address} listed again; the later line wins")));
-                        }
-                    }
-                    hosts.map.entry(Address::Gid(remote.gid)).or_insert(remote);
-                    if remote.lid != 0 {
-                        hosts.map.entry(Address::Lid(remote.lid)).or_insert(remote);
+            match parse_line(addr, tokens).and_then(|(a, r)| Ok((a, hosts.host(r)?))) {
+                Ok((address, index)) => {
+                    if hosts.bind(&address, index).is_some() {
+                        diags.push(diag(format!("{address} listed again; the later line wins")));
                     }
                 }
                 Err(message) => diags.push(diag(format!("{message}; line skipped"))),
             }
         }
-        // A LID belongs to the host, not to one of its names: lines of the
-        // same GID without `lid=` share the one given elsewhere.
-        let lids: Map<Gid, u16> = hosts
-            .map
-            .values()
-            .filter(|r| r.lid != 0)
-            .map(|r| (r.gid, r.lid))
-            .collect();
-        for r in hosts.map.values_mut().filter(|r| r.lid == 0) {
-            r.lid = lids.get(&r.gid).copied().unwrap_or(0);
-        }
+        hosts.remotes.shrink_to_fit();
         (hosts, diags)
     }
 }
