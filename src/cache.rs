@@ -3,7 +3,7 @@
 
 use crate::addr::Address;
 use crate::fastmap::Map;
-use crate::path::{Dest, PathRecord};
+use crate::path::{Dest, PathRecord, PATH_RECORD_LEN};
 use std::time::Instant;
 
 /// Opaque endpoint key of the cache.
@@ -13,6 +13,8 @@ pub type EndpointKey = u64;
 pub struct Entry {
     /// The path as built, before per-request fields (service id) are set.
     pub path: PathRecord,
+    /// `path` encoded: what a hit on an address sends as it is.
+    pub wire: [u8; PATH_RECORD_LEN],
     /// The remote end, to rebuild the path when only the route expired.
     pub dest: Dest,
     /// When the address→GID binding must be looked up again.
@@ -24,16 +26,19 @@ pub struct Entry {
 /// What a lookup found.
 #[derive(Debug, PartialEq)]
 pub enum Lookup {
-    /// A path that is still good.
-    Route(PathRecord),
+    /// A path that is still good, and its encoding.
+    Route(PathRecord, [u8; PATH_RECORD_LEN]),
     /// The binding is good but the route expired: rebuild the path.
     Address(Dest),
     Miss,
 }
 
+/// A table per endpoint. Endpoints are few (one per partition of each
+/// port), so finding one by a short scan is cheaper than hashing its key on
+/// every request.
 #[derive(Default)]
 pub struct Cache {
-    per_endpoint: Map<EndpointKey, Map<Address, Entry>>,
+    per_endpoint: Vec<(EndpointKey, Map<Address, Entry>)>,
 }
 
 fn live(deadline: Option<Instant>, now: Instant) -> bool {
@@ -42,12 +47,12 @@ fn live(deadline: Option<Instant>, now: Instant) -> bool {
 
 impl Cache {
     pub fn lookup(&mut self, ep: EndpointKey, dest: &Address, now: Instant) -> Lookup {
-        let Some(map) = self.per_endpoint.get_mut(&ep) else {
+        let Some((_, map)) = self.per_endpoint.iter_mut().find(|(k, _)| *k == ep) else {
             return Lookup::Miss;
         };
         match map.get(dest) {
             Some(e) if live(e.addr_expires, now) && live(e.route_expires, now) => {
-                Lookup::Route(e.path)
+                Lookup::Route(e.path, e.wire)
             }
             Some(e) if live(e.addr_expires, now) => Lookup::Address(e.dest),
             Some(_) => {
@@ -59,19 +64,29 @@ impl Cache {
     }
 
     pub fn insert(&mut self, ep: EndpointKey, dest: Address, entry: Entry) {
-        self.per_endpoint.entry(ep).or_default().insert(dest, entry);
+        let i = match self.per_endpoint.iter().position(|(k, _)| *k == ep) {
+            Some(i) => i,
+            None => {
+                self.per_endpoint.push((ep, Map::default()));
+                self.per_endpoint.len() - 1
+            }
+        };
+        self.per_endpoint[i].1.insert(dest, entry);
     }
 
     /// Drops `dest` from every endpoint: its binding changed.
     pub fn evict(&mut self, dest: &Address) -> usize {
         self.per_endpoint
-            .values_mut()
-            .filter_map(|m| m.remove(dest))
+            .iter_mut()
+            .filter_map(|(_, m)| m.remove(dest))
             .count()
     }
 
     pub fn flush_endpoint(&mut self, ep: EndpointKey) -> usize {
-        self.per_endpoint.remove(&ep).map_or(0, |m| m.len())
+        match self.per_endpoint.iter().position(|(k, _)| *k == ep) {
+            Some(i) => self.per_endpoint.swap_remove(i).1.len(),
+            None => 0,
+        }
     }
 
     /// Drops everything: used when this host's own addresses or ports
@@ -81,7 +96,7 @@ impl Cache {
     }
 
     pub fn len(&self) -> usize {
-        self.per_endpoint.values().map(Map::len).sum()
+        self.per_endpoint.iter().map(|(_, m)| m.len()).sum()
     }
 
     pub fn is_empty(&self) -> bool {
@@ -114,12 +129,13 @@ mod tests {
             dest.clone(),
             Entry {
                 path,
+                wire: path.encode(),
                 dest: to,
                 addr_expires: Some(now + Duration::from_secs(60)),
                 route_expires: Some(now + Duration::from_secs(10)),
             },
         );
-        assert_eq!(c.lookup(1, &dest, now), Lookup::Route(path));
+        assert_eq!(c.lookup(1, &dest, now), Lookup::Route(path, path.encode()));
         assert_eq!(c.lookup(2, &dest, now), Lookup::Miss, "keyed by endpoint");
         assert_eq!(
             c.lookup(1, &dest, now + Duration::from_secs(11)),
@@ -135,6 +151,7 @@ mod tests {
             dest.clone(),
             Entry {
                 path,
+                wire: path.encode(),
                 dest: to,
                 addr_expires: None,
                 route_expires: None,
@@ -142,13 +159,14 @@ mod tests {
         );
         assert_eq!(
             c.lookup(1, &dest, now + Duration::from_secs(1 << 30)),
-            Lookup::Route(path)
+            Lookup::Route(path, path.encode())
         );
         c.insert(
             2,
             dest.clone(),
             Entry {
                 path,
+                wire: path.encode(),
                 dest: to,
                 addr_expires: None,
                 route_expires: None,
@@ -160,6 +178,7 @@ mod tests {
             dest.clone(),
             Entry {
                 path,
+                wire: path.encode(),
                 dest: to,
                 addr_expires: None,
                 route_expires: None,

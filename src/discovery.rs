@@ -227,7 +227,7 @@ impl<H: Host> Engine<H> {
         for w in l.waiters {
             let reply = match self.find(w.endpoint, key, now) {
                 Found::At(dest) => match self.build_and_cache(w.endpoint, key.clone(), dest, now) {
-                    Ok(path) => msg::resolve_success(&w.request, &path.encode(), w.echo_source),
+                    Ok((_, wire)) => msg::resolve_success(&w.request, &wire, w.echo_source),
                     Err(e) => msg::resolve_error(&w.request, e.status),
                 },
                 Found::NotInPartition | Found::Unknown => {

@@ -14,7 +14,7 @@ use crate::fastmap::Map;
 use crate::host::{Counter, Host, COUNTERS};
 use crate::hosts::Hosts;
 use crate::msg::{self, MsgBuf, Rejected, ResolveRequest, Target};
-use crate::path::{self, Dest, PathRecord};
+use crate::path::{self, Dest, PathRecord, PATH_RECORD_LEN};
 use crate::resolver::{Resolver, Waiter};
 use acm_prov_sys::{
     ACM_STATUS_EDESTADDR, ACM_STATUS_EINVAL, ACM_STATUS_ENODATA, ACM_STATUS_ENOTCONN,
@@ -64,7 +64,6 @@ pub(crate) struct Port {
 pub(crate) struct Endpoint {
     pub(crate) port: Id,
     pub(crate) pkey: u16,
-    pub(crate) counters: [u64; COUNTERS],
     pub(crate) addresses: Vec<Id>,
 }
 
@@ -154,6 +153,9 @@ pub struct Engine<H: Host> {
     pub(crate) withdrawals: Vec<(crate::discovery::RecordKey, Vec<crate::wire::WireAddress>)>,
     pub(crate) withdraw_at: Option<Instant>,
     pub(crate) drops: DropCounts,
+    /// Counters per endpoint. Every request bumps two or three, and
+    /// endpoints are few: a short scan costs less than hashing each time.
+    counters: Vec<(Id, [u64; COUNTERS])>,
     next_id: Id,
 }
 
@@ -177,6 +179,7 @@ impl<H: Host> Engine<H> {
             withdrawals: Vec::new(),
             withdraw_at: None,
             drops: DropCounts::default(),
+            counters: Vec::new(),
             next_id: 1,
         }
     }
@@ -187,6 +190,11 @@ impl<H: Host> Engine<H> {
 
     pub fn config(&self) -> &Config {
         &self.cfg
+    }
+
+    /// Whether there is anything for [`Engine::take_effects`].
+    pub fn effects_pending(&self) -> bool {
+        !self.effects.is_empty()
     }
 
     /// Replies and datagrams produced since the last call.
@@ -282,11 +290,11 @@ impl<H: Host> Engine<H> {
             Endpoint {
                 port,
                 pkey,
-                counters: [0; COUNTERS],
                 addresses: Vec::new(),
             },
         );
         log::debug!("port {} endpoint pkey {pkey:#06x} opened", p.info.port_num);
+        self.counters.push((id, [0; COUNTERS]));
         Some(id)
     }
 
@@ -307,6 +315,7 @@ impl<H: Host> Engine<H> {
                 p.endpoints.retain(|&x| x != ep);
             }
         }
+        self.counters.retain(|(id, _)| *id != ep);
         self.cache.flush_endpoint(ep);
     }
 
@@ -376,12 +385,15 @@ impl<H: Host> Engine<H> {
 
     /// The seven `ACM_CNTR_*` counters of an endpoint, host order.
     pub fn counters(&self, ep: Id) -> Option<[u64; COUNTERS]> {
-        self.endpoints.get(&ep).map(|e| e.counters)
+        self.counters
+            .iter()
+            .find(|(id, _)| *id == ep)
+            .map(|(_, c)| *c)
     }
 
     pub(crate) fn count(&mut self, ep: Id, c: Counter) {
-        if let Some(e) = self.endpoints.get_mut(&ep) {
-            e.counters[c as usize] += 1;
+        if let Some((_, counters)) = self.counters.iter_mut().find(|(id, _)| *id == ep) {
+            counters[c as usize] += 1;
         }
         if matches!(
             c,
@@ -419,10 +431,10 @@ impl<H: Host> Engine<H> {
         };
         self.count(ep, Counter::Resolve);
         match ResolveRequest::parse(msg) {
-            Ok(r) => match self.route(ep, &r, Some((id, msg))) {
-                Ok(Some(path)) => msg.make_resolve_success(&path.encode(), r.echo_source),
-                Ok(None) => return false,
-                Err(e) => {
+            Ok(r) => match (r.echo_source, self.route(ep, r, Some((id, msg)))) {
+                (echo, Ok(Some(wire))) => msg.make_resolve_success(&wire, echo),
+                (_, Ok(None)) => return false,
+                (_, Err(e)) => {
                     log::trace!("resolve tid {:#x}: {}", msg.tid(), e.why);
                     msg.make_resolve_error(e.status);
                 }
@@ -448,15 +460,12 @@ impl<H: Host> Engine<H> {
             Ok(want) => {
                 let request = ResolveRequest {
                     target: Target::Path(want),
-                    source: None,
                     echo_source: None,
                     nodelay: true,
                 };
-                match self.route(ep, &request, None) {
-                    Ok(Some(ours)) => match ours.satisfies(&want) {
-                        Ok(()) => {
-                            msg::query_reply(req, ACM_STATUS_SUCCESS as u8, Some(&ours.encode()))
-                        }
+                match self.route(ep, request, None) {
+                    Ok(Some(wire)) => match PathRecord::decode(&wire).satisfies(&want) {
+                        Ok(()) => msg::query_reply(req, ACM_STATUS_SUCCESS as u8, Some(&wire)),
                         Err(field) => {
                             log::trace!(
                                 "query tid {:#x}: {field} differs from the path this provider builds",
@@ -484,19 +493,19 @@ impl<H: Host> Engine<H> {
     fn route(
         &mut self,
         ep: Id,
-        req: &ResolveRequest,
+        req: ResolveRequest,
         waiter: Option<(u64, &MsgBuf)>,
-    ) -> Result<Option<PathRecord>, Rejected> {
-        let key = match &req.target {
-            Target::Address(a) => a.clone(),
-            Target::Path(p) if !p.dgid.is_zero() => Address::Gid(p.dgid),
-            Target::Path(p) => Address::Lid(p.dlid),
+    ) -> Result<Option<[u8; PATH_RECORD_LEN]>, Rejected> {
+        let (key, want) = match req.target {
+            Target::Address(a) => (a, None),
+            Target::Path(p) if !p.dgid.is_zero() => (Address::Gid(p.dgid), Some(p)),
+            Target::Path(p) => (Address::Lid(p.dlid), Some(p)),
         };
         let now = Instant::now();
-        let mut path = match self.cache.lookup(ep, &key, now) {
-            Lookup::Route(p) => {
+        let (mut path, wire) = match self.cache.lookup(ep, &key, now) {
+            Lookup::Route(p, wire) => {
                 self.count(ep, Counter::RouteCache);
-                p
+                (p, wire)
             }
             Lookup::Address(dest) => {
                 self.count(ep, Counter::AddrCache);
@@ -545,7 +554,12 @@ impl<H: Host> Engine<H> {
                 }
             }
         };
-        if let Target::Path(want) = &req.target {
+        // An address's path goes out as cached; a path request's record is
+        // completed with the fields it asked for.
+        let Some(want) = want else {
+            return Ok(Some(wire));
+        };
+        {
             path.service_id = want.service_id;
             if want.tclass != 0 {
                 path.tclass = want.tclass;
@@ -556,7 +570,7 @@ impl<H: Host> Engine<H> {
                 path.sgid = want.sgid;
             }
         }
-        Ok(Some(path))
+        Ok(Some(path.encode()))
     }
 
     pub(crate) fn build_and_cache(
@@ -565,17 +579,19 @@ impl<H: Host> Engine<H> {
         key: Address,
         dest: Dest,
         now: Instant,
-    ) -> Result<PathRecord, Rejected> {
+    ) -> Result<(PathRecord, [u8; PATH_RECORD_LEN]), Rejected> {
         self.count(ep, Counter::RouteQuery);
         let path = self.build_path(ep, dest)?;
+        let wire = path.encode();
         let entry = Entry {
             path,
+            wire,
             dest,
             addr_expires: self.cfg.addr_timeout.duration().map(|d| now + d),
             route_expires: self.cfg.route_timeout.duration().map(|d| now + d),
         };
         self.cache.insert(ep, key, entry);
-        Ok(path)
+        Ok((path, wire))
     }
 
     /// Where a destination is: this host's own addresses and ports first

@@ -9,7 +9,7 @@ use acm_prov_sys::{
     ACM_EP_FLAG_DEST, ACM_EP_FLAG_SOURCE, ACM_EP_INFO_PATH, ACM_FLAGS_NODELAY, ACM_FLAGS_QUERY_SA,
     ACM_MSG_EP_LENGTH, ACM_MSG_HDR_LENGTH, ACM_MSG_SIZE, ACM_OP_ACK, ACM_OP_MASK, ACM_OP_RESOLVE,
     ACM_PATH_FLAGS_PRIMARY_ROUTE, ACM_STATUS_EDESTADDR, ACM_STATUS_EDESTTYPE, ACM_STATUS_EINVAL,
-    ACM_STATUS_ESRCADDR, ACM_STATUS_ESRCTYPE,
+    ACM_STATUS_ESRCTYPE,
 };
 
 const HDR: usize = ACM_MSG_HDR_LENGTH as usize;
@@ -174,8 +174,6 @@ pub enum Target {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ResolveRequest {
     pub target: Target,
-    /// The source address, when the request names one.
-    pub source: Option<Address>,
     /// Index of the source entry to copy into the reply (the daemon chose
     /// the source and the client wants to learn it).
     pub echo_source: Option<usize>,
@@ -233,7 +231,6 @@ impl ResolveRequest {
             }
             return Ok(ResolveRequest {
                 target: Target::Path(path),
-                source: None,
                 echo_source: None,
                 nodelay: msg.entry_flags(0) & ACM_FLAGS_NODELAY != 0,
             });
@@ -268,24 +265,17 @@ impl ResolveRequest {
                     reject(ACM_STATUS_EDESTADDR, "destination name is not a valid name")
                 }
             })?;
-        let src = match source {
-            Some(i) => Some((
-                i,
-                Address::from_wire(msg.entry_kind(i), msg.entry_info(i)).map_err(|e| match e {
-                    AddrError::UnknownType(t) => {
-                        reject(ACM_STATUS_ESRCTYPE, format!("source type {t}"))
-                    }
-                    AddrError::BadName => {
-                        reject(ACM_STATUS_ESRCADDR, "source name is not a valid name")
-                    }
-                })?,
-            )),
-            None => None,
-        };
+        // The daemon found the source among its endpoint addresses before
+        // calling: only its type is checked here, nothing is built from it.
+        if let Some(i) = source {
+            let kind = msg.entry_kind(i);
+            if kind == 0 || kind >= acm_prov_sys::ACM_ADDRESS_RESERVED {
+                return Err(reject(ACM_STATUS_ESRCTYPE, format!("source type {kind}")));
+            }
+        }
         Ok(ResolveRequest {
             target: Target::Address(target),
-            echo_source: src.as_ref().map(|(i, _)| *i).filter(|_| msg.src_out() != 0),
-            source: src.map(|(_, a)| a),
+            echo_source: source.filter(|_| msg.src_out() != 0),
             nodelay: msg.entry_flags(d) & ACM_FLAGS_NODELAY != 0,
         })
     }
@@ -382,7 +372,6 @@ pub mod tests {
             r.target,
             Target::Address(Address::Ip4([10, 0, 0, 2].into()))
         );
-        assert_eq!(r.source, Some(Address::Ip4([10, 0, 0, 1].into())));
         assert_eq!(r.echo_source, Some(1));
         assert!(r.nodelay);
     }
@@ -402,7 +391,6 @@ pub mod tests {
             &addr_entry(ACM_EP_FLAG_SOURCE, ACM_ADDRESS_IP, &[10, 0, 0, 1]),
         );
         let r = ResolveRequest::parse(&m).unwrap();
-        assert_eq!(r.source, Some(Address::Ip4([10, 0, 0, 1].into())));
         assert_eq!(r.echo_source, Some(1));
         let reply = resolve_success(&m, &[0; 64], r.echo_source);
         assert_eq!(reply.length(), 16 + 2 * 72);

@@ -59,9 +59,10 @@ fn with_engine<R>(f: impl FnOnce(&mut Engine<Daemon>) -> R) -> Option<R> {
     let (r, host, fx) = {
         let mut e = engine()?;
         let r = f(&mut e);
-        (r, *e.host(), e.take_effects())
+        // Most calls (every cache hit) produce nothing to send.
+        (r, *e.host(), e.effects_pending().then(|| e.take_effects()))
     };
-    if !fx.is_empty() {
+    if let Some(fx) = fx {
         worker::perform(&host, NET.get().and_then(Option::as_deref), fx);
     }
     Some(r)
