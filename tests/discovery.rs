@@ -13,7 +13,7 @@
 
 mod common;
 
-use common::{Host, HostConfig, Net};
+use common::{Host, HostConfig, Net, PathInfo};
 use std::collections::BTreeMap;
 use std::net::UdpSocket;
 use std::time::{Duration, Instant};
@@ -92,29 +92,6 @@ impl Node {
 
     fn start(&self, net: &Net, opts: &[&str]) -> Host {
         Host::start_on(net, "eth0", self.config(opts))
-    }
-}
-
-/// The `Path information` block `ib_acme` prints: `field -> value`.
-struct PathInfo(BTreeMap<String, String>);
-
-impl PathInfo {
-    fn parse(out: &str) -> PathInfo {
-        let fields = out
-            .lines()
-            .skip_while(|l| *l != "Path information")
-            .skip(1)
-            .map_while(|l| l.strip_prefix("  "))
-            .filter_map(|l| l.split_once(": "))
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect();
-        PathInfo(fields)
-    }
-
-    fn get(&self, field: &str) -> &str {
-        self.0
-            .get(field)
-            .unwrap_or_else(|| panic!("no `{field}:` line in the path {:?}", self.0))
     }
 }
 

@@ -10,7 +10,7 @@
 
 mod common;
 
-use common::{Host, HostConfig};
+use common::{Host, HostConfig, PathInfo};
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
@@ -43,28 +43,7 @@ fn start() -> Host {
     Host::start(static_config().hosts_file(HOSTS))
 }
 
-/// The `Path information` block `ib_acme` prints: `field -> value`.
-struct PathInfo(BTreeMap<String, String>);
-
 impl PathInfo {
-    fn parse(out: &str) -> PathInfo {
-        let fields = out
-            .lines()
-            .skip_while(|l| *l != "Path information")
-            .skip(1)
-            .map_while(|l| l.strip_prefix("  "))
-            .filter_map(|l| l.split_once(": "))
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect();
-        PathInfo(fields)
-    }
-
-    fn get(&self, field: &str) -> &str {
-        self.0
-            .get(field)
-            .unwrap_or_else(|| panic!("no `{field}:` line in the path {:?}", self.0))
-    }
-
     /// The fields every path of this setup has: the provider's defaults
     /// (MTU 4096, 100 Gb/s from the 4x EDR port), the default partition,
     /// a reversible path.

@@ -741,3 +741,26 @@ fn run_with_timeout(mut cmd: Command, out_path: &Path, timeout: Duration) -> (i3
     let _ = fs::remove_file(out_path);
     (code, text)
 }
+
+/// The `Path information` block `ib_acme` prints: `field -> value`.
+pub struct PathInfo(pub std::collections::BTreeMap<String, String>);
+
+impl PathInfo {
+    pub fn parse(out: &str) -> PathInfo {
+        let fields = out
+            .lines()
+            .skip_while(|l| *l != "Path information")
+            .skip(1)
+            .map_while(|l| l.strip_prefix("  "))
+            .filter_map(|l| l.split_once(": "))
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        PathInfo(fields)
+    }
+
+    pub fn get(&self, field: &str) -> &str {
+        self.0
+            .get(field)
+            .unwrap_or_else(|| panic!("no `{field}:` line in the path {:?}", self.0))
+    }
+}
