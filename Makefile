@@ -18,3 +18,20 @@ bench: build-release
 bench-quick: build-release
 	$(CARGO) bench --bench engine -- --quick
 	$(CARGO) bench --bench daemon -- --quick
+
+# Fuzzing (cargo-fuzz, libFuzzer). The machines this project builds on carry
+# only the stable toolchain; RUSTC_BOOTSTRAP lets it take the sanitizer
+# flags cargo-fuzz passes. Seeds are in fuzz/corpus/<target>/.
+FUZZ_TARGETS = request wire options hosts
+FUZZ_SECONDS ?= 60
+
+.PHONY: fuzz fuzz-smoke
+fuzz:
+	@for t in $(FUZZ_TARGETS); do \
+		echo "== fuzz $$t ($(FUZZ_SECONDS) s)"; \
+		RUSTC_BOOTSTRAP=1 $(CARGO) fuzz run $$t fuzz/corpus/$$t -- -max_total_time=$(FUZZ_SECONDS) || exit 1; \
+	done
+
+# A few seconds each: what the test command runs.
+fuzz-smoke:
+	@$(MAKE) --no-print-directory fuzz FUZZ_SECONDS=5

@@ -5,7 +5,7 @@
 set -euo pipefail
 
 packages=(ibacm libibverbs-dev libibumad-dev librdmacm-dev rdmacm-utils libclang-dev
-          gcc binutils iproute2 util-linux)
+          gcc g++ binutils iproute2 util-linux make)
 missing=()
 for p in "${packages[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
@@ -20,3 +20,5 @@ command -v cargo > /dev/null || { echo "deps.sh: cargo not found; install a Rust
 for c in rustfmt clippy; do
     cargo "${c/rustfmt/fmt}" --version > /dev/null 2>&1 || rustup component add "$c"
 done
+# The fuzz smoke of the test command.
+cargo fuzz --version > /dev/null 2>&1 || cargo install --locked cargo-fuzz
