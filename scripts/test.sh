@@ -10,6 +10,11 @@ cargo clippy --workspace --all-targets -- -D warnings
 # The end-to-end tests load the simulator and the librdmacm client, which
 # `cargo test` of the root package does not build by itself.
 cargo build --workspace
-cargo test --workspace
+log=$(mktemp)
+trap 'rm -f "$log"' EXIT
+cargo test --workspace 2>&1 | tee "$log"
 # A short run of each fuzz target (make fuzz runs them longer).
 make --no-print-directory fuzz-smoke
+# One closing line for the whole suite: the last line cargo prints is the
+# summary of a crate without doc tests, which says 0.
+awk '/^test result:/ { p += $4; f += $6 } END { printf "tests: %d passed, %d failed\n", p, f }' "$log"
