@@ -13,27 +13,12 @@
 use ibacm_urdma::addr::Address;
 use ibacm_urdma::config::Config;
 use ibacm_urdma::engine::{Engine, Id, PortInfo};
-use ibacm_urdma::host::{Counter, Host};
+use ibacm_urdma::host::NullHost;
 use ibacm_urdma::hosts::Hosts;
-use ibacm_urdma::msg::{addr_entry, request, MsgBuf};
+use ibacm_urdma::msg::{addr_entry, request};
 use std::hint::black_box;
 use std::process::Command;
 use std::time::Instant;
-
-/// The daemon as far as the engine's hot path needs one.
-struct NullHost;
-
-impl Host for NullHost {
-    fn resolve_response(&self, _: u64, _: &MsgBuf) -> i32 {
-        0
-    }
-    fn query_response(&self, _: u64, _: &MsgBuf) -> i32 {
-        0
-    }
-    fn increment_counter(&self, c: Counter) {
-        black_box(c);
-    }
-}
 
 /// Destination `i` of the benchmark: an IPv4 address.
 fn ip(i: u32) -> [u8; 4] {

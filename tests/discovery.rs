@@ -98,13 +98,7 @@ impl Node {
 /// Runs `ib_acme ARGS` on `host`, which must succeed with a path from
 /// `sgid` to `dgid`. Returns the output.
 fn resolve(host: &Host, args: &[&str], dgid: &str, sgid: &str) -> String {
-    let (code, out) = host.acme(args);
-    assert_eq!(code, 0, "ib_acme {args:?} failed:\n{out}");
-    assert!(
-        out.contains("return status 0x0"),
-        "ib_acme {args:?}:\n{out}"
-    );
-    let path = PathInfo::parse(&out);
+    let (path, out) = host.acme_path(args);
     assert_eq!(path.get("dgid"), dgid, "dgid of ib_acme {args:?}:\n{out}");
     assert_eq!(path.get("sgid"), sgid, "sgid of ib_acme {args:?}:\n{out}");
     for (field, value) in [("pkey", "0xffff"), ("reversible", "1"), ("mtu", "5")] {

@@ -64,22 +64,6 @@ impl PathInfo {
     }
 }
 
-/// Runs `ib_acme ARGS`, which must succeed and print a path.
-fn resolve(host: &Host, args: &[&str]) -> (PathInfo, String) {
-    let (code, out) = host.acme(args);
-    assert_eq!(code, 0, "ib_acme {args:?} failed:\n{out}");
-    assert!(
-        out.contains("return status 0x0"),
-        "ib_acme {args:?}:\n{out}"
-    );
-    let path = PathInfo::parse(&out);
-    assert!(
-        !path.0.is_empty(),
-        "ib_acme {args:?} printed no path:\n{out}"
-    );
-    (path, out)
-}
-
 /// Runs `ib_acme ARGS`, which must fail with `error` (a strerror text).
 fn resolve_fails(host: &Host, args: &[&str], error: &str) -> String {
     let (code, out) = host.acme(args);
@@ -208,7 +192,7 @@ fn provider_loads_with_version_handshake_and_serves() {
     assert!(!log.contains("failed to open the prov port"), "{log}");
 
     assert!(host.daemon_alive(), "{}", host.diagnostics());
-    let (path, _) = resolve(&host, &["-f", "n", "-s", "node1", "-d", "node3"]);
+    let (path, _) = host.acme_path(&["-f", "n", "-s", "node1", "-d", "node3"]);
     path.assert_route(REMOTE, GID0, "9");
     assert!(host.daemon_alive(), "{}", host.diagnostics());
 }
@@ -219,25 +203,25 @@ fn provider_loads_with_version_handshake_and_serves() {
 fn every_ib_acme_address_format_resolves_from_the_hosts_file() {
     let host = start();
 
-    let (path, out) = resolve(&host, &["-f", "i", "-s", "10.0.0.1", "-d", "10.0.0.3"]);
+    let (path, out) = host.acme_path(&["-f", "i", "-s", "10.0.0.1", "-d", "10.0.0.3"]);
     path.assert_route(REMOTE, GID0, "9");
     assert!(
         out.contains("Destination: 10.0.0.3\nSource: 10.0.0.1\n"),
         "{out}"
     );
 
-    let (path, _) = resolve(&host, &["-f", "n", "-s", "node1", "-d", "node3"]);
+    let (path, _) = host.acme_path(&["-f", "n", "-s", "node1", "-d", "node3"]);
     path.assert_route(REMOTE, GID0, "9");
 
-    let (path, _) = resolve(&host, &["-f", "l", "-d", "9"]);
+    let (path, _) = host.acme_path(&["-f", "l", "-d", "9"]);
     path.assert_route(REMOTE, GID0, "9");
 
-    let (path, _) = resolve(&host, &["-f", "g", "-d", REMOTE]);
+    let (path, _) = host.acme_path(&["-f", "g", "-d", REMOTE]);
     path.assert_route(REMOTE, GID0, "9");
 
     // No -f and no -s: an IP destination, the daemon picks the source and
     // the provider hands that choice back, so ib_acme prints it.
-    let (path, out) = resolve(&host, &["-d", "10.0.0.3"]);
+    let (path, out) = host.acme_path(&["-d", "10.0.0.3"]);
     path.assert_route(REMOTE, GID0, "9");
     assert!(out.contains("Source: 10.0.0.1"), "{out}");
 }
@@ -247,12 +231,12 @@ fn every_ib_acme_address_format_resolves_from_the_hosts_file() {
 #[test]
 fn ipv6_destination_resolves() {
     let host = start();
-    let (path, out) = resolve(&host, &["-f", "i", "-s", "fd00::1", "-d", "fd00::3"]);
+    let (path, out) = host.acme_path(&["-f", "i", "-s", "fd00::1", "-d", "fd00::3"]);
     path.assert_route(REMOTE, GID0, "9");
     assert!(out.contains("Destination: fd00::3"), "{out}");
 
     // The daemon selects fd00::1 as the source itself.
-    let (path, out) = resolve(&host, &["-d", "fd00::3"]);
+    let (path, out) = host.acme_path(&["-d", "fd00::3"]);
     path.assert_route(REMOTE, GID0, "9");
     assert!(out.contains("Source: fd00::1"), "{out}");
 
@@ -273,7 +257,7 @@ fn verify_is_answered_locally() {
         &["-v", "-f", "g", "-d", REMOTE],
         &["-v", "-f", "n", "-s", "node1", "-d", "node1"],
     ] {
-        let (_, out) = resolve(&host, args);
+        let (_, out) = host.acme_path(args);
         assert!(out.contains("SA verification: success"), "{args:?}:\n{out}");
     }
 }
@@ -284,12 +268,9 @@ fn verify_is_answered_locally() {
 fn nodelay_answers_known_destinations_at_once_and_unknown_with_no_data() {
     let host = start();
     // A cold cache: NODELAY still gets the path, from the static data.
-    let (path, _) = resolve(
-        &host,
-        &["-c", "-f", "i", "-s", "10.0.0.1", "-d", "10.0.0.3"],
-    );
+    let (path, _) = host.acme_path(&["-c", "-f", "i", "-s", "10.0.0.1", "-d", "10.0.0.3"]);
     path.assert_route(REMOTE, GID0, "9");
-    let (path, _) = resolve(&host, &["-c", "-f", "n", "-s", "node1", "-d", "node3"]);
+    let (path, _) = host.acme_path(&["-c", "-f", "n", "-s", "node1", "-d", "node3"]);
     path.assert_route(REMOTE, GID0, "9");
 
     resolve_fails(
@@ -326,7 +307,7 @@ fn counters_follow_queries_and_cache_hits() {
     let host = start();
     const N: u64 = 4;
     for _ in 0..N {
-        let (path, _) = resolve(&host, &["-f", "i", "-s", "10.0.0.1", "-d", "10.0.0.3"]);
+        let (path, _) = host.acme_path(&["-f", "i", "-s", "10.0.0.1", "-d", "10.0.0.3"]);
         path.assert_route(REMOTE, GID0, "9");
     }
     let after_hits = [
@@ -378,7 +359,7 @@ fn own_addresses_resolve_to_the_ports_gid() {
         &["-d", "10.0.0.1"],
         &["-f", "g", "-d", GID0],
     ] {
-        let (path, out) = resolve(&host, args);
+        let (path, out) = host.acme_path(args);
         assert_eq!(path.get("sgid"), path.get("dgid"), "{args:?}:\n{out}");
         path.assert_route(GID0, GID0, "0");
     }
@@ -422,19 +403,19 @@ fn two_devices_answer_with_their_own_gids() {
                 "node2 urdma1 1 default",
             ]),
     );
-    let (path, _) = resolve(&host, &["-f", "i", "-s", "10.0.0.1", "-d", "10.0.0.3"]);
+    let (path, _) = host.acme_path(&["-f", "i", "-s", "10.0.0.1", "-d", "10.0.0.3"]);
     path.assert_route(REMOTE, GID0, "9");
-    let (path, _) = resolve(&host, &["-f", "i", "-s", "10.0.0.2", "-d", "10.0.0.3"]);
+    let (path, _) = host.acme_path(&["-f", "i", "-s", "10.0.0.2", "-d", "10.0.0.3"]);
     path.assert_route(REMOTE, GID1, "9");
-    let (path, _) = resolve(&host, &["-f", "n", "-s", "node2", "-d", "node3"]);
+    let (path, _) = host.acme_path(&["-f", "n", "-s", "node2", "-d", "node3"]);
     path.assert_route(REMOTE, GID1, "9");
 
     // One device's address from the other: dgid is the other device's GID.
-    let (path, _) = resolve(&host, &["-f", "i", "-s", "10.0.0.1", "-d", "10.0.0.2"]);
+    let (path, _) = host.acme_path(&["-f", "i", "-s", "10.0.0.1", "-d", "10.0.0.2"]);
     path.assert_route(GID1, GID0, "0");
-    let (path, _) = resolve(&host, &["-f", "n", "-s", "node2", "-d", "node1"]);
+    let (path, _) = host.acme_path(&["-f", "n", "-s", "node2", "-d", "node1"]);
     path.assert_route(GID0, GID1, "0");
-    let (path, _) = resolve(&host, &["-f", "i", "-s", "10.0.0.2", "-d", "10.0.0.2"]);
+    let (path, _) = host.acme_path(&["-f", "i", "-s", "10.0.0.2", "-d", "10.0.0.2"]);
     path.assert_route(GID1, GID1, "0");
 
     let mut rows = endpoints(&host);
@@ -461,7 +442,7 @@ fn ethernet_device_is_skipped_and_the_ib_device_still_works() {
     // ueth0 (second device: GUID ...57) never reached the provider.
     assert!(!log.contains("urdma: device 0x505400fffe123457"), "{log}");
 
-    let (path, _) = resolve(&host, &["-d", "10.0.0.3"]);
+    let (path, _) = host.acme_path(&["-d", "10.0.0.3"]);
     path.assert_route(REMOTE, GID0, "9");
     let rows = endpoints(&host);
     assert_eq!(rows.len(), 1, "{rows:?}");
@@ -488,7 +469,7 @@ fn ethernet_port_of_an_ib_device_is_refused_by_the_provider() {
     assert!(refusal.contains("Ethernet"), "{refusal}");
     assert!(host.daemon_alive(), "{}", host.diagnostics());
 
-    let (path, _) = resolve(&host, &["-f", "i", "-s", "10.0.0.1", "-d", "10.0.0.3"]);
+    let (path, _) = host.acme_path(&["-f", "i", "-s", "10.0.0.1", "-d", "10.0.0.3"]);
     path.assert_route(REMOTE, GID0, "9");
     // Port 2 has no endpoint, so its name is no usable source.
     resolve_fails(
@@ -507,7 +488,7 @@ fn ethernet_port_of_an_ib_device_is_refused_by_the_provider() {
 fn port_error_stops_and_port_active_restores_resolution() {
     let host = start();
     let from_port = ["-f", "i", "-s", "10.0.0.1", "-d", "10.0.0.3"];
-    resolve(&host, &from_port).0.assert_route(REMOTE, GID0, "9");
+    host.acme_path(&from_port).0.assert_route(REMOTE, GID0, "9");
     let added = "urdma: endpoint pkey 0xffff: address node1";
     assert_eq!(host.log_count(added), 1);
 
@@ -530,8 +511,8 @@ fn port_error_stops_and_port_active_restores_resolution() {
     if !host.wait_log_count(added, 2, WAIT) {
         panic!("port 1 did not come back\n{}", host.diagnostics());
     }
-    resolve(&host, &from_port).0.assert_route(REMOTE, GID0, "9");
-    resolve(&host, &["-f", "n", "-s", "node1", "-d", "node1"])
+    host.acme_path(&from_port).0.assert_route(REMOTE, GID0, "9");
+    host.acme_path(&["-f", "n", "-s", "node1", "-d", "node1"])
         .0
         .assert_route(GID0, GID0, "0");
 }
@@ -541,13 +522,13 @@ fn gid_change_is_reflected_and_the_old_gid_is_not_served_from_cache() {
     let host = start();
     const NEW: &str = "fe80::1234";
     // Fill the cache: a remote, the host itself by name and by GID.
-    resolve(&host, &["-f", "i", "-s", "10.0.0.1", "-d", "10.0.0.3"])
+    host.acme_path(&["-f", "i", "-s", "10.0.0.1", "-d", "10.0.0.3"])
         .0
         .assert_route(REMOTE, GID0, "9");
-    resolve(&host, &["-f", "n", "-s", "node1", "-d", "node1"])
+    host.acme_path(&["-f", "n", "-s", "node1", "-d", "node1"])
         .0
         .assert_route(GID0, GID0, "0");
-    resolve(&host, &["-f", "g", "-d", GID0])
+    host.acme_path(&["-f", "g", "-d", GID0])
         .0
         .assert_route(GID0, GID0, "0");
 
@@ -561,16 +542,16 @@ fn gid_change_is_reflected_and_the_old_gid_is_not_served_from_cache() {
         panic!("port 1 did not come back\n{}", host.diagnostics());
     }
 
-    resolve(&host, &["-f", "i", "-s", "10.0.0.1", "-d", "10.0.0.3"])
+    host.acme_path(&["-f", "i", "-s", "10.0.0.1", "-d", "10.0.0.3"])
         .0
         .assert_route(REMOTE, NEW, "9");
-    resolve(&host, &["-f", "n", "-s", "node1", "-d", "node1"])
+    host.acme_path(&["-f", "n", "-s", "node1", "-d", "node1"])
         .0
         .assert_route(NEW, NEW, "0");
-    resolve(&host, &["-d", "10.0.0.1"])
+    host.acme_path(&["-d", "10.0.0.1"])
         .0
         .assert_route(NEW, NEW, "0");
-    resolve(&host, &["-f", "g", "-d", NEW])
+    host.acme_path(&["-f", "g", "-d", NEW])
         .0
         .assert_route(NEW, NEW, "0");
     // Nothing owns the old GID any more.
@@ -596,10 +577,10 @@ fn malformed_hosts_line_is_reported_and_skipped() {
         assert!(!log.contains(&other), "line {good} is fine:\n{log}");
     }
 
-    resolve(&host, &["-f", "n", "-s", "node1", "-d", "node3"])
+    host.acme_path(&["-f", "n", "-s", "node1", "-d", "node3"])
         .0
         .assert_route(REMOTE, GID0, "9");
-    resolve(&host, &["-f", "i", "-s", "10.0.0.1", "-d", "10.0.0.3"])
+    host.acme_path(&["-f", "i", "-s", "10.0.0.1", "-d", "10.0.0.3"])
         .0
         .assert_route(REMOTE, GID0, "9");
     resolve_fails(
@@ -673,7 +654,7 @@ fn bad_option_lines_are_located_and_defaults_kept() {
     assert!(host.daemon_alive(), "{}", host.diagnostics());
 
     // Served with the default MTU (4096 = 5) and the good line's SL.
-    let (path, _) = resolve(&host, &["-f", "i", "-s", "10.0.0.1", "-d", "10.0.0.3"]);
+    let (path, _) = host.acme_path(&["-f", "i", "-s", "10.0.0.1", "-d", "10.0.0.3"]);
     path.assert_route(REMOTE, GID0, "9");
     assert_eq!(path.get("sl"), "3");
 }
@@ -684,8 +665,8 @@ fn bad_option_lines_are_located_and_defaults_kept() {
 fn client_reregister_flushes_the_cache() {
     let host = start();
     let args = ["-f", "i", "-s", "10.0.0.1", "-d", "10.0.0.3"];
-    resolve(&host, &args).0.assert_route(REMOTE, GID0, "9");
-    resolve(&host, &args).0.assert_route(REMOTE, GID0, "9");
+    host.acme_path(&args).0.assert_route(REMOTE, GID0, "9");
+    host.acme_path(&args).0.assert_route(REMOTE, GID0, "9");
     let ep = ["-P", "s", "-s", "10.0.0.1"];
     assert_counters(
         &counters(&host, &ep),
@@ -704,7 +685,7 @@ fn client_reregister_flushes_the_cache() {
         WAIT,
     );
 
-    resolve(&host, &args).0.assert_route(REMOTE, GID0, "9");
+    host.acme_path(&args).0.assert_route(REMOTE, GID0, "9");
     assert_counters(
         &counters(&host, &ep),
         &[

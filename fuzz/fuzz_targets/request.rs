@@ -7,22 +7,11 @@
 use ibacm_urdma::addr::Address;
 use ibacm_urdma::config::Config;
 use ibacm_urdma::engine::{Engine, Id, PortInfo};
-use ibacm_urdma::host::{Counter, Host};
+use ibacm_urdma::host::NullHost;
 use ibacm_urdma::hosts::Hosts;
 use ibacm_urdma::msg::MsgBuf;
 use libfuzzer_sys::fuzz_target;
 use std::sync::{Mutex, OnceLock};
-
-struct NullHost;
-impl Host for NullHost {
-    fn resolve_response(&self, _: u64, _: &MsgBuf) -> i32 {
-        0
-    }
-    fn query_response(&self, _: u64, _: &MsgBuf) -> i32 {
-        0
-    }
-    fn increment_counter(&self, _: Counter) {}
-}
 
 fn engine() -> &'static Mutex<(Engine<NullHost>, Id)> {
     static E: OnceLock<Mutex<(Engine<NullHost>, Id)>> = OnceLock::new();

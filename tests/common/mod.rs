@@ -426,6 +426,23 @@ impl Host {
         self.run_client(self.in_namespaces(false, &argv))
     }
 
+    /// Runs `ib_acme ARGS`, which must succeed and print a path: the path
+    /// and the whole output.
+    pub fn acme_path(&self, args: &[&str]) -> (PathInfo, String) {
+        let (code, out) = self.acme(args);
+        assert_eq!(code, 0, "ib_acme {args:?} failed:\n{out}");
+        assert!(
+            out.contains("return status 0x0"),
+            "ib_acme {args:?}:\n{out}"
+        );
+        let path = PathInfo::parse(&out);
+        assert!(
+            !path.0.is_empty(),
+            "ib_acme {args:?} printed no path:\n{out}"
+        );
+        (path, out)
+    }
+
     /// `urdma-rai ARGS` (librdmacm `rdma_getaddrinfo`) with the sim
     /// preloaded, so librdmacm sees the same devices as the daemon.
     pub fn rai(&self, args: &[&str]) -> (i32, String) {
