@@ -75,6 +75,10 @@ pub struct Config {
     /// Fallbacks for peers that do not run the provider, tried in order
     /// after discovery fails.
     pub derive: Vec<Derivation>,
+    /// Pre-shared keys that authenticate discovery (`None`: unauthenticated).
+    pub auth_key_file: Option<PathBuf>,
+    /// Discovery replies per second to one source (0: no limit).
+    pub reply_rate: u32,
     /// The daemon's own `log_level`: decides what the log bridge formats.
     pub daemon_log_level: u8,
 }
@@ -144,6 +148,8 @@ impl Default for Config {
             retries: 2,
             negative_timeout_ms: 5000,
             derive: Vec::new(),
+            auth_key_file: None,
+            reply_rate: 5000,
             daemon_log_level: 0,
         }
     }
@@ -175,7 +181,7 @@ fn lifetime(v: &str) -> Result<Lifetime, String> {
 }
 
 /// Every `urdma_` key, for the unknown-key check and the documentation test.
-pub const KEYS: [&str; 15] = [
+pub const KEYS: [&str; 17] = [
     "urdma_hosts_file",
     "urdma_addr_timeout",
     "urdma_route_timeout",
@@ -191,6 +197,8 @@ pub const KEYS: [&str; 15] = [
     "urdma_retries",
     "urdma_negative_timeout",
     "urdma_derive",
+    "urdma_auth_key_file",
+    "urdma_reply_rate",
 ];
 
 impl Config {
@@ -245,6 +253,14 @@ impl Config {
                 self.negative_timeout_ms = ranged(v, 0, 3_600_000).map_err(bad)?
             }
             "urdma_derive" => self.derive = derivations(v).map_err(bad)?,
+            "urdma_auth_key_file" => {
+                self.auth_key_file = match v {
+                    "none" => None,
+                    p if p.starts_with('/') => Some(PathBuf::from(p)),
+                    _ => return Err(bad("expected an absolute path or none".into())),
+                }
+            }
+            "urdma_reply_rate" => self.reply_rate = ranged(v, 0, 1_000_000).map_err(bad)?,
             _ => unreachable!("every key in KEYS has a case"),
         }
         Ok(true)
@@ -304,6 +320,11 @@ impl Config {
                     .collect::<Vec<_>>()
                     .join(","),
             },
+            "urdma_auth_key_file" => match &self.auth_key_file {
+                Some(p) => p.display().to_string(),
+                None => "none".to_string(),
+            },
+            "urdma_reply_rate" => self.reply_rate.to_string(),
             _ => return None,
         })
     }

@@ -9,6 +9,7 @@
 //! effects; the worker thread and the boundary perform them.
 
 use crate::addr::{Address, Gid};
+use crate::auth::Auth;
 use crate::config::Derivation;
 use crate::engine::{Datagram, Engine, Found, Id, Outgoing};
 use crate::host::Host;
@@ -31,6 +32,9 @@ pub const NEIGHBOUR_POLL: Duration = Duration::from_millis(20);
 /// rate and P_Key.
 pub(crate) type RecordKey = (Gid, u16, u8, u8, u16);
 
+/// Drops are summed up in the log at most this often, so a flood costs a
+/// line per interval, not a line per datagram.
+const DROP_SUMMARY_EVERY: Duration = Duration::from_secs(10);
 /// How long withdrawals wait to be sent together.
 const WITHDRAW_DELAY: Duration = Duration::from_millis(20);
 /// Where a datagram goes to make the kernel resolve a neighbour: the
@@ -80,6 +84,26 @@ impl<H: Host> Engine<H> {
         self.discovery_up = up;
         if up {
             self.schedule_announce(Instant::now());
+        }
+    }
+
+    /// Authenticates every discovery datagram from now on.
+    pub fn set_auth(&mut self, auth: Option<Auth>) {
+        self.auth = auth;
+    }
+
+    /// Turns discovery off for good: its configuration cannot be honoured
+    /// (an unusable key file must not mean unauthenticated discovery).
+    pub fn disable_discovery(&mut self) {
+        self.cfg.discovery = false;
+        self.discovery_up = false;
+    }
+
+    /// A message as it goes on the wire: sealed when authentication is on.
+    fn encode(&self, m: Message) -> Vec<u8> {
+        match &self.auth {
+            Some(auth) => auth.seal(m.encode()),
+            None => m.encode(),
         }
     }
 
@@ -187,7 +211,7 @@ impl<H: Host> Engine<H> {
     ) -> Option<Datagram> {
         let target = WireAddress::new(key.clone()).ok()?;
         let sender = self.record_for(ep, None)?;
-        let bytes = Message::from(Query::new(txid, target, sender)).encode();
+        let bytes = self.encode(Query::new(txid, target, sender).into());
         Some(match ip_of(key) {
             Some(ip) => Datagram::Unicast {
                 to: SocketAddr::new(ip, self.cfg.discovery_port),
@@ -326,6 +350,19 @@ impl<H: Host> Engine<H> {
             self.announce_at.remove(0);
             self.announce();
         }
+        self.log_drops(now);
+    }
+
+    /// Says in the log, at the daemon's default level, how many datagrams
+    /// were dropped and why: an operator sees an attack or a misconfigured
+    /// peer (a wrong key) without turning on tracing.
+    fn log_drops(&mut self, now: Instant) {
+        let (logged, at) = &self.drops_logged;
+        if self.drops == *logged || at.is_some_and(|t| now < t + DROP_SUMMARY_EVERY) {
+            return;
+        }
+        log::info!("discovery: datagrams dropped so far: {}", self.drops);
+        self.drops_logged = (self.drops.clone(), Some(now));
     }
 
     pub(crate) fn schedule_announce(&mut self, now: Instant) {
@@ -397,7 +434,7 @@ impl<H: Host> Engine<H> {
         }
         for chunk in records.chunks(MAX_ANNOUNCE_RECORDS) {
             if let Ok(a) = Announce::new(chunk.to_vec(), false) {
-                let bytes = Message::from(a).encode();
+                let bytes = self.encode(a.into());
                 self.effects.datagrams.push(Datagram::Multicast { bytes });
             }
         }
@@ -454,7 +491,7 @@ impl<H: Host> Engine<H> {
         }
         for chunk in records.chunks(MAX_ANNOUNCE_RECORDS) {
             if let Ok(a) = Announce::new(chunk.to_vec(), true) {
-                let bytes = Message::from(a).encode();
+                let bytes = self.encode(a.into());
                 self.effects.datagrams.push(Datagram::Multicast { bytes });
             }
         }
@@ -465,8 +502,7 @@ impl<H: Host> Engine<H> {
     }
 
     fn drop_datagram(&mut self, from: SocketAddr, why: &str) {
-        let d = &self.drops;
-        let total = d.malformed + d.unsolicited + d.wrong_source + d.own;
+        let total = self.drops.total();
         log::trace!("discovery: dropped a datagram from {from}: {why} ({total} dropped so far)");
     }
 
@@ -534,7 +570,20 @@ impl<H: Host> Engine<H> {
         bytes: &[u8],
         now: Instant,
     ) {
-        match Message::decode(bytes) {
+        let decoded = match &mut self.auth {
+            None => Message::decode(bytes),
+            Some(auth) => match auth.open(bytes) {
+                Ok(body) => Message::decode_authenticated(body),
+                Err(r) => {
+                    match r.is_replay() {
+                        true => self.drops.replayed += 1,
+                        false => self.drops.unauthenticated += 1,
+                    }
+                    return self.drop_datagram(from, &r.to_string());
+                }
+            },
+        };
+        match decoded {
             Err(e) => {
                 self.drops.malformed += 1;
                 self.drop_datagram(from, &format!("malformed: {e}"));
@@ -563,6 +612,10 @@ impl<H: Host> Engine<H> {
             None => Answer::Refused,
         };
         let found = matches!(answer, Answer::Found(_));
+        if !self.reply_limit.allow(from.ip(), now) {
+            self.drops.rate_limited += 1;
+            return self.drop_datagram(from, "over urdma_reply_rate");
+        }
         let Ok(reply) = q.reply(answer) else {
             return;
         };
@@ -576,7 +629,7 @@ impl<H: Host> Engine<H> {
         self.effects.datagrams.push(Datagram::Unicast {
             to: from,
             from: from_addr,
-            bytes: Message::from(reply).encode(),
+            bytes: self.encode(reply.into()),
         });
         // Both sides cache each other, as acmp does; only a sender that
         // speaks from one of its own addresses is believed.
@@ -1350,5 +1403,146 @@ mod tests {
         );
         let r = f.e.resolve(f.addr, &by_name, 2).unwrap();
         assert_eq!(r.status(), ACM_STATUS_ENODATA as u8, "names need discovery");
+    }
+
+    const KEY: &str = "1 000102030405060708090a0b0c0d0e0f";
+
+    fn auth(keys: &str) -> Auth {
+        Auth::new(
+            crate::auth::Keyring::parse(keys, "key").unwrap(),
+            crate::auth::wall_micros,
+        )
+    }
+
+    #[test]
+    fn with_a_key_only_authenticated_fresh_messages_count() {
+        let mut f = fixture(Config::default());
+        f.e.set_auth(Some(auth(KEY)));
+        let mut peer_auth = auth(KEY);
+        f.e.resolve(f.addr, &ip_request(PEER_IP, 0, 1), 11);
+        let fx = f.e.take_effects();
+        let [Datagram::Unicast { bytes: sent, .. }] = &fx.datagrams[..] else {
+            panic!("{fx:?}")
+        };
+        assert_eq!(
+            sent.len(),
+            crate::wire::QUERY_LEN + crate::wire::AUTH_TRAILER_LEN
+        );
+        assert!(
+            Message::decode(sent).is_err(),
+            "a receiver without the key drops it"
+        );
+        let body = peer_auth.open(sent).expect("sealed with the shared key");
+        let Ok(Message::Query(q)) = Message::decode_authenticated(body) else {
+            panic!()
+        };
+        let found = Message::from(q.reply(Answer::Found(peer_record(PEER))).unwrap()).encode();
+
+        // A reply that is right in every way but unsealed, or sealed with
+        // another key, is dropped and does not end the lookup.
+        f.e.on_datagram(peer(), None, &found, f.t0);
+        let forger = auth("1 0f0e0d0c0b0a09080706050403020100");
+        f.e.on_datagram(peer(), None, &forger.seal(found.clone()), f.t0);
+        let other_id = auth("2 000102030405060708090a0b0c0d0e0f");
+        f.e.on_datagram(peer(), None, &other_id.seal(found.clone()), f.t0);
+        assert!(f.e.take_effects().replies.is_empty());
+        assert_eq!(f.e.drops().unauthenticated, 3);
+        assert_eq!(f.e.lookups_in_flight(), 1);
+
+        let sealed = peer_auth.seal(found);
+        assert!(sealed.len() <= sent.len(), "no larger than the query");
+        f.e.on_datagram(peer(), None, &sealed, f.t0);
+        let fx = f.e.take_effects();
+        assert_eq!(fx.replies.len(), 1);
+        assert_eq!(dgid(&fx.replies[0].msg), PEER.parse().unwrap());
+
+        // Replayed later, even to a new lookup with the same target, it is
+        // caught before its transaction id is looked at.
+        f.e.on_datagram(peer(), None, &sealed, f.t0);
+        assert_eq!(f.e.drops().replayed, 1);
+        assert_eq!(f.e.drops().unsolicited, 0);
+    }
+
+    #[test]
+    fn with_a_key_queries_are_answered_sealed_and_plain_ones_ignored() {
+        let mut f = fixture(Config::default());
+        f.e.set_auth(Some(auth(KEY)));
+        let mut peer_auth = auth(KEY);
+        let q = Message::from(Query::new(
+            std::num::NonZeroU64::new(9).unwrap(),
+            WireAddress::new(Address::Ip4([10, 0, 0, 1].into())).unwrap(),
+            peer_record(PEER),
+        ))
+        .encode();
+        f.e.on_datagram(peer(), None, &q, f.t0);
+        assert!(f.e.take_effects().datagrams.is_empty());
+        let sealed = peer_auth.seal(q);
+        f.e.on_datagram(peer(), None, &sealed, f.t0);
+        let fx = f.e.take_effects();
+        let [Datagram::Unicast { bytes, .. }] = &fx.datagrams[..] else {
+            panic!("{fx:?}")
+        };
+        assert!(bytes.len() <= sealed.len(), "never larger than the query");
+        let body = peer_auth.open(bytes).unwrap();
+        assert!(matches!(
+            Message::decode_authenticated(body),
+            Ok(Message::Reply(r)) if matches!(r.answer(), Answer::Found(_))
+        ));
+        f.e.on_datagram(peer(), None, &sealed, f.t0);
+        assert!(
+            f.e.take_effects().datagrams.is_empty(),
+            "a replay is not answered"
+        );
+        assert_eq!((f.e.drops().unauthenticated, f.e.drops().replayed), (1, 1));
+    }
+
+    #[test]
+    fn replies_to_one_source_are_rate_limited() {
+        let mut f = fixture(Config {
+            reply_rate: 10,
+            ..Config::default()
+        });
+        let ask = |txid: u64| {
+            Message::from(Query::new(
+                std::num::NonZeroU64::new(txid).unwrap(),
+                WireAddress::new(Address::Ip4([10, 0, 0, 9].into())).unwrap(),
+                peer_record(PEER),
+            ))
+            .encode()
+        };
+        let answered = |e: &mut Engine<FakeHost>, from: SocketAddr, n: u64, t: Instant| {
+            (1..=n)
+                .filter(|&txid| {
+                    e.on_datagram(from, None, &ask(txid), t);
+                    !e.take_effects().datagrams.is_empty()
+                })
+                .count()
+        };
+        assert_eq!(answered(&mut f.e, peer(), 100, f.t0), 40, "a 4 s burst");
+        assert_eq!(f.e.drops().rate_limited, 60);
+        let other = SocketAddr::new(IpAddr::V4([10, 0, 0, 3].into()), 6126);
+        assert_eq!(answered(&mut f.e, other, 5, f.t0), 5);
+        let later = f.t0 + Duration::from_secs(1);
+        assert_eq!(answered(&mut f.e, peer(), 100, later), 10, "then 10/s");
+    }
+
+    #[test]
+    fn drops_are_summed_up_in_the_log_now_and_then() {
+        let mut f = fixture(Config::default());
+        for _ in 0..3 {
+            f.e.on_datagram(peer(), None, b"garbage", f.t0);
+        }
+        f.e.on_timers(f.t0);
+        assert_eq!(f.e.drops_logged.0.malformed, 3, "the first drops at once");
+        f.e.on_datagram(peer(), None, b"garbage", f.t0);
+        f.e.on_timers(f.t0 + Duration::from_secs(1));
+        assert_eq!(f.e.drops_logged.0.malformed, 3, "then once per interval");
+        f.e.on_timers(f.t0 + DROP_SUMMARY_EVERY);
+        assert_eq!(f.e.drops_logged.0.malformed, 4);
+        assert_eq!(
+            f.e.drops().to_string(),
+            "4 (malformed 4, unsolicited 0, wrong source 0, own 0, unauthenticated 0, \
+             replayed 0, rate-limited 0)"
+        );
     }
 }

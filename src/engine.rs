@@ -121,6 +121,42 @@ pub struct DropCounts {
     pub unsolicited: u64,
     pub wrong_source: u64,
     pub own: u64,
+    /// Without a valid MAC of a known key (authentication on).
+    pub unauthenticated: u64,
+    /// Verified, but seen before or outside the time window.
+    pub replayed: u64,
+    /// Queries left unanswered by the per-source reply limit.
+    pub rate_limited: u64,
+}
+
+impl DropCounts {
+    pub fn total(&self) -> u64 {
+        self.malformed
+            + self.unsolicited
+            + self.wrong_source
+            + self.own
+            + self.unauthenticated
+            + self.replayed
+            + self.rate_limited
+    }
+}
+
+impl std::fmt::Display for DropCounts {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{} (malformed {}, unsolicited {}, wrong source {}, own {}, unauthenticated {}, \
+             replayed {}, rate-limited {})",
+            self.total(),
+            self.malformed,
+            self.unsolicited,
+            self.wrong_source,
+            self.own,
+            self.unauthenticated,
+            self.replayed,
+            self.rate_limited
+        )
+    }
 }
 
 /// A destination, looked up in what is known right now.
@@ -153,6 +189,11 @@ pub struct Engine<H: Host> {
     pub(crate) withdrawals: Vec<(crate::discovery::RecordKey, Vec<crate::wire::WireAddress>)>,
     pub(crate) withdraw_at: Option<Instant>,
     pub(crate) drops: DropCounts,
+    /// What the last drop summary in the log said, and when.
+    pub(crate) drops_logged: (DropCounts, Option<Instant>),
+    /// Seals and opens discovery datagrams when authentication is on.
+    pub(crate) auth: Option<crate::auth::Auth>,
+    pub(crate) reply_limit: crate::ratelimit::RateLimiter,
     /// Counters per endpoint. Every request bumps two or three, and
     /// endpoints are few: a short scan costs less than hashing each time.
     counters: Vec<(Id, [u64; COUNTERS])>,
@@ -162,6 +203,7 @@ pub struct Engine<H: Host> {
 impl<H: Host> Engine<H> {
     pub fn new(host: H, cfg: Config, hosts: Hosts) -> Self {
         Engine {
+            reply_limit: crate::ratelimit::RateLimiter::new(cfg.reply_rate),
             host,
             cfg,
             hosts,
@@ -179,6 +221,8 @@ impl<H: Host> Engine<H> {
             withdrawals: Vec::new(),
             withdraw_at: None,
             drops: DropCounts::default(),
+            drops_logged: (DropCounts::default(), None),
+            auth: None,
             counters: Vec::new(),
             next_id: 1,
         }

@@ -9,6 +9,7 @@
 //! Only `ffi` touches raw pointers; everything else is safe Rust.
 
 pub mod addr;
+pub mod auth;
 pub mod cache;
 pub mod config;
 pub mod discovery;
@@ -22,6 +23,7 @@ pub mod msg;
 pub mod neigh;
 pub mod net;
 pub mod path;
+pub mod ratelimit;
 pub mod resolver;
 pub mod wire;
 pub mod worker;

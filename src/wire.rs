@@ -32,8 +32,8 @@ pub const VERSION: u8 = 1;
 
 /// ANNOUNCE only: the records' bindings are withdrawn, not (re)stated.
 pub const FLAG_WITHDRAWN: u16 = 0x0001;
-/// Reserved for an authentication trailer (see the specification); this
-/// version drops every message that sets it.
+/// Set on a message followed by an authentication trailer
+/// ([`AUTH_TRAILER_LEN`] bytes; `crate::auth` seals and opens it).
 pub const FLAG_AUTH: u16 = 0x8000;
 
 pub const HEADER_LEN: usize = 16;
@@ -59,14 +59,20 @@ pub const MAX_REPLY_LEN: usize = HEADER_LEN + 1 + MAX_ADDRESS_LEN + MAX_RECORD_L
 pub const QUERY_LEN: usize = MAX_REPLY_LEN;
 pub const MAX_ANNOUNCE_LEN: usize = HEADER_LEN + 1 + MAX_ANNOUNCE_RECORDS * MAX_RECORD_LEN;
 pub const MAX_MESSAGE_LEN: usize = max(max(QUERY_LEN, MAX_REPLY_LEN), MAX_ANNOUNCE_LEN);
+/// Key id (4), timestamp (8) and HMAC-SHA256 (32) after an authenticated
+/// message. Every message carries the same trailer, so a reply stays no
+/// larger than its query.
+pub const AUTH_TRAILER_LEN: usize = 44;
+/// The largest datagram: the largest message, authenticated.
+pub const MAX_DATAGRAM_LEN: usize = MAX_MESSAGE_LEN + AUTH_TRAILER_LEN;
 /// Receive into a buffer this large: UDP silently truncates a datagram to
-/// the buffer, and one byte more than any valid message lets an oversized
-/// datagram be seen, and rejected, as such.
-pub const RECV_BUF_LEN: usize = MAX_MESSAGE_LEN + 1;
+/// the buffer, and one byte more than any valid datagram lets an oversized
+/// one be seen, and rejected, as such.
+pub const RECV_BUF_LEN: usize = MAX_DATAGRAM_LEN + 1;
 
 // The padding rule only works if an unpadded query always fits.
 const _: () = assert!(HEADER_LEN + MAX_ADDRESS_LEN + MAX_RECORD_LEN <= QUERY_LEN);
-const _: () = assert!(MAX_MESSAGE_LEN <= 1232);
+const _: () = assert!(MAX_DATAGRAM_LEN <= 1232);
 
 const fn max(a: usize, b: usize) -> usize {
     if a > b {
@@ -95,7 +101,10 @@ pub enum WireError {
     BadMagic([u8; 4]),
     BadVersion(u8),
     BadType(u8),
+    /// An authenticated message reached a receiver without a key.
     AuthUnsupported,
+    /// A message without the AUTH flag given to the authenticated decoder.
+    NotAuthenticated,
     /// Flags undefined, or undefined for this message type.
     BadFlags(u16),
     ZeroTxid,
@@ -141,7 +150,10 @@ impl fmt::Display for WireError {
             BadMagic(m) => write!(f, "bad magic {m:02x?}"),
             BadVersion(v) => write!(f, "unsupported version {v}"),
             BadType(t) => write!(f, "unknown message type {t}"),
-            AuthUnsupported => f.write_str("authenticated messages are not supported"),
+            AuthUnsupported => {
+                f.write_str("authenticated message, but no urdma_auth_key_file is configured")
+            }
+            NotAuthenticated => f.write_str("message is not authenticated"),
             BadFlags(x) => write!(f, "flags {x:#06x} not defined for this message type"),
             ZeroTxid => f.write_str("transaction id 0 in a query or reply"),
             AnnounceTxid(t) => write!(f, "announce with transaction id {t:#x}, must be 0"),
@@ -520,6 +532,17 @@ impl Message {
     }
 
     pub fn decode(buf: &[u8]) -> Result<Message, WireError> {
+        Message::decode_with(buf, false)
+    }
+
+    /// Decodes the message part of an authenticated datagram (its trailer
+    /// already checked and cut off by `crate::auth`): the AUTH flag must be
+    /// set, and the rest is held to the same rules as [`Message::decode`].
+    pub fn decode_authenticated(body: &[u8]) -> Result<Message, WireError> {
+        Message::decode_with(body, true)
+    }
+
+    fn decode_with(buf: &[u8], authenticated: bool) -> Result<Message, WireError> {
         if buf.len() > MAX_MESSAGE_LEN {
             return Err(WireError::TooLong(buf.len()));
         }
@@ -535,11 +558,14 @@ impl Message {
         let kind = r.u8("header")?;
         let flags = r.u16("header")?;
         let txid = r.u64("header")?;
-        // Before anything else about the body: a future authenticated
-        // message has a trailer this version cannot parse.
-        if flags & FLAG_AUTH != 0 {
-            return Err(WireError::AuthUnsupported);
-        }
+        // Before anything else about the body: without a key, the trailer
+        // of an authenticated message cannot be checked or parsed.
+        let flags = match (authenticated, flags & FLAG_AUTH != 0) {
+            (true, true) => flags & !FLAG_AUTH,
+            (true, false) => return Err(WireError::NotAuthenticated),
+            (false, true) => return Err(WireError::AuthUnsupported),
+            (false, false) => flags,
+        };
         let allowed = if kind == TYPE_ANNOUNCE {
             FLAG_WITHDRAWN
         } else {
@@ -863,6 +889,7 @@ mod tests {
         assert_eq!(QUERY_LEN, 640);
         assert_eq!(MAX_ANNOUNCE_LEN, 1133);
         assert_eq!(MAX_MESSAGE_LEN, 1133);
+        assert_eq!(MAX_DATAGRAM_LEN, 1177);
         assert_eq!(biggest_record().encoded_len(), MAX_RECORD_LEN);
     }
 
@@ -1101,6 +1128,17 @@ mod tests {
             WireError::AuthUnsupported
         );
         assert_eq!(decode_err(&patched(&q, 6, &[0, 2])), WireError::BadFlags(2));
+        // The authenticated decoder wants the flag, and takes nothing else
+        // the plain one refuses.
+        assert_eq!(
+            Message::decode_authenticated(&q),
+            Err(WireError::NotAuthenticated)
+        );
+        assert!(Message::decode_authenticated(&patched(&q, 6, &[0x80, 0])).is_ok());
+        assert_eq!(
+            Message::decode_authenticated(&patched(&q, 6, &[0x80, 2])),
+            Err(WireError::BadFlags(2))
+        );
         // Withdrawn means something only on an announce.
         assert_eq!(decode_err(&patched(&q, 6, &[0, 1])), WireError::BadFlags(1));
         assert_eq!(decode_err(&patched(&q, 8, &[0; 8])), WireError::ZeroTxid);

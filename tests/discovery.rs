@@ -909,3 +909,134 @@ fn a_port_going_down_is_withdrawn_from_its_peers() {
         }
     }
 }
+
+// 11 -----------------------------------------------------------------------
+
+/// A key file with `keys`, mode `mode`, in a directory of its own that is
+/// removed on drop. It lives outside the hosts' temp directories because
+/// it must exist before the daemons start.
+struct KeyFile(std::path::PathBuf);
+
+impl KeyFile {
+    fn new(name: &str, keys: &str, mode: u32) -> KeyFile {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = std::env::temp_dir().join(format!("urdma-key-{}-{name}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("urdma.key");
+        std::fs::write(&path, keys).unwrap();
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(mode)).unwrap();
+        KeyFile(path)
+    }
+
+    fn opt(&self) -> String {
+        format!("urdma_auth_key_file {}", self.0.display())
+    }
+}
+
+impl Drop for KeyFile {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(self.0.parent().unwrap());
+    }
+}
+
+/// The cumulative counts of A's latest drop summary in the log.
+fn drop_summary(host: &Host) -> Option<String> {
+    host.log()
+        .lines()
+        .rev()
+        .find_map(|l| l.split_once("datagrams dropped so far: "))
+        .map(|(_, counts)| counts.to_string())
+}
+
+#[test]
+fn with_a_shared_key_only_key_holders_take_part() {
+    let shared = KeyFile::new("shared", "5 00112233445566778899aabbccddeeff\n", 0o600);
+    let other = KeyFile::new("other", "5 ffeeddccbbaa99887766554433221100\n", 0o600);
+    let quick = ["urdma_timeout 200", "urdma_retries 1"];
+    let net = Net::new();
+    let (shared_opt, other_opt) = (shared.opt(), other.opt());
+    fn with<'a>(quick: [&'a str; 2], key: &'a str) -> [&'a str; 3] {
+        [quick[0], quick[1], key]
+    }
+    let a = Node::A.start(&net, &with(quick, &shared_opt));
+    let b = Node::B.start(&net, &with(quick, &shared_opt));
+    // C signs with another key under the same id; D has no key at all.
+    let c = Node::C.start(&net, &with(quick, &other_opt));
+    let d = Node::new(4).start(&net, &quick);
+    a.expect_log("discovery: authenticated, signing with key 5 of 1", WAIT);
+
+    // Key holders find each other by address and by name, both ways.
+    resolve(
+        &a,
+        &["-f", "i", "-d", &Node::B.ip4()],
+        &Node::B.gid(),
+        &Node::A.gid(),
+    );
+    resolve(
+        &b,
+        &["-f", "n", "-s", "node-b", "-d", "node-a"],
+        &Node::A.gid(),
+        &Node::B.gid(),
+    );
+    // A host with the wrong key, or none, neither answers nor is answered.
+    for (asker, target) in [(&a, "10.0.0.3"), (&a, "10.0.0.4"), (&c, "10.0.0.1")] {
+        resolve_fails(asker, &["-f", "i", "-d", target], "Connection timed out");
+    }
+    resolve_fails(&d, &["-f", "i", "-d", "10.0.0.2"], "Connection timed out");
+    resolve_fails(
+        &a,
+        &["-f", "n", "-s", "node-a", "-d", "node-c"],
+        "Connection timed out",
+    );
+
+    // Every refusal is counted, and an operator sees why in the log at the
+    // daemon's default level.
+    for h in [&a, &c] {
+        let summary = || drop_summary(h).unwrap_or_default();
+        let deadline = Instant::now() + WAIT + Duration::from_secs(10);
+        while !summary().contains("unauthenticated") || summary().contains("unauthenticated 0,") {
+            assert!(
+                Instant::now() < deadline,
+                "no unauthenticated drops logged\n{}",
+                h.diagnostics()
+            );
+            std::thread::sleep(Duration::from_millis(200));
+        }
+    }
+    // D, without a key, drops what the others send (the AUTH flag is not
+    // something it can check) and says so.
+    assert!(
+        d.wait_log("authenticated message, but no urdma_auth_key_file", WAIT),
+        "{}",
+        d.diagnostics()
+    );
+    for h in [&a, &b, &c, &d] {
+        assert!(h.daemon_alive(), "{}", h.diagnostics());
+    }
+}
+
+#[test]
+fn a_key_file_others_can_read_turns_discovery_off_with_a_clear_error() {
+    let key = KeyFile::new("open", "5 00112233445566778899aabbccddeeff\n", 0o644);
+    let net = Net::new();
+    let a = Node::A.start(&net, &[&key.opt()]);
+    let _b = Node::B.start(&net, &[]);
+    a.expect_log(
+        &format!(
+            "urdma_auth_key_file {}: mode 0644 lets other users read or change the key; refused",
+            key.0.display()
+        ),
+        WAIT,
+    );
+    a.expect_log("discovery disabled", WAIT);
+    // Never unauthenticated discovery instead: B is not asked ...
+    resolve_fails(&a, &["-f", "i", "-d", "10.0.0.2"], "No data available");
+    // ... while what A knows by itself still resolves.
+    resolve(
+        &a,
+        &["-f", "n", "-s", "node-a", "-d", "node-a"],
+        &Node::A.gid(),
+        &Node::A.gid(),
+    );
+    assert!(a.daemon_alive(), "{}", a.diagnostics());
+}

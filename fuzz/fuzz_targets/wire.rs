@@ -1,9 +1,12 @@
 //! Any datagram at the discovery port: the decoder accepts exactly what the
 //! encoder produces, and the engine's handlers take anything without
 //! panicking, answering at most with one datagram no larger than the query.
+//! The same bytes, sealed with the key of an authenticating engine, reach
+//! its decoder and handlers through the authentication layer too.
 #![no_main]
 
 use ibacm_urdma::addr::Address;
+use ibacm_urdma::auth::{wall_micros, Auth, Keyring};
 use ibacm_urdma::config::Config;
 use ibacm_urdma::engine::{Datagram, Engine, PortInfo};
 use ibacm_urdma::host::NullHost;
@@ -14,10 +17,26 @@ use std::net::SocketAddr;
 use std::sync::{Mutex, OnceLock};
 use std::time::Instant;
 
-fn engine() -> &'static Mutex<Engine<NullHost>> {
-    static E: OnceLock<Mutex<Engine<NullHost>>> = OnceLock::new();
-    E.get_or_init(|| {
-        let mut e = Engine::new(NullHost, Config::default(), Hosts::default());
+const KEY: &str = "1 000102030405060708090a0b0c0d0e0f";
+
+fn keyed() -> Auth {
+    Auth::new(Keyring::parse(KEY, "key").unwrap(), wall_micros)
+}
+
+fn engine(authenticated: bool) -> &'static Mutex<Engine<NullHost>> {
+    static PLAIN: OnceLock<Mutex<Engine<NullHost>>> = OnceLock::new();
+    static SEALED: OnceLock<Mutex<Engine<NullHost>>> = OnceLock::new();
+    let cell = if authenticated { &SEALED } else { &PLAIN };
+    cell.get_or_init(|| {
+        // No reply limit: every query should reach the reply path.
+        let cfg = Config {
+            reply_rate: 0,
+            ..Config::default()
+        };
+        let mut e = Engine::new(NullHost, cfg, Hosts::default());
+        if authenticated {
+            e.set_auth(Some(keyed()));
+        }
         let dev = e.open_device(1);
         let info = PortInfo {
             port_num: 1,
@@ -43,7 +62,16 @@ fuzz_target!(|data: &[u8]| {
         assert_eq!(again, data, "decode accepts only what encode produces");
     }
     let _ = Message::query_txid(data);
-    let mut e = engine().lock().unwrap();
+    deliver(engine(false), data);
+    if data.len() >= 16 {
+        static SEALER: OnceLock<Auth> = OnceLock::new();
+        let sealed = SEALER.get_or_init(keyed).seal(data.to_vec());
+        deliver(engine(true), &sealed);
+    }
+});
+
+fn deliver(engine: &Mutex<Engine<NullHost>>, data: &[u8]) {
+    let mut e = engine.lock().unwrap();
     let from: SocketAddr = "10.0.0.2:6126".parse().unwrap();
     e.on_datagram(
         from,
@@ -63,4 +91,4 @@ fuzz_target!(|data: &[u8]| {
             );
         }
     }
-});
+}

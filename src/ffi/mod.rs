@@ -78,7 +78,27 @@ fn start_discovery() {
             .unwrap_or_else(|p| p.into_inner())
             .config()
             .clone();
-        if !cfg.discovery && cfg.derive.is_empty() {
+        let mut discovery = cfg.discovery;
+        if let (true, Some(path)) = (discovery, &cfg.auth_key_file) {
+            let auth = crate::auth::Keyring::load(path);
+            let mut e = engine.lock().unwrap_or_else(|p| p.into_inner());
+            match auth {
+                Ok(ring) => {
+                    log::info!(
+                        "discovery: authenticated, signing with key {} of {}",
+                        ring.signing_id(),
+                        ring.len()
+                    );
+                    e.set_auth(Some(crate::auth::Auth::new(ring, crate::auth::wall_micros)));
+                }
+                Err(err) => {
+                    log::error!("{err}; discovery disabled");
+                    e.disable_discovery();
+                    discovery = false;
+                }
+            }
+        }
+        if !discovery && cfg.derive.is_empty() {
             log::info!("discovery disabled; only local and static data resolve");
             return None;
         }
@@ -96,7 +116,7 @@ fn start_discovery() {
             log::error!("discovery: cannot start its thread: {e}; discovery disabled");
             return None;
         }
-        if cfg.discovery {
+        if discovery {
             log::info!("discovery on UDP port {}", cfg.discovery_port);
         }
         Some(net)

@@ -1,0 +1,442 @@
+//! Optional authentication of discovery messages (docs/protocol.md,
+//! Authentication). With `urdma_auth_key_file` set, every datagram carries
+//! a trailer: key id, timestamp, and an HMAC-SHA256 over the message and
+//! both. A receiver drops what it cannot verify, what is too old or too
+//! far ahead, and what it has seen before.
+
+use crate::fastmap::Map;
+use crate::wire::{AUTH_TRAILER_LEN, FLAG_AUTH, HEADER_LEN};
+use hmac::{Hmac, Mac};
+use sha2::Sha256;
+use std::fmt;
+use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+type HmacSha256 = Hmac<Sha256>;
+
+/// How far a timestamp may be from the receiver's clock, either way: the
+/// clock skew tolerated between hosts, and how long a message is replayable
+/// (so how long its MAC is remembered).
+pub const WINDOW_US: u64 = 30_000_000;
+/// Shortest key accepted: 128 bits.
+pub const MIN_KEY_BYTES: usize = 16;
+/// HMAC-SHA256 hashes longer keys down to 32 bytes anyway.
+pub const MAX_KEY_BYTES: usize = 64;
+/// MACs remembered against replays. Only verified messages are
+/// remembered, so only a key holder can fill this; when it is full of
+/// messages still inside the window, new ones are refused rather than old
+/// ones forgotten (forgetting would reopen them to replay).
+const MAX_REMEMBERED: usize = 1 << 16;
+const MAC_LEN: usize = 32;
+
+/// Microseconds since the Unix epoch.
+pub fn wall_micros() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_micros() as u64)
+        .unwrap_or(0)
+}
+
+struct Key {
+    id: u32,
+    /// Keyed once; each message clones the state.
+    mac: HmacSha256,
+}
+
+/// The keys of a key file: the first signs, all verify (so keys can be
+/// rotated host by host without a flag day).
+pub struct Keyring {
+    keys: Vec<Key>,
+}
+
+impl fmt::Debug for Keyring {
+    // Never key material, even in a debug print.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let ids: Vec<u32> = self.keys.iter().map(|k| k.id).collect();
+        f.debug_struct("Keyring").field("ids", &ids).finish()
+    }
+}
+
+impl Keyring {
+    /// Reads a key file, refusing one that other users can read or write:
+    /// whoever reads the key can forge every binding of the segment.
+    pub fn load(path: &Path) -> Result<Keyring, String> {
+        use std::os::unix::fs::PermissionsExt;
+        let shown = path.display();
+        let meta =
+            std::fs::metadata(path).map_err(|e| format!("urdma_auth_key_file {shown}: {e}"))?;
+        if !meta.is_file() {
+            return Err(format!("urdma_auth_key_file {shown}: not a regular file"));
+        }
+        let mode = meta.permissions().mode() & 0o7777;
+        if mode & 0o077 != 0 {
+            return Err(format!(
+                "urdma_auth_key_file {shown}: mode {mode:04o} lets other users read or change \
+                 the key; refused (chmod 600 {shown})"
+            ));
+        }
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| format!("urdma_auth_key_file {shown}: {e}"))?;
+        Keyring::parse(&text, &shown.to_string())
+    }
+
+    /// One key per line, `ID HEX`: a key id (decimal or 0x hex, 32 bits)
+    /// and the key as 32 to 128 hex digits. `#` starts a comment line.
+    pub fn parse(text: &str, file: &str) -> Result<Keyring, String> {
+        let mut keys: Vec<Key> = Vec::new();
+        for (n, line) in text.lines().enumerate() {
+            let at = format!("{file}:{}", n + 1);
+            let line = line.trim();
+            if line.is_empty() || line.starts_with('#') {
+                continue;
+            }
+            let mut tokens = line.split_whitespace();
+            let (Some(id), Some(hex), None) = (tokens.next(), tokens.next(), tokens.next()) else {
+                return Err(format!("{at}: expected 'KEY-ID HEX-KEY'"));
+            };
+            let id = parse_id(id).ok_or_else(|| format!("{at}: bad key id '{id}'"))?;
+            if keys.iter().any(|k| k.id == id) {
+                return Err(format!("{at}: key id {id} listed twice"));
+            }
+            // The key itself never appears in a message: logs are not secret.
+            let bytes = parse_hex(hex).ok_or_else(|| {
+                format!(
+                    "{at}: key {id} is not {}-{} hex digits",
+                    2 * MIN_KEY_BYTES,
+                    2 * MAX_KEY_BYTES
+                )
+            })?;
+            let mac = HmacSha256::new_from_slice(&bytes).map_err(|e| format!("{at}: {e}"))?;
+            keys.push(Key { id, mac });
+        }
+        if keys.is_empty() {
+            return Err(format!("{file}: no key"));
+        }
+        Ok(Keyring { keys })
+    }
+
+    /// The id of the key that signs.
+    pub fn signing_id(&self) -> u32 {
+        self.keys[0].id
+    }
+
+    pub fn len(&self) -> usize {
+        self.keys.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.keys.is_empty()
+    }
+}
+
+fn parse_id(s: &str) -> Option<u32> {
+    match s.strip_prefix("0x").or_else(|| s.strip_prefix("0X")) {
+        Some(hex) => u32::from_str_radix(hex, 16).ok(),
+        None => s.parse().ok(),
+    }
+}
+
+fn parse_hex(s: &str) -> Option<Vec<u8>> {
+    let digits = s.as_bytes();
+    if !digits.len().is_multiple_of(2)
+        || !(2 * MIN_KEY_BYTES..=2 * MAX_KEY_BYTES).contains(&digits.len())
+    {
+        return None;
+    }
+    digits
+        .chunks(2)
+        .map(|pair| u8::from_str_radix(std::str::from_utf8(pair).ok()?, 16).ok())
+        .collect()
+}
+
+/// Why an incoming datagram was not accepted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Rejection {
+    /// No AUTH flag, or too short to hold the trailer.
+    Unauthenticated,
+    UnknownKey(u32),
+    BadMac,
+    /// Timestamp this many seconds away from the receiver's clock.
+    Stale(i64),
+    Replayed,
+    /// Too many recent messages remembered to check for replay.
+    Busy,
+}
+
+impl Rejection {
+    /// Whether the datagram is an old one (replayed or out of its time
+    /// window) rather than one not made with a known key.
+    pub fn is_replay(self) -> bool {
+        matches!(
+            self,
+            Rejection::Stale(_) | Rejection::Replayed | Rejection::Busy
+        )
+    }
+}
+
+impl fmt::Display for Rejection {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Rejection::Unauthenticated => f.write_str("not authenticated"),
+            Rejection::UnknownKey(id) => write!(f, "unknown key id {id}"),
+            Rejection::BadMac => f.write_str("bad MAC"),
+            Rejection::Stale(s) => write!(f, "timestamp {s:+} s from this host's clock"),
+            Rejection::Replayed => f.write_str("replayed"),
+            Rejection::Busy => f.write_str("too many recent messages to check for replay"),
+        }
+    }
+}
+
+/// Seals outgoing and opens incoming datagrams.
+pub struct Auth {
+    ring: Keyring,
+    clock: fn() -> u64,
+    /// The last timestamp sent. Timestamps strictly increase, so no two
+    /// messages from this host share a MAC, even a retried QUERY.
+    last_sent: AtomicU64,
+    /// MAC → timestamp of recently accepted messages.
+    seen: Map<[u8; MAC_LEN], u64>,
+    /// When `seen` was last cleared of what left the window.
+    pruned_at: u64,
+}
+
+impl Auth {
+    pub fn new(ring: Keyring, clock: fn() -> u64) -> Auth {
+        Auth {
+            ring,
+            clock,
+            last_sent: AtomicU64::new(0),
+            seen: Map::default(),
+            pruned_at: 0,
+        }
+    }
+
+    pub fn keyring(&self) -> &Keyring {
+        &self.ring
+    }
+
+    /// Sets the AUTH flag of an encoded message and appends its trailer.
+    pub fn seal(&self, mut bytes: Vec<u8>) -> Vec<u8> {
+        let now = (self.clock)();
+        let next = |last: u64| now.max(last + 1);
+        let last = self
+            .last_sent
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |l| Some(next(l)))
+            .unwrap_or_else(|l| l);
+        let ts = next(last);
+        let key = &self.ring.keys[0];
+        bytes[6] |= (FLAG_AUTH >> 8) as u8;
+        bytes.reserve(AUTH_TRAILER_LEN);
+        bytes.extend_from_slice(&key.id.to_be_bytes());
+        bytes.extend_from_slice(&ts.to_be_bytes());
+        let mut mac = key.mac.clone();
+        mac.update(&bytes);
+        bytes.extend_from_slice(&mac.finalize().into_bytes());
+        bytes
+    }
+
+    /// Verifies a datagram and returns its message part (AUTH flag still
+    /// set) for `Message::decode_authenticated`.
+    pub fn open<'a>(&mut self, datagram: &'a [u8]) -> Result<&'a [u8], Rejection> {
+        let flagged = datagram
+            .get(6)
+            .is_some_and(|f| f & (FLAG_AUTH >> 8) as u8 != 0);
+        if !flagged || datagram.len() < HEADER_LEN + AUTH_TRAILER_LEN {
+            return Err(Rejection::Unauthenticated);
+        }
+        let (signed, tag) = datagram.split_at(datagram.len() - MAC_LEN);
+        let (body, meta) = signed.split_at(signed.len() - (AUTH_TRAILER_LEN - MAC_LEN));
+        let id = u32::from_be_bytes([meta[0], meta[1], meta[2], meta[3]]);
+        let mut ts = [0u8; 8];
+        ts.copy_from_slice(&meta[4..12]);
+        let ts = u64::from_be_bytes(ts);
+        let key = self
+            .ring
+            .keys
+            .iter()
+            .find(|k| k.id == id)
+            .ok_or(Rejection::UnknownKey(id))?;
+        let mut mac = key.mac.clone();
+        mac.update(signed);
+        // Constant-time comparison.
+        mac.verify_slice(tag).map_err(|_| Rejection::BadMac)?;
+        let now = (self.clock)();
+        if ts.abs_diff(now) > WINDOW_US {
+            let skew = (ts as i128 - now as i128) / 1_000_000;
+            return Err(Rejection::Stale(skew as i64));
+        }
+        let mut tag_bytes = [0u8; MAC_LEN];
+        tag_bytes.copy_from_slice(tag);
+        if self.seen.contains_key(&tag_bytes) {
+            return Err(Rejection::Replayed);
+        }
+        if self.seen.len() >= MAX_REMEMBERED && now.saturating_sub(self.pruned_at) >= 1_000_000 {
+            // What left the window is refused as stale anyway.
+            self.seen.retain(|_, t| t.abs_diff(now) <= WINDOW_US);
+            self.pruned_at = now;
+        }
+        if self.seen.len() >= MAX_REMEMBERED {
+            return Err(Rejection::Busy);
+        }
+        self.seen.insert(tag_bytes, ts);
+        Ok(body)
+    }
+
+    /// MACs remembered against replay right now.
+    pub fn remembered(&self) -> usize {
+        self.seen.len()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const KEYS: &str = "# rotated 2026-11\n7 000102030405060708090a0b0c0d0e0f\n\
+                        0x10 ffeeddccbbaa99887766554433221100ffeeddccbbaa99887766554433221100\n";
+
+    fn ring(text: &str) -> Keyring {
+        Keyring::parse(text, "k").unwrap()
+    }
+
+    // Each test has its own clock so tests can run in parallel.
+    macro_rules! clock {
+        ($name:ident) => {
+            static $name: AtomicU64 = AtomicU64::new(1_800_000_000_000_000);
+        };
+    }
+
+    fn message() -> Vec<u8> {
+        let mut m = b"URDD\x01\x03\x00\x00".to_vec();
+        m.extend_from_slice(&[0; 8]);
+        m.extend_from_slice(b"body");
+        m
+    }
+
+    #[test]
+    fn a_sealed_message_opens_once_with_any_listed_key() {
+        clock!(NOW);
+        let now = || NOW.load(Ordering::Relaxed);
+        let sender = Auth::new(ring(KEYS), now);
+        let mut receiver = Auth::new(
+            ring("16 ffeeddccbbaa99887766554433221100ffeeddccbbaa99887766554433221100\n7 000102030405060708090a0b0c0d0e0f"),
+            now,
+        );
+        let sealed = sender.seal(message());
+        assert_eq!(sealed.len(), message().len() + AUTH_TRAILER_LEN);
+        assert_eq!(&sealed[16..20], b"body");
+        assert_eq!(sealed[6], 0x80, "AUTH flag set");
+        assert_eq!(
+            &sealed[20..24],
+            &7u32.to_be_bytes(),
+            "signed with the first key"
+        );
+        let body = receiver.open(&sealed).unwrap();
+        assert_eq!(body, &sealed[..20]);
+        assert_eq!(receiver.open(&sealed), Err(Rejection::Replayed));
+        // The same message sent again (a retried QUERY) is a new datagram.
+        let again = sender.seal(message());
+        assert_ne!(again, sealed);
+        assert!(receiver.open(&again).is_ok());
+    }
+
+    #[test]
+    fn tampering_unknown_keys_and_plain_messages_are_refused() {
+        clock!(NOW);
+        let now = || NOW.load(Ordering::Relaxed);
+        let sender = Auth::new(ring(KEYS), now);
+        let mut receiver = Auth::new(ring("0x10 ffeeddccbbaa99887766554433221100"), now);
+        let sealed = sender.seal(message());
+        assert_eq!(receiver.open(&sealed), Err(Rejection::UnknownKey(7)));
+        let mut receiver = Auth::new(ring(KEYS), now);
+        for i in 0..sealed.len() {
+            let mut t = sealed.clone();
+            t[i] ^= 0x01;
+            let r = receiver.open(&t);
+            assert!(r.is_err(), "flipping byte {i} went unnoticed");
+        }
+        let mut cut = sealed.clone();
+        cut.pop();
+        assert!(receiver.open(&cut).is_err());
+        assert_eq!(receiver.open(&message()), Err(Rejection::Unauthenticated));
+        assert_eq!(receiver.open(&[]), Err(Rejection::Unauthenticated));
+        // A wrong key with the right id.
+        let forger = Auth::new(ring("7 0f0e0d0c0b0a09080706050403020100"), now);
+        assert_eq!(
+            receiver.open(&forger.seal(message())),
+            Err(Rejection::BadMac)
+        );
+        assert_eq!(receiver.remembered(), 0, "nothing unverified is remembered");
+        assert!(receiver.open(&sealed).is_ok(), "the original still opens");
+    }
+
+    #[test]
+    fn old_and_future_messages_are_stale() {
+        clock!(NOW);
+        let now = || NOW.load(Ordering::Relaxed);
+        let sender = Auth::new(ring(KEYS), now);
+        let mut receiver = Auth::new(ring(KEYS), now);
+        let early = sender.seal(message());
+        NOW.fetch_add(WINDOW_US + 1_000_000, Ordering::Relaxed);
+        assert_eq!(receiver.open(&early), Err(Rejection::Stale(-31)));
+        assert!(Rejection::Stale(-31).is_replay());
+        let fresh = sender.seal(message());
+        NOW.fetch_sub(2 * WINDOW_US, Ordering::Relaxed);
+        assert_eq!(receiver.open(&fresh), Err(Rejection::Stale(60)));
+        // Now 29 s behind the sender.
+        NOW.fetch_add(WINDOW_US + 1_000_000, Ordering::Relaxed);
+        assert!(receiver.open(&fresh).is_ok(), "29 s of skew is tolerated");
+    }
+
+    #[test]
+    fn key_files_are_checked_line_by_line() {
+        let err = |t: &str| Keyring::parse(t, "/etc/rdma/urdma.key").unwrap_err();
+        assert_eq!(err(""), "/etc/rdma/urdma.key: no key");
+        assert_eq!(err("# only\n\n"), "/etc/rdma/urdma.key: no key");
+        assert_eq!(
+            err("1 00010203"),
+            "/etc/rdma/urdma.key:1: key 1 is not 32-128 hex digits"
+        );
+        assert_eq!(
+            err("\n1 000102030405060708090a0b0c0d0e0f extra"),
+            "/etc/rdma/urdma.key:2: expected 'KEY-ID HEX-KEY'"
+        );
+        assert_eq!(
+            err("x 000102030405060708090a0b0c0d0e0f"),
+            "/etc/rdma/urdma.key:1: bad key id 'x'"
+        );
+        assert_eq!(
+            err("1 000102030405060708090a0b0c0d0e0f\n1 000102030405060708090a0b0c0d0e0f"),
+            "/etc/rdma/urdma.key:2: key id 1 listed twice"
+        );
+        assert!(err("1 000102030405060708090a0b0c0d0e0g").contains("hex digits"));
+        assert!(
+            !err("1 00010203zz").contains("00010203"),
+            "no key material in errors"
+        );
+        let r = ring(KEYS);
+        assert_eq!((r.signing_id(), r.len()), (7, 2));
+        assert_eq!(format!("{r:?}"), "Keyring { ids: [7, 16] }");
+    }
+
+    #[test]
+    fn key_files_others_can_read_are_refused() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = std::env::temp_dir().join(format!("urdma-auth-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("key");
+        std::fs::write(&path, KEYS).unwrap();
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644)).unwrap();
+        let e = Keyring::load(&path).unwrap_err();
+        assert!(e.contains("mode 0644") && e.contains("chmod 600"), "{e}");
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o640)).unwrap();
+        assert!(Keyring::load(&path).is_err(), "group-readable too");
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).unwrap();
+        assert_eq!(Keyring::load(&path).unwrap().signing_id(), 7);
+        assert!(Keyring::load(&dir)
+            .unwrap_err()
+            .contains("not a regular file"));
+        assert!(Keyring::load(&dir.join("missing")).is_err());
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}
