@@ -169,7 +169,9 @@ pub(crate) enum Found {
 pub struct Engine<H: Host> {
     pub(crate) host: H,
     pub(crate) cfg: Config,
-    hosts: Hosts,
+    /// Shared so that a reload can compare the old file with the new one
+    /// off the daemon's event loop and without the engine's lock.
+    hosts: std::sync::Arc<Hosts>,
     devices: Map<Id, u64>,
     device_by_guid: Map<u64, Id>,
     pub(crate) ports: Map<Id, Port>,
@@ -206,7 +208,7 @@ impl<H: Host> Engine<H> {
             reply_limit: crate::ratelimit::RateLimiter::new(cfg.reply_rate),
             host,
             cfg,
-            hosts,
+            hosts: std::sync::Arc::new(hosts),
             devices: Map::default(),
             device_by_guid: Map::default(),
             ports: Map::default(),
@@ -752,6 +754,30 @@ impl<H: Host> Engine<H> {
 
     pub fn drops(&self) -> &DropCounts {
         &self.drops
+    }
+
+    /// The hosts file in force.
+    pub fn hosts(&self) -> std::sync::Arc<Hosts> {
+        self.hosts.clone()
+    }
+
+    /// Puts a new version of the hosts file in force. `changed` (from
+    /// [`Hosts::changes`]) leave the destination cache and the memory of
+    /// failed lookups, so they resolve by the new file at the next request.
+    pub fn replace_hosts(&mut self, hosts: std::sync::Arc<Hosts>, changed: &[Address]) {
+        self.hosts = hosts;
+        // A whole new file changes more than is cached: then forgetting
+        // everything is cheaper than a removal per address, and only costs
+        // rebuilding paths (failed lookups are asked again).
+        if changed.len() > self.cache.len() + self.resolver.failed.len() {
+            self.cache.flush_all();
+            self.resolver.failed.clear();
+            return;
+        }
+        for a in changed {
+            self.cache.evict(a);
+            self.resolver.failed.remove(a);
+        }
     }
 }
 

@@ -60,6 +60,54 @@ impl Hosts {
         self.len() == 0
     }
 
+    /// The destinations whose answer differs between two versions of the
+    /// file: bound in one and not the other, or bound to another GID or
+    /// LID. What a reload must take out of the caches.
+    pub fn changes(old: &Hosts, new: &Hosts) -> Vec<Address> {
+        let mut out = Vec::new();
+        diff(
+            old,
+            new,
+            &old.v4,
+            &new.v4,
+            |k| Address::Ip4((*k).into()),
+            &mut out,
+        );
+        diff(
+            old,
+            new,
+            &old.v6,
+            &new.v6,
+            |k| Address::Ip6((*k).into()),
+            &mut out,
+        );
+        diff(
+            old,
+            new,
+            &old.names,
+            &new.names,
+            |k| Address::Name(k.clone()),
+            &mut out,
+        );
+        diff(
+            old,
+            new,
+            &old.gids,
+            &new.gids,
+            |k| Address::Gid(*k),
+            &mut out,
+        );
+        diff(
+            old,
+            new,
+            &old.lids,
+            &new.lids,
+            |k| Address::Lid(*k),
+            &mut out,
+        );
+        out
+    }
+
     /// The host of `remote`, created at its first line; a LID given on any
     /// line of the host applies to all of them.
     fn host(&mut self, remote: Remote) -> Result<u32, String> {
@@ -148,6 +196,29 @@ impl Hosts {
     }
 }
 
+/// One table's part of [`Hosts::changes`].
+fn diff<K: std::hash::Hash + Eq>(
+    old: &Hosts,
+    new: &Hosts,
+    old_map: &Map<K, u32>,
+    new_map: &Map<K, u32>,
+    address: impl Fn(&K) -> Address,
+    out: &mut Vec<Address>,
+) {
+    let remote = |h: &Hosts, i: &u32| h.remotes.get(*i as usize).copied();
+    for (k, i) in old_map {
+        if new_map.get(k).and_then(|j| remote(new, j)) != remote(old, i) {
+            out.push(address(k));
+        }
+    }
+    out.extend(
+        new_map
+            .keys()
+            .filter(|k| !old_map.contains_key(*k))
+            .map(&address),
+    );
+}
+
 fn parse_line<'a>(
     addr: &str,
     mut rest: impl Iterator<Item = &'a str>,
@@ -228,5 +299,45 @@ NODE3 fe80::3
         assert!(h.lookup(&Address::name("good").unwrap()).is_some());
         assert!(h.lookup(&Address::name("good2").unwrap()).is_some());
         assert!(h.lookup(&Address::name("x").unwrap()).is_none());
+    }
+
+    #[test]
+    fn changes_name_what_was_added_removed_or_moved() {
+        let (old, _) = Hosts::parse(
+            "a fe80::1 lid=5\n10.0.0.1 fe80::1\nb fe80::2\nc fe80::3\nfd00::4 fe80::4\n",
+            "h",
+        );
+        let (new, _) = Hosts::parse(
+            "a fe80::1 lid=6\n10.0.0.1 fe80::1\nb fe80::2\nc fe80::33\nd fe80::2\n",
+            "h",
+        );
+        let mut changed: Vec<String> = Hosts::changes(&old, &new)
+            .iter()
+            .map(|a| a.to_string())
+            .collect();
+        changed.sort();
+        let mut expected: Vec<String> = [
+            // fe80::1's LID changed: all its addresses, its GID, both LIDs.
+            Address::name("a").unwrap(),
+            Address::Ip4([10, 0, 0, 1].into()),
+            Address::Gid("fe80::1".parse().unwrap()),
+            Address::Lid(5),
+            Address::Lid(6),
+            // Moved to another GID.
+            Address::name("c").unwrap(),
+            Address::Gid("fe80::3".parse().unwrap()),
+            Address::Gid("fe80::33".parse().unwrap()),
+            // Removed, with its host.
+            Address::parse_host("fd00::4").unwrap(),
+            Address::Gid("fe80::4".parse().unwrap()),
+            // Added to a known host.
+            Address::name("d").unwrap(),
+        ]
+        .iter()
+        .map(|a| a.to_string())
+        .collect();
+        expected.sort();
+        assert_eq!(changed, expected);
+        assert!(Hosts::changes(&new, &new).is_empty());
     }
 }

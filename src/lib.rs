@@ -24,6 +24,7 @@ pub mod neigh;
 pub mod net;
 pub mod path;
 pub mod ratelimit;
+pub mod reload;
 pub mod resolver;
 pub mod wire;
 pub mod worker;

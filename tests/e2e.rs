@@ -697,3 +697,82 @@ fn client_reregister_flushes_the_cache() {
         "after",
     );
 }
+
+// 17 -----------------------------------------------------------------------
+
+/// Polls `ib_acme ARGS` until it prints a path to `dgid` (or, with `None`,
+/// fails with "No data available"); returns how long that took.
+fn until_answer(host: &Host, args: &[&str], dgid: Option<&str>, since: Instant) -> Duration {
+    loop {
+        let (code, out) = host.acme(args);
+        let path = PathInfo::parse(&out);
+        let done = match dgid {
+            Some(g) => code == 0 && path.0.get("dgid").map(String::as_str) == Some(g),
+            None => code != 0 && out.contains("failed: No data available"),
+        };
+        if done {
+            return since.elapsed();
+        }
+        assert!(
+            since.elapsed() < WAIT,
+            "ib_acme {args:?} still answers the old file:\n{out}\n{}",
+            host.diagnostics()
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn hosts_file_changes_are_in_force_within_two_seconds_without_a_restart() {
+    const MOVED: &str = "fe80::5054:ff:fe12:aaaa";
+    const NEW: &str = "fe80::5054:ff:fe12:4444";
+    let host = start();
+    let by_name = ["-f", "n", "-s", "node1", "-d", "node3"];
+    let by_ip = ["-f", "i", "-s", "10.0.0.1", "-d", "10.0.0.3"];
+    let new_name = ["-f", "n", "-s", "node1", "-d", "node4"];
+    host.acme_path(&by_name).0.assert_route(REMOTE, GID0, "9");
+    host.acme_path(&by_ip).0.assert_route(REMOTE, GID0, "9");
+    resolve_fails(&host, &new_name, "No data available");
+
+    // Edited in place: node3 moves, 10.0.0.3 goes, node4 comes, and a
+    // typo is reported at its line while the rest takes effect.
+    let edited =
+        "node3 fe80::5054:ff:fe12:aaaa lid=9\nnode4 fe80::5054:ff:fe12:4444\nnode5 fe80::zz\n";
+    let written = Instant::now();
+    std::fs::write(host.hosts_path(), edited).unwrap();
+    let mut took = vec![until_answer(&host, &new_name, Some(NEW), written)];
+    took.push(until_answer(&host, &by_name, Some(MOVED), written));
+    took.push(until_answer(&host, &by_ip, None, written));
+    host.expect_log(
+        &format!(
+            "urdma: {}:3: 'fe80::zz' is not a GID",
+            host.hosts_path().display()
+        ),
+        WAIT,
+    );
+    // node3, 10.0.0.3, fd00::3, node4, three GIDs and LID 9.
+    host.expect_log("reloaded, 2 addresses, 8 destinations changed", WAIT);
+
+    // Replaced by rename, the way configuration tools write files.
+    let tmp = host.path("hosts.new");
+    std::fs::write(&tmp, HOSTS).unwrap();
+    let written = Instant::now();
+    std::fs::rename(&tmp, host.hosts_path()).unwrap();
+    took.push(until_answer(&host, &by_ip, Some(REMOTE), written));
+    took.push(until_answer(&host, &new_name, None, written));
+    host.acme_path(&by_name).0.assert_route(REMOTE, GID0, "9");
+
+    // Removed: nothing from it resolves any more.
+    let written = Instant::now();
+    std::fs::remove_file(host.hosts_path()).unwrap();
+    took.push(until_answer(&host, &by_name, None, written));
+    for (i, t) in took.iter().enumerate() {
+        assert!(
+            *t < Duration::from_secs(2),
+            "change {i} took {t:?} to be in force: {took:?}"
+        );
+    }
+    // The daemon's own addresses never depended on the file.
+    host.acme_path(&["-f", "n", "-s", "node1", "-d", "node1"]);
+    assert!(host.daemon_alive(), "{}", host.diagnostics());
+}

@@ -11,9 +11,9 @@ use crate::addr::{Address, Gid, ADDR_LEN};
 use crate::config::Config;
 use crate::engine::{Engine, Id, PortInfo, Refused};
 use crate::host::{Host, COUNTERS};
-use crate::hosts::Hosts;
 use crate::msg::{self, MsgBuf};
 use crate::net::Net;
+use crate::reload;
 use crate::worker;
 use acm_prov_sys::{
     acm_address, acm_device, acm_endpoint, acm_msg, acm_port, acm_provider, ibv_context, ibv_gid,
@@ -41,6 +41,10 @@ static ENGINE: OnceLock<Mutex<Engine<Daemon>>> = OnceLock::new();
 /// The discovery sockets, once the first port is up (`None`: disabled or
 /// unavailable).
 static NET: OnceLock<Option<Arc<Net>>> = OnceLock::new();
+/// The version of the hosts file read at start.
+static HOSTS_STAMP: OnceLock<Option<reload::Stamp>> = OnceLock::new();
+/// Set once the hosts-file watcher runs (or could not be started).
+static WATCHING: OnceLock<()> = OnceLock::new();
 
 /// The engine, also after a panic poisoned its lock: its state is kept
 /// consistent per operation, and refusing every later request would be worse.
@@ -131,6 +135,24 @@ fn start_discovery() {
     with_engine(|e| e.set_discovery_up(up));
 }
 
+/// Starts watching the hosts file for changes, once: lazily, like
+/// discovery, at the first port.
+fn watch_hosts_file() {
+    WATCHING.get_or_init(|| {
+        let Some(engine) = ENGINE.get() else { return };
+        let path = engine
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .config()
+            .hosts_file
+            .clone();
+        let loaded = HOSTS_STAMP.get().copied().flatten();
+        if let Err(e) = reload::spawn(engine, path, loaded) {
+            log::error!("cannot start the hosts file watcher: {e}; changes need a restart");
+        }
+    });
+}
+
 /// Contexts handed to the daemon are engine ids: never zero, never
 /// dereferenced, so a stale one is an unknown id rather than a dangling
 /// pointer.
@@ -174,25 +196,16 @@ fn load_engine(daemon: Daemon) -> Engine<Daemon> {
     for key in crate::config::KEYS {
         log::debug!("{key} {}", cfg.describe(key).unwrap_or_default());
     }
-    let hosts_path = cfg.hosts_file.display().to_string();
-    let hosts = match std::fs::read_to_string(&cfg.hosts_file) {
-        Ok(text) => {
-            let (hosts, diags) = Hosts::parse(&text, &hosts_path);
-            for d in &diags {
-                log::error!("{d}");
-            }
-            log::info!("hosts file {hosts_path}: {} addresses", hosts.len());
-            hosts
-        }
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            log::info!("no hosts file {hosts_path}; only local addresses resolve");
-            Hosts::default()
-        }
-        Err(e) => {
-            log::error!("cannot read hosts file {hosts_path}: {e}");
-            Hosts::default()
-        }
-    };
+    let (hosts, stamp) = reload::read(&cfg.hosts_file);
+    if stamp.is_some() {
+        log::info!(
+            "hosts file {}: {} addresses",
+            cfg.hosts_file.display(),
+            hosts.len()
+        );
+    }
+    // The version the watcher compares with when it starts.
+    HOSTS_STAMP.get_or_init(|| stamp);
     Engine::new(daemon, cfg, hosts)
 }
 
@@ -350,6 +363,7 @@ unsafe extern "C" fn open_port(
         match opened {
             Ok(id) => {
                 start_discovery();
+                watch_hosts_file();
                 set_ctx(port_context, id)
             }
             Err(Refused::NotInfiniband(ll)) => {
