@@ -12,6 +12,7 @@ use crate::addr::{Address, Gid};
 use crate::auth::Auth;
 use crate::config::Derivation;
 use crate::engine::{Datagram, Engine, Found, Id, Outgoing};
+use crate::fastmap::Set;
 use crate::host::Host;
 use crate::msg;
 use crate::path::Dest;
@@ -35,6 +36,13 @@ pub(crate) type RecordKey = (Gid, u16, u8, u8, u16);
 /// Drops are summed up in the log at most this often, so a flood costs a
 /// line per interval, not a line per datagram.
 const DROP_SUMMARY_EVERY: Duration = Duration::from_secs(10);
+/// Announcements leave this many at a time, one batch per
+/// [`ANNOUNCE_PACE`]: a host with thousands of addresses announces
+/// hundreds of datagrams, and sending them in one go would keep the worker
+/// from answering queries, and the peers' workers from anything else, for
+/// a noticeable time.
+const ANNOUNCE_BATCH: usize = 16;
+const ANNOUNCE_PACE: Duration = Duration::from_millis(1);
 /// How long withdrawals wait to be sent together.
 const WITHDRAW_DELAY: Duration = Duration::from_millis(20);
 /// Where a datagram goes to make the kernel resolve a neighbour: the
@@ -63,14 +71,57 @@ pub fn eui64_gid(mac: [u8; 6]) -> Gid {
     Gid(g)
 }
 
+/// Addresses waiting to be withdrawn together, in order, without repeats.
+#[derive(Default)]
+pub(crate) struct Pending {
+    addrs: Vec<WireAddress>,
+    seen: Set<WireAddress>,
+}
+
 /// Where a record came from, which decides how much of it is believed.
 enum Learn<'a> {
     /// A query answered FOUND, from this source address.
     Query(IpAddr),
     /// A FOUND reply to our query for this target.
     Reply(&'a Address),
-    /// An announcement from this source address.
-    Announce(IpAddr),
+    /// An announcement from this source address, which was bound to this
+    /// GID before the datagram (its first record may already have moved it).
+    Announce(IpAddr, Option<Gid>),
+}
+
+/// How a port's addresses travel: per datagram, the address lists of its
+/// records. A receiver believes a datagram's records only if one of them
+/// (with the same GID) lists the datagram's source, so every datagram
+/// leads with the port's IP addresses (up to half a record of them) and
+/// the names fill the rest; an address appears once per datagram.
+fn announce_chunks(addrs: Vec<WireAddress>) -> Vec<Vec<Vec<WireAddress>>> {
+    let per_datagram = MAX_ADDRESSES * MAX_ANNOUNCE_RECORDS;
+    let (ips, names): (Vec<_>, Vec<_>) = addrs
+        .into_iter()
+        .partition(|w| ip_of(w.address()).is_some());
+    let (lead, more_ips) = ips.split_at(ips.len().min(MAX_ADDRESSES / 2));
+    let mut lists: Vec<Vec<WireAddress>> = Vec::new();
+    if names.is_empty() || lead.is_empty() {
+        lists.extend(
+            ips.iter()
+                .chain(&names)
+                .cloned()
+                .collect::<Vec<_>>()
+                .chunks(per_datagram)
+                .map(<[_]>::to_vec),
+        );
+    } else {
+        lists.extend(
+            names
+                .chunks(per_datagram - lead.len())
+                .map(|c| lead.iter().chain(c).cloned().collect()),
+        );
+        lists.extend(more_ips.chunks(per_datagram).map(<[_]>::to_vec));
+    }
+    lists
+        .into_iter()
+        .map(|l| l.chunks(MAX_ADDRESSES).map(<[_]>::to_vec).collect())
+        .collect()
 }
 
 fn same_binding(a: &Learned, b: &Learned) -> bool {
@@ -315,10 +366,13 @@ impl<H: Host> Engine<H> {
     pub fn next_wake(&self) -> Option<Instant> {
         let jobs =
             (!self.resolver.neighbour_jobs.is_empty()).then(|| Instant::now() + NEIGHBOUR_POLL);
+        let paced = (!self.announcements.is_empty()).then_some(self.announcements_at);
         [
             self.resolver.next_deadline(),
             self.announce_at.first().copied(),
             jobs,
+            paced,
+            self.withdraw_at,
         ]
         .into_iter()
         .flatten()
@@ -349,6 +403,15 @@ impl<H: Host> Engine<H> {
         if self.announce_at.first().is_some_and(|&t| t <= now) {
             self.announce_at.remove(0);
             self.announce();
+        }
+        if !self.announcements.is_empty() && self.announcements_at <= now {
+            let n = self.announcements.len().min(ANNOUNCE_BATCH);
+            self.effects.datagrams.extend(
+                self.announcements
+                    .drain(..n)
+                    .map(|bytes| Datagram::Multicast { bytes }),
+            );
+            self.announcements_at = now + ANNOUNCE_PACE;
         }
         self.log_drops(now);
     }
@@ -401,42 +464,40 @@ impl<H: Host> Engine<H> {
         if !self.discovery_up {
             return;
         }
-        let mut records = Vec::new();
+        let mut announcements = Vec::new();
         for p in self.ports.values() {
             let mut pkeys: Vec<u16> = Vec::new();
             let mut addrs: Vec<WireAddress> = Vec::new();
+            // A set, not a scan of `addrs`: ports can hold thousands of
+            // names, and a quadratic dedup of 11,000 took 150 ms of the
+            // worker's time (seen as one slow cold resolve in the benchmark).
+            let mut seen: Set<&Address> = Set::default();
             for ep in &p.endpoints {
                 let e = &self.endpoints[ep];
                 if pkeys.len() < MAX_PKEYS && !pkeys.iter().any(|k| k & 0x7fff == e.pkey & 0x7fff) {
                     pkeys.push(e.pkey);
                 }
                 for id in &e.addresses {
-                    if let Ok(w) = WireAddress::new(self.addresses[id].address.clone()) {
-                        if !addrs.contains(&w) {
-                            addrs.push(w);
-                        }
+                    let a = &self.addresses[id].address;
+                    if seen.insert(a) {
+                        addrs.extend(WireAddress::new(a.clone()));
                     }
                 }
             }
             let (mtu, rate) = self.port_mtu_rate(&p.info);
-            for chunk in addrs.chunks(MAX_ADDRESSES) {
-                if let Ok(r) = EndpointRecord::new(
-                    p.info.gids[0],
-                    p.info.lid,
-                    mtu,
-                    rate,
-                    pkeys.clone(),
-                    chunk.to_vec(),
-                ) {
-                    records.push(r);
+            for datagram in announce_chunks(addrs) {
+                let records = datagram.into_iter().filter_map(|chunk| {
+                    EndpointRecord::new(p.info.gids[0], p.info.lid, mtu, rate, pkeys.clone(), chunk)
+                        .ok()
+                });
+                if let Ok(a) = Announce::new(records.collect(), false) {
+                    announcements.push(a);
                 }
             }
         }
-        for chunk in records.chunks(MAX_ANNOUNCE_RECORDS) {
-            if let Ok(a) = Announce::new(chunk.to_vec(), false) {
-                let bytes = self.encode(a.into());
-                self.effects.datagrams.push(Datagram::Multicast { bytes });
-            }
+        for a in announcements {
+            let bytes = self.encode(a.into());
+            self.announcements.push_back(bytes);
         }
     }
 
@@ -464,13 +525,20 @@ impl<H: Host> Engine<H> {
         };
         let (mtu, rate) = self.port_mtu_rate(&port.info);
         let key = (port.info.gids[0], port.info.lid, mtu, rate, e.pkey);
-        match self.withdrawals.iter_mut().find(|(k, _)| *k == key) {
-            Some((_, addrs)) => addrs.extend(
-                gone.into_iter()
-                    .filter(|w| !addrs.contains(w))
-                    .collect::<Vec<_>>(),
-            ),
-            None => self.withdrawals.push((key, gone)),
+        let i = match self.withdrawals.iter().position(|(k, _)| *k == key) {
+            Some(i) => i,
+            None => {
+                self.withdrawals.push((key, Pending::default()));
+                self.withdrawals.len() - 1
+            }
+        };
+        let pending = &mut self.withdrawals[i].1;
+        for w in gone {
+            // A set beside the list: the daemon removes an endpoint's
+            // addresses one call at a time, thousands of them on a big port.
+            if pending.seen.insert(w.clone()) {
+                pending.addrs.push(w);
+            }
         }
         if self.withdraw_at.is_none() {
             self.withdraw_at = Some(Instant::now() + WITHDRAW_DELAY);
@@ -481,7 +549,9 @@ impl<H: Host> Engine<H> {
     fn send_withdrawals(&mut self) {
         self.withdraw_at = None;
         let mut records = Vec::new();
-        for ((gid, lid, mtu, rate, pkey), addrs) in std::mem::take(&mut self.withdrawals) {
+        for ((gid, lid, mtu, rate, pkey), Pending { addrs, .. }) in
+            std::mem::take(&mut self.withdrawals)
+        {
             for chunk in addrs.chunks(MAX_ADDRESSES) {
                 if let Ok(r) = EndpointRecord::new(gid, lid, mtu, rate, vec![pkey], chunk.to_vec())
                 {
@@ -492,7 +562,7 @@ impl<H: Host> Engine<H> {
         for chunk in records.chunks(MAX_ANNOUNCE_RECORDS) {
             if let Ok(a) = Announce::new(chunk.to_vec(), true) {
                 let bytes = self.encode(a.into());
-                self.effects.datagrams.push(Datagram::Multicast { bytes });
+                self.announcements.push_back(bytes);
             }
         }
     }
@@ -533,9 +603,8 @@ impl<H: Host> Engine<H> {
             // Updates only: the source address, and addresses bound to the
             // same host as the source was, so a host can move its own names
             // to a new GID but never take another host's.
-            Learn::Announce(src) => {
+            Learn::Announce(src, host) => {
                 let src = from(src);
-                let host = self.resolver.learned.get(&src).map(|l| l.gid);
                 for w in record.addresses() {
                     let a = w.address();
                     let same_host =
@@ -671,22 +740,33 @@ impl<H: Host> Engine<H> {
     }
 
     fn on_announce(&mut self, a: Announce, from: SocketAddr, now: Instant) {
+        // The GIDs the source vouches for: those of records listing it. A
+        // port with many names needs several records; one of them lists
+        // the source for all of the same GID.
+        let vouched: Vec<Gid> = a
+            .records()
+            .iter()
+            .filter(|r| {
+                r.addresses()
+                    .iter()
+                    .any(|w| ip_of(w.address()) == Some(from.ip()))
+            })
+            .map(EndpointRecord::gid)
+            .collect();
+        let source = match from.ip() {
+            IpAddr::V4(v4) => Address::Ip4(v4),
+            IpAddr::V6(v6) => Address::Ip6(v6),
+        };
+        let host_before = self.resolver.learned.get(&source).map(|l| l.gid);
         for record in a.records() {
             if self.is_own_gid(record.gid()) {
                 self.drops.own += 1;
                 self.drop_datagram(from, "our own announcement");
                 continue;
             }
-            let listed = record
-                .addresses()
-                .iter()
-                .any(|w| ip_of(w.address()) == Some(from.ip()));
+            let listed = vouched.contains(&record.gid());
             // A withdrawal may also come from another address of the same
             // host (the withdrawn one may be gone from its interface).
-            let source = match from.ip() {
-                IpAddr::V4(v4) => Address::Ip4(v4),
-                IpAddr::V6(v6) => Address::Ip6(v6),
-            };
             let same_host = a.withdrawn()
                 && self
                     .resolver
@@ -713,7 +793,20 @@ impl<H: Host> Engine<H> {
                     }
                 }
             } else {
-                self.learn(record, Learn::Announce(from.ip()), now);
+                self.learn(record, Learn::Announce(from.ip(), host_before), now);
+            }
+        }
+        // A host that came back with a new GID (after a crash, so nothing
+        // was withdrawn) moved the names this datagram carries. Those in
+        // its other datagrams cannot follow (they no longer see the source
+        // at the old GID), and the old GID is gone: forget them.
+        let host_now = self.resolver.learned.get(&source).map(|l| l.gid);
+        if let (Some(old), Some(new), false) = (host_before, host_now, a.withdrawn()) {
+            if old != new {
+                for gone in self.resolver.forget_gid(old) {
+                    log::trace!("discovery: {gone} forgotten: its host moved to {new}");
+                    self.cache.evict(&gone);
+                }
             }
         }
     }
@@ -816,13 +909,17 @@ mod tests {
     }
 
     fn fixture(cfg: Config) -> Fixture {
+        fixture_with_gid(cfg, OWN)
+    }
+
+    fn fixture_with_gid(cfg: Config, gid: &str) -> Fixture {
         let mut e = Engine::new(FakeHost::default(), cfg, Hosts::default());
         let dev = e.open_device(1);
         let info = PortInfo {
             port_num: 1,
             link_layer_ib: true,
             link_layer: "InfiniBand",
-            gids: vec![OWN.parse().unwrap()],
+            gids: vec![gid.parse().unwrap()],
             ..Default::default()
         };
         let port = e.open_port(dev, info).unwrap();
@@ -1544,5 +1641,83 @@ mod tests {
             "4 (malformed 4, unsolicited 0, wrong source 0, own 0, unauthenticated 0, \
              replayed 0, rate-limited 0)"
         );
+    }
+
+    #[test]
+    fn many_announcements_leave_in_paced_batches() {
+        let mut f = fixture(Config::default());
+        // 401 names: 27 datagrams of 10.0.0.1 and 15 names (two records).
+        for i in 0..400 {
+            f.e.add_address(f.ep, Address::name(&format!("n{i}")).unwrap())
+                .unwrap();
+        }
+        f.e.take_effects();
+        f.e.schedule_announce(f.t0);
+        let announced = |e: &mut Engine<FakeHost>, t: Instant| {
+            e.on_timers(t);
+            e.take_effects().datagrams.len()
+        };
+        let first = f.t0 + Duration::from_millis(50);
+        assert_eq!(announced(&mut f.e, first), ANNOUNCE_BATCH);
+        assert_eq!(f.e.next_wake(), Some(first + ANNOUNCE_PACE));
+        assert_eq!(announced(&mut f.e, first), 0, "not before the pace allows");
+        f.e.on_timers(first + ANNOUNCE_PACE);
+        let last = f.e.take_effects().datagrams;
+        assert_eq!(last.len(), 27 - ANNOUNCE_BATCH);
+        assert_eq!(announced(&mut f.e, first + 2 * ANNOUNCE_PACE), 0);
+        // Every datagram can be believed: it lists the address it comes from.
+        let own = WireAddress::from(Ipv4Addr::new(10, 0, 0, 1));
+        let Datagram::Multicast { bytes } = &last[0] else {
+            panic!()
+        };
+        let Ok(Message::Announce(a)) = Message::decode(bytes) else {
+            panic!()
+        };
+        assert!(a.records()[0].holds(&own), "{a:?}");
+        assert_eq!(a.records().len(), 2);
+        // And a peer that knows this host takes every record of it.
+        let mut peer = fixture_with_gid(Config::default(), PEER);
+        let mut names = Vec::new();
+        for d in &last {
+            let Datagram::Multicast { bytes } = d else {
+                panic!()
+            };
+            let Ok(Message::Announce(a)) = Message::decode(bytes) else {
+                panic!()
+            };
+            for r in a.records() {
+                names.extend(r.addresses().iter().filter(|w| **w != own).cloned());
+            }
+        }
+        let from = SocketAddr::new(IpAddr::V4([10, 0, 0, 1].into()), 6126);
+        let old: Gid = "fe80::9".parse().unwrap();
+        for w in &names {
+            peer.e
+                .resolver
+                .learned
+                .insert(w.address().clone(), Learned::derived(old, None));
+        }
+        peer.e
+            .resolver
+            .learned
+            .insert(own.address().clone(), Learned::derived(old, None));
+        for d in &last {
+            let Datagram::Multicast { bytes } = d else {
+                panic!()
+            };
+            peer.e.on_datagram(from, None, bytes, f.t0);
+        }
+        assert_eq!(peer.e.drops(), &Default::default());
+        // Moved with their host if in the datagram that moved it, forgotten
+        // otherwise: never left at a GID that is gone.
+        let moved = names
+            .iter()
+            .filter(|w| {
+                let now = peer.e.learned_dest(w.address()).map(|d| d.gid);
+                assert_ne!(now, Some(old), "{w:?}");
+                now.is_some()
+            })
+            .count();
+        assert_eq!(moved, 15, "the first datagram's names");
     }
 }

@@ -188,8 +188,12 @@ pub struct Engine<H: Host> {
     pub(crate) announce_at: Vec<Instant>,
     /// Addresses to withdraw, per endpoint record (GID, LID, MTU, rate,
     /// P_Key), and when.
-    pub(crate) withdrawals: Vec<(crate::discovery::RecordKey, Vec<crate::wire::WireAddress>)>,
+    pub(crate) withdrawals: Vec<(crate::discovery::RecordKey, crate::discovery::Pending)>,
     pub(crate) withdraw_at: Option<Instant>,
+    /// Announcements and withdrawals waiting to leave, paced.
+    pub(crate) announcements: std::collections::VecDeque<Vec<u8>>,
+    /// When the next batch of them may leave.
+    pub(crate) announcements_at: Instant,
     pub(crate) drops: DropCounts,
     /// What the last drop summary in the log said, and when.
     pub(crate) drops_logged: (DropCounts, Option<Instant>),
@@ -222,6 +226,8 @@ impl<H: Host> Engine<H> {
             announce_at: Vec::new(),
             withdrawals: Vec::new(),
             withdraw_at: None,
+            announcements: std::collections::VecDeque::new(),
+            announcements_at: Instant::now(),
             drops: DropCounts::default(),
             drops_logged: (DropCounts::default(), None),
             auth: None,

@@ -5,3 +5,4 @@
 //! or a peer chooses still cannot be aimed at one bucket.
 
 pub type Map<K, V> = std::collections::HashMap<K, V, foldhash::fast::RandomState>;
+pub type Set<K> = std::collections::HashSet<K, foldhash::fast::RandomState>;
