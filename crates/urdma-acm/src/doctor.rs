@@ -285,15 +285,36 @@ fn port_problems(setup: &Setup, opts: &Options, loaded: &[&str], a: &PortAttrs) 
     let gid0 = a.gid0.filter(|g| g[8..] != [0; 8]);
     let prefix = gid0.map(|g| u64::from_be_bytes(g[..8].try_into().expect("8 bytes")));
     let assigned = daemon::assign(opts, loaded, prefix);
+    let mut fixes = Vec::new();
+    if !loaded.contains(&URDMA) {
+        fixes.push(format!(
+            "install {URDMA_FILE} as a regular file in {}",
+            opts.provider_dir.display()
+        ));
+    }
+    if !opts
+        .default
+        .as_ref()
+        .is_some_and(|(name, _)| name.eq_ignore_ascii_case(URDMA))
+    {
+        fixes.push(format!(
+            "add `provider urdma default` to {}",
+            setup.opts_file
+        ));
+    }
+    if fixes.is_empty() {
+        fixes.push("change that provider line".to_string());
+    }
+    let fixes = fixes.join(" and ");
     match &assigned.provider {
         Some(p) if p.eq_ignore_ascii_case(URDMA) => {}
         Some(p) => problems.push(format!(
-            "the daemon assigns provider {p} ({}); add `provider urdma default` to {}",
-            assigned.why, setup.opts_file
+            "the daemon assigns provider {p} ({}); {fixes}",
+            assigned.why
         )),
         None => problems.push(format!(
-            "the daemon assigns no provider ({}); install {URDMA_FILE} and add `provider urdma default` to {}",
-            assigned.why, setup.opts_file
+            "the daemon assigns no provider ({}); {fixes}",
+            assigned.why
         )),
     }
     if u32::from(a.link_layer) != IBV_LINK_LAYER_INFINIBAND {
