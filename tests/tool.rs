@@ -1,7 +1,9 @@
 //! `urdma-acm` as an operator runs it: `doctor` against simulated devices
 //! with good and bad ports, `check-config` on good and bad files, and
 //! `stats` against the real daemon after resolves made with `ib_acme`.
-//! Needs root for the simulated hosts and `cargo build --workspace`.
+//! Needs root for the simulated hosts and `cargo build --workspace`;
+//! `URDMA_ACM` and `URDMA_PROVIDER_SO` choose other builds of the tool and
+//! the provider.
 
 mod common;
 
@@ -10,8 +12,12 @@ use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-/// `urdma-acm`, built next to the provider in `target/<profile>/`.
+/// `urdma-acm`: `URDMA_ACM` if set (the package test runs the installed
+/// one), else the one built next to the provider in `target/<profile>/`.
 fn tool() -> PathBuf {
+    if let Some(path) = std::env::var_os("URDMA_ACM") {
+        return PathBuf::from(path);
+    }
     let exe = std::env::current_exe().expect("current_exe");
     let path = exe
         .parent()
@@ -378,15 +384,8 @@ fn every_subcommand_has_help() {
         );
     }
     let (_, out, _) = run(&["stats", "--help"]);
-    for column in [
-        "error",
-        "resolve",
-        "nodata",
-        "addr_query",
-        "addr_cache",
-        "route_query",
-        "route_cache",
-    ] {
+    let columns = "error resolve nodata addr_query addr_cache route_query route_cache";
+    for column in columns.split(' ') {
         assert!(
             out.contains(&format!("\n  {column} ")),
             "stats --help explains {column}:\n{out}"
