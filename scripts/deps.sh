@@ -22,3 +22,5 @@ for c in rustfmt clippy; do
 done
 # The fuzz smoke of the test command.
 cargo fuzz --version > /dev/null 2>&1 || cargo install --locked cargo-fuzz
+# The Debian package (scripts/package-test.sh).
+cargo deb --version > /dev/null 2>&1 || cargo install --locked cargo-deb

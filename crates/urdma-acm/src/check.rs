@@ -1,0 +1,86 @@
+//! `urdma-acm check-config`: the problems the provider would log for an
+//! options file and the hosts file it names, found by the provider's own
+//! parsers, before the daemon is (re)started.
+
+use crate::daemon::DEFAULT_OPTS_FILE;
+use ibacm_urdma::config::{Config, Diagnostic};
+use ibacm_urdma::hosts::Hosts;
+use std::io::ErrorKind;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+#[derive(clap::Args, Debug)]
+pub struct Args {
+    /// The options file to check.
+    #[arg(value_name = "FILE", default_value = DEFAULT_OPTS_FILE)]
+    pub file: PathBuf,
+}
+
+/// What checking found: every problem, and what the files hold.
+pub struct Checked {
+    pub problems: Vec<Diagnostic>,
+    pub hosts_file: Option<PathBuf>,
+    /// Addresses the hosts file binds; `None` if there is no hosts file.
+    pub hosts: Option<usize>,
+}
+
+/// A problem with a whole file: line 0.
+fn whole_file(path: &Path, e: &std::io::Error) -> Diagnostic {
+    Diagnostic {
+        file: path.display().to_string(),
+        line: 0,
+        message: format!("cannot read: {e}"),
+    }
+}
+
+/// Reads and checks the options file and its hosts file the way the
+/// provider loads them: a missing hosts file is no problem (the provider
+/// then knows no static hosts), an unreadable one is.
+pub fn check(opts: &Path) -> Checked {
+    let text = match std::fs::read_to_string(opts) {
+        Ok(t) => t,
+        Err(e) => {
+            return Checked {
+                problems: vec![whole_file(opts, &e)],
+                hosts_file: None,
+                hosts: None,
+            }
+        }
+    };
+    let (cfg, mut problems) = Config::parse(&text, &opts.display().to_string());
+    let hosts = match std::fs::read_to_string(&cfg.hosts_file) {
+        Ok(text) => {
+            let (hosts, diags) = Hosts::parse(&text, &cfg.hosts_file.display().to_string());
+            problems.extend(diags);
+            Some(hosts.len())
+        }
+        Err(e) if e.kind() == ErrorKind::NotFound => None,
+        Err(e) => {
+            problems.push(whole_file(&cfg.hosts_file, &e));
+            None
+        }
+    };
+    Checked {
+        problems,
+        hosts_file: Some(cfg.hosts_file),
+        hosts,
+    }
+}
+
+pub fn run(args: &Args) -> ExitCode {
+    let checked = check(&args.file);
+    for p in &checked.problems {
+        println!("{p}");
+    }
+    if !checked.problems.is_empty() {
+        eprintln!("urdma-acm: {} problem(s) found", checked.problems.len());
+        return ExitCode::FAILURE;
+    }
+    let hosts = match (&checked.hosts_file, checked.hosts) {
+        (Some(f), Some(n)) => format!("hosts file {}: {n} addresses", f.display()),
+        (Some(f), None) => format!("hosts file {}: absent (no static hosts)", f.display()),
+        (None, _) => String::new(),
+    };
+    println!("{}: no problems; {hosts}", args.file.display());
+    ExitCode::SUCCESS
+}

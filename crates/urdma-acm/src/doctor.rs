@@ -1,0 +1,454 @@
+//! `urdma-acm doctor`: for every RDMA port, whether the stock ibacm daemon
+//! will serve it with the urdma provider, and every reason why not.
+//!
+//! The rules are the daemon's (rdma-core 44) and the provider's:
+//! - the daemon opens a device only if one of its ports has an InfiniBand
+//!   link layer;
+//! - it brings a port up only while the port is ACTIVE;
+//! - it assigns the provider whose `provider NAME PREFIX` line matches the
+//!   subnet prefix of GID 0, else the default provider;
+//! - urdma refuses ports that are not InfiniBand or have no GID 0;
+//! - the daemon makes one endpoint per P_Key table entry with a non-zero
+//!   partition number; a port without one has no endpoint.
+
+use crate::daemon::{self, Options, ProviderFile, URDMA, URDMA_FILE};
+use crate::verbs::{Device, PortAttrs};
+use acm_prov_sys::{
+    ibv_port_state_IBV_PORT_ACTIVE, ibv_port_state_IBV_PORT_ACTIVE_DEFER,
+    ibv_port_state_IBV_PORT_ARMED, ibv_port_state_IBV_PORT_DOWN, ibv_port_state_IBV_PORT_INIT,
+    IBV_LINK_LAYER_ETHERNET, IBV_LINK_LAYER_INFINIBAND,
+};
+use std::fmt::Write;
+use std::net::Ipv6Addr;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+#[derive(clap::Args, Debug)]
+pub struct Args {
+    /// The daemon's options file (ibacm -O): provider lines and
+    /// provider_lib_path.
+    #[arg(short = 'O', long = "opts", value_name = "FILE", default_value = daemon::DEFAULT_OPTS_FILE)]
+    pub opts: PathBuf,
+    /// The daemon's address file (ibacm -A), checked for addresses on each
+    /// port.
+    #[arg(short = 'A', long = "addr-file", value_name = "FILE", default_value = daemon::DEFAULT_ADDR_FILE)]
+    pub addr_file: PathBuf,
+}
+
+/// What the daemon's configuration looks like to the port checks.
+pub struct Setup {
+    pub opts_file: String,
+    /// `None`: the options file does not exist (the daemon's defaults).
+    pub opts: Option<Options>,
+    pub providers: Result<Vec<ProviderFile>, String>,
+    pub addr_file: String,
+    /// `None`: the address file cannot be read.
+    pub addr_text: Option<String>,
+}
+
+impl Setup {
+    fn options(&self) -> Options {
+        self.opts.clone().unwrap_or_default()
+    }
+
+    /// Names of the providers the daemon loads, in load order.
+    fn loaded(&self) -> Vec<&'static str> {
+        match &self.providers {
+            Ok(files) => files
+                .iter()
+                .filter(|f| f.skipped.is_none())
+                .filter_map(|f| f.name)
+                .collect(),
+            Err(_) => Vec::new(),
+        }
+    }
+}
+
+impl Setup {
+    /// Reads what the daemon would read.
+    pub fn load(args: &Args) -> Setup {
+        let opts = std::fs::read_to_string(&args.opts)
+            .ok()
+            .map(|t| Options::parse(&t));
+        let dir = opts.clone().unwrap_or_default().provider_dir;
+        Setup {
+            opts_file: args.opts.display().to_string(),
+            opts,
+            providers: daemon::provider_files(&dir),
+            addr_file: args.addr_file.display().to_string(),
+            addr_text: std::fs::read_to_string(&args.addr_file).ok(),
+        }
+    }
+}
+
+pub fn run(args: &Args) -> ExitCode {
+    let devices = match crate::verbs::devices() {
+        Ok(d) => d,
+        Err(e) => {
+            eprintln!("urdma-acm: {e}; the daemon cannot start without devices");
+            return ExitCode::FAILURE;
+        }
+    };
+    let (text, ok) = report(&Setup::load(args), &devices);
+    print!("{text}");
+    if ok {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    }
+}
+
+/// The report and whether some port can be served by urdma.
+pub fn report(setup: &Setup, devices: &[Device]) -> (String, bool) {
+    let mut out = String::new();
+    let opts = setup.options();
+    let loaded = setup.loaded();
+    header(&mut out, setup, &opts);
+    let (mut served, mut total) = (0, 0);
+    for dev in devices {
+        let _ = write!(out, "\n{} (node GUID {:#018x})", dev.name, dev.guid);
+        let ports = match &dev.ports {
+            Ok(p) => p,
+            Err(e) => {
+                let _ = writeln!(out, ": {e}; the daemon skips it");
+                continue;
+            }
+        };
+        let _ = writeln!(out);
+        let has_ib = ports.iter().any(|p| {
+            p.attrs
+                .as_ref()
+                .is_ok_and(|a| u32::from(a.link_layer) == IBV_LINK_LAYER_INFINIBAND)
+        });
+        if !has_ib {
+            let _ = writeln!(
+                out,
+                "  the daemon skips this device: none of its ports is InfiniBand"
+            );
+        }
+        for port in ports {
+            total += 1;
+            let problems = match &port.attrs {
+                Err(e) => vec![e.clone()],
+                Ok(a) => {
+                    let mut p = port_problems(setup, &opts, &loaded, a);
+                    if !has_ib {
+                        p.insert(0, "its device is skipped (no InfiniBand port)".to_string());
+                    }
+                    p
+                }
+            };
+            if problems.is_empty() {
+                served += 1;
+                let a = port.attrs.as_ref().expect("checked");
+                let _ = writeln!(out, "  port {}: served by urdma ({})", port.num, summary(a));
+                if let Some(note) = address_note(setup, &dev.name, port.num) {
+                    let _ = writeln!(out, "    note: {note}");
+                }
+            } else {
+                let _ = writeln!(out, "  port {}: not served by urdma:", port.num);
+                for p in problems {
+                    let _ = writeln!(out, "    - {p}");
+                }
+            }
+        }
+    }
+    let ok = served > 0;
+    if devices.is_empty() {
+        let _ = writeln!(
+            out,
+            "\nno RDMA devices: libibverbs lists none (is the urdma kernel module loaded?)"
+        );
+    } else if ok {
+        let _ = writeln!(out, "\n{served} of {total} ports can be served by urdma");
+    } else {
+        let _ = writeln!(
+            out,
+            "\nno port can be served by urdma: {total} ports, each with the reasons above"
+        );
+    }
+    (out, ok)
+}
+
+fn header(out: &mut String, setup: &Setup, opts: &Options) {
+    match &setup.opts {
+        Some(_) => {
+            let _ = writeln!(out, "options file: {}", setup.opts_file);
+        }
+        None => {
+            let _ = writeln!(
+                out,
+                "options file: {} does not exist: the daemon uses its defaults",
+                setup.opts_file
+            );
+        }
+    }
+    for line in &opts.tabbed {
+        let _ = writeln!(
+            out,
+            "warning: {}:{line}: a tab in a provider line: the daemon splits provider lines on spaces only",
+            setup.opts_file
+        );
+    }
+    let dir = opts.provider_dir.display();
+    match &setup.providers {
+        Err(e) => {
+            let _ = writeln!(out, "providers: {e}: the daemon cannot start");
+        }
+        Ok(files) => {
+            let _ = writeln!(out, "providers in {dir}:");
+            if files.is_empty() {
+                let _ = writeln!(out, "  none");
+            }
+            for f in files {
+                let name = f.name.unwrap_or("name unknown to urdma-acm");
+                match &f.skipped {
+                    Some(why) => {
+                        let _ = writeln!(out, "  {}: skipped by the daemon: {why}", f.file);
+                    }
+                    None => {
+                        let _ = writeln!(out, "  {}: loaded ({name})", f.file);
+                    }
+                }
+            }
+            if !files
+                .iter()
+                .any(|f| f.name == Some(URDMA) && f.skipped.is_none())
+            {
+                let _ = writeln!(
+                    out,
+                    "warning: urdma is not installed: no regular file {URDMA_FILE} in {dir}"
+                );
+            }
+        }
+    }
+}
+
+fn state_name(state: u32) -> String {
+    #[allow(non_upper_case_globals)]
+    match state {
+        ibv_port_state_IBV_PORT_DOWN => "DOWN".into(),
+        ibv_port_state_IBV_PORT_INIT => "INIT".into(),
+        ibv_port_state_IBV_PORT_ARMED => "ARMED".into(),
+        ibv_port_state_IBV_PORT_ACTIVE => "ACTIVE".into(),
+        ibv_port_state_IBV_PORT_ACTIVE_DEFER => "ACTIVE_DEFER".into(),
+        other => format!("{other} (NOP)"),
+    }
+}
+
+fn link_layer_name(ll: u8) -> &'static str {
+    match u32::from(ll) {
+        IBV_LINK_LAYER_INFINIBAND => "InfiniBand",
+        IBV_LINK_LAYER_ETHERNET => "Ethernet",
+        _ => "unspecified",
+    }
+}
+
+fn gid_text(gid: &[u8; 16]) -> String {
+    Ipv6Addr::from(*gid).to_string()
+}
+
+/// A partition the daemon makes an endpoint for: non-zero without the
+/// membership bit.
+fn usable_pkeys(a: &PortAttrs) -> Vec<u16> {
+    a.pkeys
+        .iter()
+        .copied()
+        .filter(|p| p & 0x7fff != 0)
+        .collect()
+}
+
+fn summary(a: &PortAttrs) -> String {
+    let pkeys: Vec<String> = usable_pkeys(a)
+        .iter()
+        .map(|p| format!("{p:#06x}"))
+        .collect();
+    format!(
+        "{}, {}, GID 0 {}, P_Keys {}",
+        link_layer_name(a.link_layer),
+        state_name(a.state),
+        a.gid0.as_ref().map(gid_text).unwrap_or_default(),
+        pkeys.join(" ")
+    )
+}
+
+fn port_problems(setup: &Setup, opts: &Options, loaded: &[&str], a: &PortAttrs) -> Vec<String> {
+    let mut problems = Vec::new();
+    if a.state != ibv_port_state_IBV_PORT_ACTIVE {
+        problems.push(format!(
+            "port state is {}: the daemon brings a port up only when it is ACTIVE",
+            state_name(a.state)
+        ));
+    }
+    // The daemon's GID table stops at the first entry without an interface
+    // id; urdma needs entry 0 of it.
+    let gid0 = a.gid0.filter(|g| g[8..] != [0; 8]);
+    let prefix = gid0.map(|g| u64::from_be_bytes(g[..8].try_into().expect("8 bytes")));
+    let assigned = daemon::assign(opts, loaded, prefix);
+    let mut fixes = Vec::new();
+    if !loaded.contains(&URDMA) {
+        fixes.push(format!(
+            "install {URDMA_FILE} as a regular file in {}",
+            opts.provider_dir.display()
+        ));
+    }
+    if !opts
+        .default
+        .as_ref()
+        .is_some_and(|(name, _)| name.eq_ignore_ascii_case(URDMA))
+    {
+        fixes.push(format!(
+            "add `provider urdma default` to {}",
+            setup.opts_file
+        ));
+    }
+    if fixes.is_empty() {
+        fixes.push("change that provider line".to_string());
+    }
+    let fixes = fixes.join(" and ");
+    match &assigned.provider {
+        Some(p) if p.eq_ignore_ascii_case(URDMA) => {}
+        Some(p) => problems.push(format!(
+            "the daemon assigns provider {p} ({}); {fixes}",
+            assigned.why
+        )),
+        None => problems.push(format!(
+            "the daemon assigns no provider ({}); {fixes}",
+            assigned.why
+        )),
+    }
+    if u32::from(a.link_layer) != IBV_LINK_LAYER_INFINIBAND {
+        problems.push(format!(
+            "link layer is {}: urdma refuses ports that are not InfiniBand",
+            link_layer_name(a.link_layer)
+        ));
+    }
+    match (a.gid0, gid0) {
+        (None, _) => problems.push("GID 0 cannot be read: urdma needs a port GID".into()),
+        (Some(g), None) => problems.push(format!(
+            "GID 0 ({}) has a zero interface id: urdma needs a port GID",
+            gid_text(&g)
+        )),
+        _ => {}
+    }
+    if usable_pkeys(a).is_empty() {
+        let table = if a.pkeys.is_empty() {
+            "the P_Key table is empty".to_string()
+        } else {
+            let all: Vec<String> = a.pkeys.iter().map(|p| format!("{p:#06x}")).collect();
+            format!("the P_Key table holds no partition ({})", all.join(" "))
+        };
+        problems.push(format!("{table}: the daemon opens no endpoint on it"));
+    }
+    problems
+}
+
+fn address_note(setup: &Setup, device: &str, port: u8) -> Option<String> {
+    let Some(text) = &setup.addr_text else {
+        return Some(format!(
+            "cannot read {}: without addresses the daemon drops the port's endpoints",
+            setup.addr_file
+        ));
+    };
+    (daemon::addresses_for(text, device, port) == 0).then(|| {
+        format!(
+            "no address for {device} port {port} in {}: the daemon drops endpoints without one (urdma ports have no IPoIB interface)",
+            setup.addr_file
+        )
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::verbs::Port;
+
+    fn good() -> PortAttrs {
+        PortAttrs {
+            state: ibv_port_state_IBV_PORT_ACTIVE,
+            link_layer: IBV_LINK_LAYER_INFINIBAND as u8,
+            gid0: Some(
+                "fe80::5054:ff:fe12:3456"
+                    .parse::<Ipv6Addr>()
+                    .unwrap()
+                    .octets(),
+            ),
+            pkeys: vec![0xffff],
+            pkey_tbl_len: 1,
+        }
+    }
+
+    fn setup(opts: &str) -> Setup {
+        Setup {
+            opts_file: "opts.cfg".into(),
+            opts: Some(Options::parse(opts)),
+            providers: Ok(vec![ProviderFile {
+                file: URDMA_FILE.into(),
+                name: Some(URDMA),
+                skipped: None,
+            }]),
+            addr_file: "addr.cfg".into(),
+            addr_text: Some("node1 urdma0 1 default\n".into()),
+        }
+    }
+
+    fn dev(name: &str, ports: Vec<PortAttrs>) -> Device {
+        Device {
+            name: name.into(),
+            guid: 0x5054_00ff_fe12_3456,
+            ports: Ok(ports
+                .into_iter()
+                .zip(1..)
+                .map(|(a, num)| Port { num, attrs: Ok(a) })
+                .collect()),
+        }
+    }
+
+    #[test]
+    fn every_reason_is_listed() {
+        let mut bad = good();
+        bad.state = ibv_port_state_IBV_PORT_DOWN;
+        bad.link_layer = IBV_LINK_LAYER_ETHERNET as u8;
+        bad.gid0 = Some([0; 16]);
+        bad.pkeys = vec![0x8000];
+        let devices = [dev("urdma0", vec![good(), bad])];
+        let (out, ok) = report(&setup("provider urdma default\n"), &devices);
+        assert!(ok, "{out}");
+        assert!(out.contains("port 1: served by urdma (InfiniBand, ACTIVE, GID 0 fe80::5054:ff:fe12:3456, P_Keys 0xffff)"), "{out}");
+        assert!(
+            out.contains("port 2: not served by urdma:\n    - port state is DOWN"),
+            "{out}"
+        );
+        assert!(out.contains("link layer is Ethernet"), "{out}");
+        assert!(out.contains("GID 0 (::) has a zero interface id"), "{out}");
+        assert!(
+            out.contains("the P_Key table holds no partition (0x8000)"),
+            "{out}"
+        );
+        assert!(
+            out.ends_with("1 of 2 ports can be served by urdma\n"),
+            "{out}"
+        );
+    }
+
+    #[test]
+    fn without_a_provider_line_the_builtin_default_wins_and_nothing_is_served() {
+        let mut s = setup("");
+        s.providers = Ok(vec![
+            ProviderFile {
+                file: "libibacmp.so".into(),
+                name: Some("ibacmp"),
+                skipped: None,
+            },
+            ProviderFile {
+                file: URDMA_FILE.into(),
+                name: Some(URDMA),
+                skipped: None,
+            },
+        ]);
+        let (out, ok) = report(&s, &[dev("urdma0", vec![good()])]);
+        assert!(!ok, "{out}");
+        assert!(out.contains("the daemon assigns provider ibacmp (the daemon's built-in default); add `provider urdma default` to opts.cfg"), "{out}");
+        assert!(out.contains("no port can be served by urdma"), "{out}");
+    }
+}

@@ -1,0 +1,99 @@
+#!/usr/bin/env bash
+# The Debian package, end to end: build it with `cargo deb`, check what it
+# holds, install it with dpkg, run the provider and urdma-acm from the
+# installed paths against the real daemon (the e2e harness with
+# URDMA_PROVIDER_SO / URDMA_ACM), then remove it and check that nothing is
+# left and /etc/rdma is as it was. Needs root. Refuses to run over an
+# ibacm-urdma that is already installed, since it removes the package.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+pkg=ibacm-urdma
+so=/usr/lib/x86_64-linux-gnu/ibacm/libibacm_urdma.so
+tool=/usr/bin/urdma-acm
+say() { echo "package-test: $*"; }
+fail() { echo "package-test: FAIL: $*" >&2; exit 1; }
+
+[ "$(id -u)" = 0 ] || fail "run as root (dpkg -i, and the e2e scenario uses namespaces)"
+if dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q 'install ok installed'; then
+    fail "$pkg is already installed; remove it first (this test installs and removes it)"
+fi
+scripts/deps.sh
+
+# What /etc/rdma holds before: the package must never touch it.
+etc_state() { find /etc/rdma -exec stat -c '%n %a %s %Y' {} + 2>/dev/null | sort; }
+etc_before=$(etc_state)
+
+say "cargo deb"
+deb=$(cargo deb --quiet | tail -n 1)
+[ -f "$deb" ] || fail "cargo deb printed no package path (got '$deb')"
+version=$(dpkg-deb -f "$deb" Version)
+[ "$deb" = "$PWD/target/debian/${pkg}_${version}_amd64.deb" ] \
+    || fail "unexpected package file $deb (want target/debian/${pkg}_${version}_amd64.deb)"
+
+say "contents of $(basename "$deb")"
+contents=$(dpkg-deb -c "$deb")
+entry() { # PATH -> the `ls -l`-style line of that path in the package
+    awk -v p="./$1" '$6 == p' <<< "$contents"
+}
+expect_file() { # PATH MODE
+    local line; line=$(entry "$1")
+    [ -n "$line" ] || fail "$1 is not in the package"
+    [ "${line%% *}" = "$2" ] || fail "$1 is '${line%% *}', want $2 (a regular file)"
+}
+expect_file "${so#/}" -rw-r--r--
+expect_file "${tool#/}" -rwxr-xr-x
+for f in usr/share/man/man7/ibacm_urdma.7.gz usr/share/man/man8/urdma-acm.8.gz \
+         usr/share/doc/$pkg/ibacm.conf usr/share/doc/$pkg/examples/urdma_hosts \
+         usr/share/doc/$pkg/README.md usr/share/doc/$pkg/protocol.md \
+         usr/share/doc/$pkg/systemd.md usr/share/doc/$pkg/copyright; do
+    expect_file "$f" -rw-r--r--
+done
+if grep -q ' \./etc/' <<< "$contents"; then fail "the package installs under /etc"; fi
+control=$(dpkg-deb --ctrl-tarfile "$deb" | tar -t)
+if grep -q conffiles <<< "$control"; then fail "the package has conffiles"; fi
+depends=$(dpkg-deb -f "$deb" Depends)
+grep -qE '(^|, )ibacm($|[ ,])' <<< "$depends" || fail "Depends '$depends' lacks ibacm"
+
+installed=
+cleanup() { if [ -n "$installed" ]; then dpkg -r "$pkg" > /dev/null 2>&1 || true; fi; }
+trap cleanup EXIT
+
+say "dpkg -i"
+dpkg -i "$deb" > /dev/null
+installed=1
+[ -f "$so" ] && [ ! -L "$so" ] || fail "$so is not a regular file after install"
+
+say "installed urdma-acm and man pages"
+"$tool" --help > /dev/null
+for sub in doctor check-config stats; do
+    "$tool" "$sub" --help | grep -q "Usage: urdma-acm $sub" || fail "$tool $sub --help"
+done
+for page in "7 ibacm_urdma" "8 urdma-acm"; do
+    set -- $page
+    path=$(man -w "$1" "$2") || fail "man -w $1 $2 finds nothing"
+    zcat "$path" | grep -q "^\.TH .* $1 " || fail "$path is not a section $1 page"
+    zcat "$path" | groff -man -Tutf8 -ww -z 2>&1 | { ! grep .; } || fail "$path has roff warnings"
+done
+"$tool" check-config "/usr/share/doc/$pkg/ibacm.conf" > /dev/null \
+    || fail "the installed sample options file does not pass check-config"
+
+say "end-to-end from the installed paths"
+# The harness also needs the simulator and the librdmacm client, which are
+# test fixtures and not packaged.
+cargo build --workspace --quiet
+URDMA_PROVIDER_SO=$so cargo test --quiet --test e2e -- --exact \
+    provider_loads_with_version_handshake_and_serves
+URDMA_PROVIDER_SO=$so URDMA_ACM=$tool cargo test --quiet --test tool -- --exact \
+    stats_counts_what_was_resolved_per_endpoint \
+    doctor_serves_the_good_port_and_says_why_not_for_each_bad_one
+
+say "dpkg -r"
+dpkg -r "$pkg" > /dev/null
+installed=
+while read -r mode _ _ _ _ path _; do
+    case $mode in d*) continue ;; esac
+    [ ! -e "${path#.}" ] || fail "${path#.} is still there after dpkg -r"
+done <<< "$contents"
+[ "$(etc_state)" = "$etc_before" ] || fail "/etc/rdma changed"
+say "ok"
