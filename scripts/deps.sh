@@ -5,7 +5,7 @@
 set -euo pipefail
 
 packages=(ibacm libibverbs-dev libibumad-dev librdmacm-dev rdmacm-utils libclang-dev
-          gcc g++ binutils iproute2 util-linux make)
+          gcc g++ binutils iproute2 util-linux make man-db groff-base)
 missing=()
 for p in "${packages[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")

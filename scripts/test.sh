@@ -15,6 +15,9 @@ trap 'rm -f "$log"' EXIT
 cargo test --workspace 2>&1 | tee "$log"
 # A short run of each fuzz target (make fuzz runs them longer).
 make --no-print-directory fuzz-smoke
+# The Debian package: built, inspected, installed, an end-to-end scenario
+# run from the installed paths, removed.
+scripts/package-test.sh
 # One closing line for the whole suite: the last line cargo prints is the
 # summary of a crate without doc tests, which says 0.
 awk '/^test result:/ { p += $4; f += $6 } END { printf "tests: %d passed, %d failed\n", p, f }' "$log"

@@ -4,6 +4,7 @@
 //! both. A receiver drops what it cannot verify, what is too old or too
 //! far ahead, and what it has seen before.
 
+use crate::config::Diagnostic;
 use crate::fastmap::Map;
 use crate::wire::{AUTH_TRAILER_LEN, FLAG_AUTH, HEADER_LEN};
 use hmac::{Hmac, Mac};
@@ -60,57 +61,63 @@ impl fmt::Debug for Keyring {
 impl Keyring {
     /// Reads a key file, refusing one that other users can read or write:
     /// whoever reads the key can forge every binding of the segment.
-    pub fn load(path: &Path) -> Result<Keyring, String> {
+    /// Problems with the whole file are at line 0.
+    pub fn load(path: &Path) -> Result<Keyring, Diagnostic> {
         use std::os::unix::fs::PermissionsExt;
-        let shown = path.display();
-        let meta =
-            std::fs::metadata(path).map_err(|e| format!("urdma_auth_key_file {shown}: {e}"))?;
+        let shown = path.display().to_string();
+        let whole = |message: String| Diagnostic {
+            file: shown.clone(),
+            line: 0,
+            message: format!("urdma_auth_key_file: {message}"),
+        };
+        let meta = std::fs::metadata(path).map_err(|e| whole(e.to_string()))?;
         if !meta.is_file() {
-            return Err(format!("urdma_auth_key_file {shown}: not a regular file"));
+            return Err(whole("not a regular file".into()));
         }
         let mode = meta.permissions().mode() & 0o7777;
         if mode & 0o077 != 0 {
-            return Err(format!(
-                "urdma_auth_key_file {shown}: mode {mode:04o} lets other users read or change \
-                 the key; refused (chmod 600 {shown})"
-            ));
+            return Err(whole(format!(
+                "mode {mode:04o} lets other users read or change the key; refused \
+                 (chmod 600 {shown})"
+            )));
         }
-        let text = std::fs::read_to_string(path)
-            .map_err(|e| format!("urdma_auth_key_file {shown}: {e}"))?;
-        Keyring::parse(&text, &shown.to_string())
+        let text = std::fs::read_to_string(path).map_err(|e| whole(e.to_string()))?;
+        Keyring::parse(&text, &shown)
     }
 
     /// One key per line, `ID HEX`: a key id (decimal or 0x hex, 32 bits)
     /// and the key as 32 to 128 hex digits. `#` starts a comment line.
-    pub fn parse(text: &str, file: &str) -> Result<Keyring, String> {
+    pub fn parse(text: &str, file: &str) -> Result<Keyring, Diagnostic> {
         let mut keys: Vec<Key> = Vec::new();
-        for (n, line) in text.lines().enumerate() {
-            let at = format!("{file}:{}", n + 1);
+        let at = |line: usize, message: String| Diagnostic {
+            file: file.to_string(),
+            line,
+            message,
+        };
+        for (i, line) in text.lines().enumerate() {
+            let n = i + 1;
             let line = line.trim();
             if line.is_empty() || line.starts_with('#') {
                 continue;
             }
             let mut tokens = line.split_whitespace();
             let (Some(id), Some(hex), None) = (tokens.next(), tokens.next(), tokens.next()) else {
-                return Err(format!("{at}: expected 'KEY-ID HEX-KEY'"));
+                return Err(at(n, "expected 'KEY-ID HEX-KEY'".into()));
             };
-            let id = parse_id(id).ok_or_else(|| format!("{at}: bad key id '{id}'"))?;
+            let id = parse_id(id).ok_or_else(|| at(n, format!("bad key id '{id}'")))?;
             if keys.iter().any(|k| k.id == id) {
-                return Err(format!("{at}: key id {id} listed twice"));
+                return Err(at(n, format!("key id {id} listed twice")));
             }
             // The key itself never appears in a message: logs are not secret.
             let bytes = parse_hex(hex).ok_or_else(|| {
-                format!(
-                    "{at}: key {id} is not {}-{} hex digits",
-                    2 * MIN_KEY_BYTES,
-                    2 * MAX_KEY_BYTES
-                )
+                let (lo, hi) = (2 * MIN_KEY_BYTES, 2 * MAX_KEY_BYTES);
+                at(n, format!("key {id} is not {lo}-{hi} hex digits"))
             })?;
-            let mac = HmacSha256::new_from_slice(&bytes).map_err(|e| format!("{at}: {e}"))?;
+            let mac = HmacSha256::new_from_slice(&bytes).map_err(|e| at(n, e.to_string()))?;
             keys.push(Key { id, mac });
         }
         if keys.is_empty() {
-            return Err(format!("{file}: no key"));
+            return Err(at(0, "urdma_auth_key_file: no key".into()));
         }
         Ok(Keyring { keys })
     }
@@ -390,9 +397,16 @@ mod tests {
 
     #[test]
     fn key_files_are_checked_line_by_line() {
-        let err = |t: &str| Keyring::parse(t, "/etc/rdma/urdma.key").unwrap_err();
-        assert_eq!(err(""), "/etc/rdma/urdma.key: no key");
-        assert_eq!(err("# only\n\n"), "/etc/rdma/urdma.key: no key");
+        let err = |t: &str| {
+            Keyring::parse(t, "/etc/rdma/urdma.key")
+                .unwrap_err()
+                .to_string()
+        };
+        assert_eq!(
+            err(""),
+            "/etc/rdma/urdma.key:0: urdma_auth_key_file: no key"
+        );
+        assert_eq!(err("# only\n\n"), err(""));
         assert_eq!(
             err("1 00010203"),
             "/etc/rdma/urdma.key:1: key 1 is not 32-128 hex digits"
@@ -427,15 +441,17 @@ mod tests {
         let path = dir.join("key");
         std::fs::write(&path, KEYS).unwrap();
         std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644)).unwrap();
-        let e = Keyring::load(&path).unwrap_err();
+        let e = Keyring::load(&path).unwrap_err().to_string();
         assert!(e.contains("mode 0644") && e.contains("chmod 600"), "{e}");
         std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o640)).unwrap();
         assert!(Keyring::load(&path).is_err(), "group-readable too");
         std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).unwrap();
         assert_eq!(Keyring::load(&path).unwrap().signing_id(), 7);
-        assert!(Keyring::load(&dir)
-            .unwrap_err()
-            .contains("not a regular file"));
+        let e = Keyring::load(&dir).unwrap_err();
+        assert_eq!(
+            (e.line, e.message.as_str()),
+            (0, "urdma_auth_key_file: not a regular file")
+        );
         assert!(Keyring::load(&dir.join("missing")).is_err());
         std::fs::remove_dir_all(&dir).unwrap();
     }

@@ -1023,7 +1023,7 @@ fn a_key_file_others_can_read_turns_discovery_off_with_a_clear_error() {
     let _b = Node::B.start(&net, &[]);
     a.expect_log(
         &format!(
-            "urdma_auth_key_file {}: mode 0644 lets other users read or change the key; refused",
+            "{}:0: urdma_auth_key_file: mode 0644 lets other users read or change the key; refused",
             key.0.display()
         ),
         WAIT,

@@ -317,6 +317,32 @@ fn check_config_reports_unreadable_files_as_line_zero() {
     );
 }
 
+#[test]
+fn check_config_refuses_key_files_the_provider_would_refuse() {
+    use std::os::unix::fs::PermissionsExt;
+    let scratch = Scratch::new("keys");
+    let key = scratch.write("urdma.key", "7 00112233445566778899aabbccddeeff\n");
+    let opts = scratch.write("opts.cfg", &format!("urdma_auth_key_file {key}\n"));
+    let mode = |m: u32| fs::set_permissions(&key, fs::Permissions::from_mode(m)).unwrap();
+    mode(0o644);
+    let (code, out, _) = run(&["check-config", &opts]);
+    assert_eq!(code, 1, "{out}");
+    assert_eq!(
+        out,
+        format!(
+            "{key}:0: urdma_auth_key_file: mode 0644 lets other users read or change the key; \
+             refused (chmod 600 {key})\n"
+        )
+    );
+    mode(0o600);
+    let (code, out, _) = run(&["check-config", &opts]);
+    assert_eq!(code, 0, "{out}");
+    fs::write(&key, "7 00112233\n").unwrap();
+    let (code, out, _) = run(&["check-config", &opts]);
+    assert_eq!(code, 1, "{out}");
+    assert_eq!(out, format!("{key}:1: key 7 is not 32-128 hex digits\n"));
+}
+
 // stats ----------------------------------------------------------------------
 
 const HOSTS: &str = "node3 fe80::5054:ff:fe12:9999 lid=9\n10.0.0.3 fe80::5054:ff:fe12:9999\n";
