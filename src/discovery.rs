@@ -221,6 +221,11 @@ impl<H: Host> Engine<H> {
                     l.stage = Stage::Discover { tries: tries + 1 };
                     l.deadline = now + timeout;
                 }
+                // A lookup started on the daemon's thread: the worker may be
+                // asleep until a later deadline (or for a whole idle second)
+                // and must learn of this one, or the retry and the timeout
+                // come late.
+                self.effects.wake = true;
             }
             Stage::Derive(i) => match self.cfg.derive.get(i).copied() {
                 None => self.fail(&key, failure, now),
@@ -995,7 +1000,9 @@ mod tests {
             None,
             "waits for the peer"
         );
-        let (q, to) = sent_query(&f.e.take_effects());
+        let fx = f.e.take_effects();
+        assert!(fx.wake, "the worker must learn of the new deadline");
+        let (q, to) = sent_query(&fx);
         assert_eq!(to, Some(peer()));
         assert_eq!(q.target().address(), &Address::Ip4(PEER_IP.into()));
         assert_eq!(
