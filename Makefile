@@ -35,3 +35,11 @@ fuzz:
 # A few seconds each: what the test command runs.
 fuzz-smoke:
 	@$(MAKE) --no-print-directory fuzz FUZZ_SECONDS=5
+
+# Reliability (docs/reliability.md). Root is needed: both run the real
+# daemon in namespaces of its own.
+SOAK_SECONDS ?= 600
+
+.PHONY: soak
+soak:
+	SOAK_SECONDS=$(SOAK_SECONDS) scripts/soak.sh
