@@ -40,6 +40,10 @@ fuzz-smoke:
 # daemon in namespaces of its own.
 SOAK_SECONDS ?= 600
 
-.PHONY: soak
+.PHONY: soak memcheck
 soak:
 	SOAK_SECONDS=$(SOAK_SECONDS) scripts/soak.sh
+
+# The end-to-end suites with every daemon under valgrind memcheck.
+memcheck:
+	scripts/memcheck.sh
