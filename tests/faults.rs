@@ -1042,6 +1042,57 @@ fn replayed_forged_and_misaddressed_replies_are_dropped_and_counted() {
     drop(fake.host);
 }
 
+// 8b -----------------------------------------------------------------------
+
+#[test]
+#[ignore = "provider bug: a lookup started while the discovery worker sleeps is retried and \
+            timed out only at the worker's next wake-up, up to 1 s late (src/discovery.rs \
+            run_stage, Stage::Discover, does not set effects.wake)"]
+fn a_lookup_times_out_on_time_when_nothing_else_happens() {
+    const TIMEOUT_MS: u64 = 100;
+    const TRIES: usize = 8;
+    let net = Net::new();
+    let a = Node::A.start(
+        &net,
+        &[
+            &format!("urdma_timeout {TIMEOUT_MS}"),
+            "urdma_retries 0",
+            "urdma_negative_timeout 0",
+        ],
+    );
+    // 10.0.0.99 is there (a static neighbour entry: no ARP failure, no ICMP)
+    // but never answers.
+    a.exec(&[
+        "ip",
+        "neigh",
+        "add",
+        "10.0.0.99",
+        "lladdr",
+        "52:54:00:99:99:99",
+        "nud",
+        "permanent",
+        "dev",
+        "eth0",
+    ]);
+    // The worker sleeps up to 1 s when it has nothing to do; if a new
+    // lookup's deadline does not wake it, each lookup fails somewhere in
+    // that second instead of after 100 ms, and 8 in a row all within
+    // 400 ms of their deadline would be luck (p < 1%).
+    let mut took_all = Vec::new();
+    for _ in 0..TRIES {
+        sleep(Duration::from_millis(300));
+        let (_, took) =
+            timed(|| resolve_fails(&a, &["-f", "i", "-d", "10.0.0.99"], "Connection timed out"));
+        took_all.push(took);
+    }
+    let bound = Duration::from_millis(TIMEOUT_MS + 400);
+    assert!(
+        took_all.iter().all(|t| *t < bound),
+        "a {TIMEOUT_MS} ms lookup failed after {took_all:?}\n{}",
+        a.diagnostics()
+    );
+}
+
 // 9 ------------------------------------------------------------------------
 
 /// Mixed load through one daemon for `SOAK_SECONDS` (default 20): see
