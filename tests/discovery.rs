@@ -14,7 +14,8 @@
 mod common;
 
 use common::nodes::{
-    load_summary, poll_until_resolved, resolve, resolve_fails, timed, Node, DISCOVERY_PORT, WAIT,
+    add_silent_neighbour, load_summary, poll_until_resolved, resolve, resolve_fails, timed, Node,
+    DISCOVERY_PORT, WAIT,
 };
 use common::{Host, Net};
 use std::net::UdpSocket;
@@ -669,18 +670,7 @@ fn a_port_going_down_answers_its_pending_requests() {
     let _b = Node::B.start(&net, &[]);
     // 10.0.0.99 "exists" (a static neighbour entry, so no ARP failure and no
     // ICMP) but nobody answers: the lookup would wait the full 5 s.
-    a.exec(&[
-        "ip",
-        "neigh",
-        "add",
-        "10.0.0.99",
-        "lladdr",
-        "52:54:00:99:99:99",
-        "nud",
-        "permanent",
-        "dev",
-        "eth0",
-    ]);
+    add_silent_neighbour(&a, "10.0.0.99");
 
     std::thread::scope(|s| {
         let waiting = s.spawn(|| {

@@ -12,7 +12,10 @@
 
 mod common;
 
-use common::nodes::{load_summary, resolve, resolve_fails, timed, Node, DISCOVERY_PORT, WAIT};
+use common::nodes::{
+    add_silent_neighbour, load_summary, resolve, resolve_fails, resolve_node,
+    resolves_by_every_kind, timed, Node, DISCOVERY_PORT, WAIT,
+};
 use common::{Host, Net};
 use ibacm_urdma::addr::Gid;
 use ibacm_urdma::wire::{Announce, Answer, EndpointRecord, Message, Query, WireAddress};
@@ -57,6 +60,34 @@ fn load_ok(
         );
     }
     (out, sum)
+}
+
+/// Resolves every IPv4 address of `dests` from 10.0.0.1 at once, one
+/// connection each, with `urdma-load --verbose` (see `load_ok`).
+fn resolve_all(
+    host: &Host,
+    dests: &[String],
+    want: &[(&str, &str)],
+) -> (String, BTreeMap<String, String>) {
+    let file = host.path("dests.txt");
+    std::fs::write(&file, dests.join("\n")).unwrap();
+    let n = dests.len().to_string();
+    let mut want = want.to_vec();
+    want.push(("requests", &n));
+    let args = [
+        "-s",
+        "10.0.0.1",
+        "-f",
+        "i",
+        "--dest-file",
+        file.to_str().unwrap(),
+        "-c",
+        &n,
+        "-n",
+        &n,
+        "--verbose",
+    ];
+    load_ok(host, &args, Duration::from_secs(60), &want)
 }
 
 /// `dest -> dgid` from the `--verbose` lines of `urdma-load`.
@@ -311,13 +342,7 @@ fn a_port_going_down_answers_every_pending_request_once_and_comes_back() {
 
     a.inject("event urdma0 1 port_active");
     expect_endpoint_back(&a, "node-a", 2);
-    for args in [
-        vec!["-f", "i", "-d", "10.0.0.2"],
-        vec!["-f", "n", "-s", "node-a", "-d", "node-b"],
-        vec!["-f", "i", "-s", "fd00::1", "-d", "fd00::2"],
-    ] {
-        resolve(&a, &args, &Node::B.gid(), &Node::A.gid());
-    }
+    resolves_by_every_kind(&a, Node::A, Node::B);
     assert!(a.daemon_alive(), "{}", a.diagnostics());
 }
 
@@ -338,12 +363,7 @@ fn two_thousand_clients_that_hang_up_before_their_reply_leak_no_client_slot() {
         ],
     );
     let _b = Node::B.start(&net, &[]);
-    resolve(
-        &a,
-        &["-f", "i", "-d", "10.0.0.2"],
-        &Node::B.gid(),
-        &Node::A.gid(),
-    );
+    resolve_node(&a, Node::A, Node::B, &["-f", "i", "-d", "10.0.0.2"]);
     let fds_before = a.daemon_fds();
 
     let n = CLIENTS.to_string();
@@ -391,11 +411,11 @@ fn two_thousand_clients_that_hang_up_before_their_reply_leak_no_client_slot() {
             ("disconnects", "0"),
         ],
     );
-    resolve(
+    resolve_node(
         &a,
+        Node::A,
+        Node::B,
         &["-f", "n", "-s", "node-a", "-d", "node-b"],
-        &Node::B.gid(),
-        &Node::A.gid(),
     );
 }
 
@@ -470,28 +490,9 @@ fn thirty_percent_packet_loss_is_overcome_by_retries_within_the_bound() {
         .unwrap();
     assert!(nft.wait().unwrap().success(), "nft rejected the rules");
 
-    let dests = a.path("dests.txt");
-    std::fs::write(&dests, ips.join("\n")).unwrap();
     let bound = Duration::from_millis(TIMEOUT_MS * (RETRIES + 1));
     let n = LOOKUPS.to_string();
-    let (out, sum) = load_ok(
-        &a,
-        &[
-            "-s",
-            "10.0.0.1",
-            "-f",
-            "i",
-            "--dest-file",
-            dests.to_str().unwrap(),
-            "-c",
-            &n,
-            "-n",
-            &n,
-            "--verbose",
-        ],
-        Duration::from_secs(60),
-        &[("requests", &n), ("replies", &n)],
-    );
+    let (out, sum) = resolve_all(&a, &ips, &[("replies", &n)]);
     let failed: u64 = sum["status_6"].parse().unwrap();
     assert!(failed <= 1, "{failed} lookups timed out:\n{out}");
     assert_eq!(
@@ -538,31 +539,9 @@ fn truncated_oversized_duplicated_and_reordered_replies_leave_the_answers_right(
     let a = Node::A.start(&net, &["urdma_timeout 5000", "urdma_retries 0"]);
     let fake = FakePeer::start(&net, PEERS);
     let dests: Vec<String> = (0..PEERS).map(|i| FakePeer::ip(i).to_string()).collect();
-    let dest_file = a.path("dests.txt");
-    std::fs::write(&dest_file, dests.join("\n")).unwrap();
-
     let n = PEERS.to_string();
     std::thread::scope(|s| {
-        let load = s.spawn(|| {
-            load_ok(
-                &a,
-                &[
-                    "-s",
-                    "10.0.0.1",
-                    "-f",
-                    "i",
-                    "--dest-file",
-                    dest_file.to_str().unwrap(),
-                    "-c",
-                    &n,
-                    "-n",
-                    &n,
-                    "--verbose",
-                ],
-                Duration::from_secs(60),
-                &[("requests", &n), ("ok", &n)],
-            )
-        });
+        let load = s.spawn(|| resolve_all(&a, &dests, &[("ok", &n)]));
         let mut asked: Vec<Asked> = (0..PEERS).map(|_| fake.expect_query(&a)).collect();
         // Answered last-asked first, each answer preceded by a cut-off
         // copy and an oversized one (valid, with bytes after the end) and
@@ -740,11 +719,11 @@ fn a_garbage_flood_while_resolving_changes_no_answer_and_no_memory() {
     }
     // Never answered: nothing in the flood is a query from a real host.
     assert!(!a.log().contains("asked for"), "{}", a.diagnostics());
-    resolve(
+    resolve_node(
         &a,
+        Node::A,
+        Node::B,
         &["-f", "n", "-s", "node-a", "-d", "node-b"],
-        &Node::B.gid(),
-        &Node::A.gid(),
     );
     assert!(a.daemon_alive(), "{}", a.diagnostics());
 }
@@ -878,12 +857,7 @@ fn sigterm_stops_the_daemon_and_a_restart_serves_again() {
     let a_cfg = Node::A.config(&["urdma_timeout 10000", "urdma_retries 0"]);
     let a = Host::start_on(&net, "eth0", a_cfg.clone());
     let b = Node::B.start(&net, &[]);
-    resolve(
-        &a,
-        &["-f", "i", "-d", "10.0.0.2"],
-        &Node::B.gid(),
-        &Node::A.gid(),
-    );
+    resolve_node(&a, Node::A, Node::B, &["-f", "i", "-d", "10.0.0.2"]);
 
     std::thread::scope(|s| {
         // Clients waiting on lookups when the daemon is stopped are not left
@@ -914,25 +888,15 @@ fn sigterm_stops_the_daemon_and_a_restart_serves_again() {
     // left behind) serves again: what A knew is gone with the process and
     // is asked anew; B still knows A.
     a.restart(&a_cfg);
-    resolve(
-        &a,
-        &["-f", "i", "-d", "10.0.0.2"],
-        &Node::B.gid(),
-        &Node::A.gid(),
-    );
+    resolve_node(&a, Node::A, Node::B, &["-f", "i", "-d", "10.0.0.2"]);
     a.expect_log("urdma: lookup 10.0.0.2: started", WAIT);
-    resolve(
+    resolve_node(
         &a,
+        Node::A,
+        Node::B,
         &["-f", "n", "-s", "node-a", "-d", "node-b"],
-        &Node::B.gid(),
-        &Node::A.gid(),
     );
-    resolve(
-        &b,
-        &["-c", "-f", "i", "-d", "10.0.0.1"],
-        &Node::A.gid(),
-        &Node::B.gid(),
-    );
+    resolve_node(&b, Node::B, Node::A, &["-c", "-f", "i", "-d", "10.0.0.1"]);
     assert!(a.daemon_alive() && b.daemon_alive(), "{}", a.diagnostics());
 }
 
@@ -1060,20 +1024,8 @@ fn a_lookup_times_out_on_time_when_nothing_else_happens() {
             "urdma_negative_timeout 0",
         ],
     );
-    // 10.0.0.99 is there (a static neighbour entry: no ARP failure, no ICMP)
-    // but never answers.
-    a.exec(&[
-        "ip",
-        "neigh",
-        "add",
-        "10.0.0.99",
-        "lladdr",
-        "52:54:00:99:99:99",
-        "nud",
-        "permanent",
-        "dev",
-        "eth0",
-    ]);
+    // A host that never answers.
+    add_silent_neighbour(&a, "10.0.0.99");
     // The worker sleeps up to 1 s when it has nothing to do; if a new
     // lookup's deadline does not wake it, each lookup fails somewhere in
     // that second instead of after 100 ms, and 8 in a row all within
@@ -1164,20 +1116,8 @@ mod soak {
             ],
         );
         let (b, ips) = b_with_addresses(&net, 30, &[]);
-        // 10.0.0.99: a host that is there (a static neighbour entry, so no
-        // ICMP) but never answers.
-        a.exec(&[
-            "ip",
-            "neigh",
-            "add",
-            "10.0.0.99",
-            "lladdr",
-            "52:54:00:99:99:99",
-            "nud",
-            "permanent",
-            "dev",
-            "eth0",
-        ]);
+        // A host that never answers.
+        add_silent_neighbour(&a, "10.0.0.99");
         let dests = a.path("live.txt");
         std::fs::write(&dests, ips.join("\n")).unwrap();
         let d = dests.to_str().unwrap().to_string();

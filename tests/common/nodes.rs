@@ -152,3 +152,53 @@ pub fn load_summary(out: &str) -> BTreeMap<String, String> {
         .map(|(k, v)| (k.to_string(), v.to_string()))
         .collect()
 }
+
+/// `resolve` from node `from`'s host to node `to`.
+pub fn resolve_node(host: &Host, from: Node, to: Node, args: &[&str]) -> String {
+    resolve(host, args, &to.gid(), &from.gid())
+}
+
+/// `from`'s host resolves `to` by IPv4 address (the daemon picking the
+/// source), by name and by IPv6 address.
+pub fn resolves_by_every_kind(host: &Host, from: Node, to: Node) {
+    for args in [
+        vec!["-f".to_string(), "i".into(), "-d".into(), to.ip4()],
+        vec![
+            "-f".into(),
+            "n".into(),
+            "-s".into(),
+            from.name(),
+            "-d".into(),
+            to.name(),
+        ],
+        vec![
+            "-f".into(),
+            "i".into(),
+            "-s".into(),
+            from.ip6(),
+            "-d".into(),
+            to.ip6(),
+        ],
+    ] {
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        resolve_node(host, from, to, &args);
+    }
+}
+
+/// Makes `ip` a neighbour of `host`'s `eth0` that exists (a permanent
+/// entry: no ARP failure, so no ICMP error) but never answers.
+pub fn add_silent_neighbour(host: &Host, ip: &str) {
+    let (code, out) = host.exec(&[
+        "ip",
+        "neigh",
+        "add",
+        ip,
+        "lladdr",
+        "52:54:00:99:99:99",
+        "nud",
+        "permanent",
+        "dev",
+        "eth0",
+    ]);
+    assert_eq!(code, 0, "ip neigh add {ip}: {out}");
+}
