@@ -19,7 +19,7 @@ cargo test --test e2e --test discovery --test faults --no-run
 started=$(date +%s)
 set +e
 URDMA_TEST_VALGRIND=1 URDMA_TEST_VALGRIND_DIR="$dir" SOAK_SECONDS="${SOAK_SECONDS:-20}" \
-    cargo test --test e2e --test discovery --test faults -- --test-threads 1 \
+    cargo test --no-fail-fast --test e2e --test discovery --test faults -- --test-threads 1 \
     > "$dir/tests.log" 2>&1
 tests_rc=$?
 set -e
