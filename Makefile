@@ -35,3 +35,15 @@ fuzz:
 # A few seconds each: what the test command runs.
 fuzz-smoke:
 	@$(MAKE) --no-print-directory fuzz FUZZ_SECONDS=5
+
+# Reliability (docs/reliability.md). Root is needed: both run the real
+# daemon in namespaces of its own.
+SOAK_SECONDS ?= 600
+
+.PHONY: soak memcheck
+soak:
+	SOAK_SECONDS=$(SOAK_SECONDS) scripts/soak.sh
+
+# The end-to-end suites with every daemon under valgrind memcheck.
+memcheck:
+	scripts/memcheck.sh

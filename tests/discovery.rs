@@ -13,141 +13,13 @@
 
 mod common;
 
-use common::{Host, HostConfig, Net, PathInfo};
-use std::collections::BTreeMap;
+use common::nodes::{
+    add_silent_neighbour, load_summary, poll_until_resolved, resolve, resolve_fails, timed, Node,
+    DISCOVERY_PORT, WAIT,
+};
+use common::{Host, Net};
 use std::net::UdpSocket;
 use std::time::{Duration, Instant};
-
-/// Generous: the daemons answer in milliseconds, CI machines can be slow.
-const WAIT: Duration = Duration::from_secs(10);
-
-/// The discovery port every daemon listens on.
-const DISCOVERY_PORT: u16 = 6126;
-
-/// One simulated host's identity.
-#[derive(Clone, Copy)]
-struct Node {
-    n: u8,
-    /// Bumped to give the host a new device (MAC, hence GID).
-    generation: u8,
-}
-
-impl Node {
-    const A: Node = Node::new(1);
-    const B: Node = Node::new(2);
-    const C: Node = Node::new(3);
-
-    const fn new(n: u8) -> Node {
-        Node { n, generation: 0 }
-    }
-
-    fn next_generation(self) -> Node {
-        Node {
-            generation: self.generation + 1,
-            ..self
-        }
-    }
-
-    fn ip4(&self) -> String {
-        format!("10.0.0.{}", self.n)
-    }
-
-    fn ip6(&self) -> String {
-        format!("fd00::{}", self.n)
-    }
-
-    fn name(&self) -> String {
-        format!("node-{}", char::from(b'a' + self.n - 1))
-    }
-
-    fn mac(&self) -> String {
-        format!("52:54:00:00:{:02x}:{:02x}", self.generation, 9 + self.n)
-    }
-
-    /// The port GID as `ib_acme` prints it (inet_ntop).
-    fn gid(&self) -> String {
-        let low = (u16::from(self.generation) << 8) | u16::from(9 + self.n);
-        format!("fe80::5054:ff:fe00:{low:x}")
-    }
-
-    /// One urdma0 port 1 with this node's MAC, its addresses and name on
-    /// it, the addresses also on the bridge interface, and `opts`.
-    fn config(&self, opts: &[&str]) -> HostConfig {
-        let mut cfg = HostConfig::default()
-            .ip_addrs(&[&format!("{}/24", self.ip4()), &format!("{}/64", self.ip6())])
-            .addr_lines(&[
-                &format!("{} urdma0 1 default", self.ip4()),
-                &format!("{} urdma0 1 default", self.ip6()),
-                &format!("{} urdma0 1 default", self.name()),
-            ])
-            .sim_config(&format!(
-                "device urdma0\n  mac {}\n  node_desc URDMA Virtual HCA\n  port 1\n",
-                self.mac()
-            ));
-        for o in opts {
-            cfg = cfg.opt(o);
-        }
-        cfg
-    }
-
-    fn start(&self, net: &Net, opts: &[&str]) -> Host {
-        Host::start_on(net, "eth0", self.config(opts))
-    }
-}
-
-/// Runs `ib_acme ARGS` on `host`, which must succeed with a path from
-/// `sgid` to `dgid`. Returns the output.
-fn resolve(host: &Host, args: &[&str], dgid: &str, sgid: &str) -> String {
-    let (path, out) = host.acme_path(args);
-    assert_eq!(path.get("dgid"), dgid, "dgid of ib_acme {args:?}:\n{out}");
-    assert_eq!(path.get("sgid"), sgid, "sgid of ib_acme {args:?}:\n{out}");
-    for (field, value) in [("pkey", "0xffff"), ("reversible", "1"), ("mtu", "5")] {
-        assert_eq!(
-            path.get(field),
-            value,
-            "{field} of ib_acme {args:?}:\n{out}"
-        );
-    }
-    out
-}
-
-/// Runs `ib_acme ARGS`, which must fail with `error` (a strerror text).
-fn resolve_fails(host: &Host, args: &[&str], error: &str) -> String {
-    let (code, out) = host.acme(args);
-    assert_ne!(code, 0, "ib_acme {args:?} should fail:\n{out}");
-    assert!(
-        out.contains(&format!("failed: {error}")),
-        "ib_acme {args:?} should fail with `{error}`:\n{out}"
-    );
-    assert!(!out.contains("Path information"), "{out}");
-    out
-}
-
-/// Runs `f` and returns its result and how long it took.
-fn timed<T>(f: impl FnOnce() -> T) -> (T, Duration) {
-    let started = Instant::now();
-    let r = f();
-    (r, started.elapsed())
-}
-
-/// Resolves with `args` until the path leads to `dgid`, for up to `WAIT`.
-/// Returns how long that took; panics with the last output otherwise.
-fn poll_until_resolved(host: &Host, args: &[&str], dgid: &str) -> Duration {
-    let started = Instant::now();
-    loop {
-        let (code, out) = host.acme(args);
-        if code == 0 && PathInfo::parse(&out).0.get("dgid").map(String::as_str) == Some(dgid) {
-            return started.elapsed();
-        }
-        if started.elapsed() > WAIT {
-            panic!(
-                "ib_acme {args:?} did not resolve to {dgid} within {WAIT:?}; last:\n{out}\n{}",
-                host.diagnostics()
-            );
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-}
 
 /// The three hosts A, B, C on one bridge, all with `opts`.
 fn trio(opts: &[&str]) -> (Net, Host, Host, Host) {
@@ -156,18 +28,6 @@ fn trio(opts: &[&str]) -> (Net, Host, Host, Host) {
     let b = Node::B.start(&net, opts);
     let c = Node::C.start(&net, opts);
     (net, a, b, c)
-}
-
-/// The `key=value` summary line `urdma-load` ends with.
-fn load_summary(out: &str) -> BTreeMap<String, String> {
-    out.lines()
-        .rev()
-        .find(|l| l.starts_with("requests="))
-        .unwrap_or_else(|| panic!("no urdma-load summary in:\n{out}"))
-        .split_whitespace()
-        .filter_map(|kv| kv.split_once('='))
-        .map(|(k, v)| (k.to_string(), v.to_string()))
-        .collect()
 }
 
 // 1 ------------------------------------------------------------------------
@@ -810,18 +670,7 @@ fn a_port_going_down_answers_its_pending_requests() {
     let _b = Node::B.start(&net, &[]);
     // 10.0.0.99 "exists" (a static neighbour entry, so no ARP failure and no
     // ICMP) but nobody answers: the lookup would wait the full 5 s.
-    a.exec(&[
-        "ip",
-        "neigh",
-        "add",
-        "10.0.0.99",
-        "lladdr",
-        "52:54:00:99:99:99",
-        "nud",
-        "permanent",
-        "dev",
-        "eth0",
-    ]);
+    add_silent_neighbour(&a, "10.0.0.99");
 
     std::thread::scope(|s| {
         let waiting = s.spawn(|| {

@@ -7,6 +7,11 @@
 //! Needs root (network namespaces, mounts) and built artifacts:
 //! `cargo build --workspace` first. `URDMA_PROVIDER_SO` overrides the
 //! provider library; `URDMA_E2E_KEEP=1` keeps the temp directories.
+//!
+//! `URDMA_TEST_VALGRIND=1` runs every daemon under valgrind memcheck (see
+//! `scripts/memcheck.sh`): each daemon writes `memcheck.<pid>.xml` into
+//! `URDMA_TEST_VALGRIND_DIR` (default: the system temp dir), and the
+//! harness's own timeouts are multiplied by `SLOWDOWN`.
 #![allow(dead_code)]
 
 use std::fs::{self, File, OpenOptions};
@@ -20,6 +25,8 @@ use std::sync::Mutex;
 use std::thread::sleep;
 use std::time::{Duration, Instant};
 
+pub mod nodes;
+
 pub const IBACM: &str = "/usr/sbin/ibacm";
 pub const IB_ACME: &str = "/usr/bin/ib_acme";
 
@@ -28,6 +35,31 @@ pub const IB_ACME: &str = "/usr/bin/ib_acme";
 pub const COMMAND_TIMEOUT: Duration = Duration::from_secs(15);
 const START_TIMEOUT: Duration = Duration::from_secs(10);
 const INJECT_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Suppressions for what memcheck reports in code that is not ours (the
+/// daemon, libc), kept in the repository so a run is reproducible.
+const VALGRIND_SUPPRESSIONS: &str = "scripts/memcheck.supp";
+
+/// Whether daemons run under valgrind memcheck (`URDMA_TEST_VALGRIND=1`).
+pub fn under_valgrind() -> bool {
+    std::env::var_os("URDMA_TEST_VALGRIND").is_some_and(|v| v == "1")
+}
+
+/// How much slower a daemon is than normal: memcheck makes it 20-50 times
+/// slower, which the harness's waits must allow for.
+pub fn slowdown() -> u32 {
+    if under_valgrind() {
+        30
+    } else {
+        1
+    }
+}
+
+/// `d`, stretched by `slowdown()`: for waits on the daemon, never for the
+/// bounds a test asserts about the provider's timing.
+pub fn scaled(d: Duration) -> Duration {
+    d * slowdown()
+}
 
 static SEQ: AtomicUsize = AtomicUsize::new(0);
 
@@ -231,9 +263,58 @@ impl Host {
     /// Kills the daemon (SIGKILL, like a crash: no withdrawal is sent) and
     /// waits for it. Its log and output stay for `diagnostics`.
     pub fn kill_daemon(&self) {
-        if let Some(mut child) = self.daemon.lock().unwrap().take() {
-            let _ = child.kill();
-            let _ = child.wait();
+        if let Some(child) = self.daemon.lock().unwrap().take() {
+            stop(child);
+        }
+    }
+
+    /// The daemon's process id. The chain nsenter → unshare → sh → (env →
+    /// valgrind) → ibacm only ever execs, so it is the spawned child's.
+    pub fn daemon_pid(&self) -> Option<u32> {
+        self.daemon.lock().unwrap().as_ref().map(Child::id)
+    }
+
+    /// `VmRSS` of the daemon in KiB, from `/proc/<pid>/status`.
+    pub fn daemon_rss_kb(&self) -> u64 {
+        let pid = self.daemon_pid().expect("the daemon is running");
+        let status = fs::read_to_string(format!("/proc/{pid}/status"))
+            .unwrap_or_else(|e| panic!("/proc/{pid}/status: {e}\n{}", self.diagnostics()));
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix("VmRSS:"))
+            .and_then(|v| v.trim().strip_suffix("kB"))
+            .and_then(|v| v.trim().parse().ok())
+            .unwrap_or_else(|| panic!("no VmRSS in /proc/{pid}/status:\n{status}"))
+    }
+
+    /// How many file descriptors the daemon has open: each client holds
+    /// one, so a leaked client slot shows here.
+    pub fn daemon_fds(&self) -> usize {
+        let pid = self.daemon_pid().expect("the daemon is running");
+        fs::read_dir(format!("/proc/{pid}/fd"))
+            .unwrap_or_else(|e| panic!("/proc/{pid}/fd: {e}"))
+            .count()
+    }
+
+    /// Sends SIGTERM, as `systemctl stop` does, and waits up to `timeout`
+    /// for the daemon to exit. Returns its exit status, or `None` if it
+    /// was still running (it is then killed, so nothing outlives the test).
+    pub fn terminate_daemon(&self, timeout: Duration) -> Option<std::process::ExitStatus> {
+        let mut guard = self.daemon.lock().unwrap();
+        let mut child = guard.take()?;
+        // SAFETY: plain kill(2) on the pid of a child not yet reaped.
+        unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGTERM) };
+        let deadline = Instant::now() + scaled(timeout);
+        loop {
+            if let Ok(Some(status)) = child.try_wait() {
+                return Some(status);
+            }
+            if Instant::now() > deadline {
+                let _ = child.kill();
+                let _ = child.wait();
+                return None;
+            }
+            sleep(Duration::from_millis(10));
         }
     }
 
@@ -332,17 +413,22 @@ impl Host {
         let out = File::create(self.path("daemon.out")).expect("daemon.out");
         let opts = self.path("ibacm_opts.cfg");
         let addr = self.path("ibacm_addr.cfg");
-        let mut cmd = self.in_namespaces(
-            true,
-            &[
-                IBACM,
-                "-P",
-                "-O",
-                opts.to_str().unwrap(),
-                "-A",
-                addr.to_str().unwrap(),
-            ],
-        );
+        let daemon = [
+            IBACM,
+            "-P",
+            "-O",
+            opts.to_str().unwrap(),
+            "-A",
+            addr.to_str().unwrap(),
+        ];
+        let mut argv: Vec<String> = if under_valgrind() {
+            valgrind_prefix()
+        } else {
+            Vec::new()
+        };
+        argv.extend(daemon.iter().map(|a| a.to_string()));
+        let argv: Vec<&str> = argv.iter().map(String::as_str).collect();
+        let mut cmd = self.in_namespaces(true, &argv);
         cmd.env("URDMA_SIM_CONTROL", self.control_path());
         if cfg.sim_config.is_some() {
             cmd.env("URDMA_SIM_CONFIG", self.path("sim.cfg"));
@@ -358,7 +444,7 @@ impl Host {
 
     fn wait_started(&self) {
         let sock = self.socket();
-        let deadline = Instant::now() + START_TIMEOUT;
+        let deadline = Instant::now() + scaled(START_TIMEOUT);
         while !sock.exists() {
             if !self.daemon_alive() {
                 panic!("ibacm exited during start-up\n{}", self.diagnostics());
@@ -474,7 +560,7 @@ impl Host {
         run_with_timeout(
             self.in_namespaces(false, &argv),
             &self.path(&unique("load")),
-            timeout,
+            scaled(timeout),
         )
     }
 
@@ -484,7 +570,7 @@ impl Host {
     }
 
     fn run_client(&self, cmd: Command) -> (i32, String) {
-        run_with_timeout(cmd, &self.path(&unique("client")), COMMAND_TIMEOUT)
+        run_with_timeout(cmd, &self.path(&unique("client")), scaled(COMMAND_TIMEOUT))
     }
 
     /// Sends one control line to the simulator in the daemon and waits until
@@ -498,7 +584,7 @@ impl Host {
     pub fn try_inject(&self, line: &str) -> Result<(), String> {
         assert!(!line.contains('\n'), "one control line at a time");
         let mut seen = self.acks_seen.lock().unwrap();
-        let deadline = Instant::now() + INJECT_TIMEOUT;
+        let deadline = Instant::now() + scaled(INJECT_TIMEOUT);
         // Non-blocking open fails (ENXIO) while the sim's reader is between
         // two writers; retry instead of blocking forever on a dead daemon.
         let mut fifo = loop {
@@ -559,7 +645,7 @@ impl Host {
 
     /// Waits until `pattern` occurs at least `count` times in the log.
     pub fn wait_log_count(&self, pattern: &str, count: usize, timeout: Duration) -> bool {
-        let deadline = Instant::now() + timeout;
+        let deadline = Instant::now() + scaled(timeout);
         loop {
             if self.log_count(pattern) >= count {
                 return true;
@@ -604,9 +690,8 @@ impl Host {
 
 impl Drop for Host {
     fn drop(&mut self) {
-        if let Some(mut child) = self.daemon.lock().ok().and_then(|mut d| d.take()) {
-            let _ = child.kill();
-            let _ = child.wait();
+        if let Some(child) = self.daemon.lock().ok().and_then(|mut d| d.take()) {
+            stop(child);
         }
         if std::thread::panicking() {
             eprintln!("{}", self.diagnostics());
@@ -702,6 +787,64 @@ impl Drop for Net {
             .args(["netns", "del", &self.netns])
             .status();
     }
+}
+
+/// Ends a daemon. Under valgrind by SIGTERM, which the daemon does not
+/// catch either, so it dies as abruptly as by SIGKILL, but valgrind gets to
+/// write its leak report first.
+fn stop(mut child: Child) {
+    if under_valgrind() {
+        // SAFETY: plain kill(2) on the pid of a child not yet reaped.
+        unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGTERM) };
+        let deadline = Instant::now() + Duration::from_secs(120);
+        while Instant::now() < deadline {
+            if let Ok(Some(_)) = child.try_wait() {
+                return;
+            }
+            sleep(Duration::from_millis(20));
+        }
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+}
+
+/// `valgrind` and its options, to go before the daemon's argv. Only
+/// definite leaks count as errors: the daemon exits without freeing what
+/// it still reaches, which is not a leak. `%p` keeps the logs of restarted
+/// daemons apart.
+fn valgrind_prefix() -> Vec<String> {
+    let dir = std::env::var_os("URDMA_TEST_VALGRIND_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(std::env::temp_dir);
+    fs::create_dir_all(&dir).expect("create the valgrind log dir");
+    let supp = Path::new(env!("CARGO_MANIFEST_DIR")).join(VALGRIND_SUPPRESSIONS);
+    let mut v: Vec<String> = [
+        "valgrind",
+        "--tool=memcheck",
+        "--leak-check=full",
+        "--show-leak-kinds=definite",
+        "--errors-for-leak-kinds=definite",
+        "--track-origins=yes",
+        "--num-callers=40",
+        "--xml=yes",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    v.push(format!(
+        "--xml-file={}",
+        dir.join(format!("memcheck.{}.%p.xml", std::process::id()))
+            .display()
+    ));
+    v.push(format!(
+        "--log-file={}",
+        dir.join(format!("memcheck.{}.%p.log", std::process::id()))
+            .display()
+    ));
+    if supp.is_file() {
+        v.push(format!("--suppressions={}", supp.display()));
+    }
+    v
 }
 
 /// `sh -c` body for `in_namespaces`: bind the host's run dir over /run, then

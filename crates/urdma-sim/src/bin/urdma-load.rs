@@ -1,6 +1,6 @@
 //! `urdma-load [-S PATH] [-s SRC] (-d DEST | --dest-file FILE | --range PREFIX N)...
 //!            [-f i|n] [-c N] [-n COUNT | --duration SECS] [--window W] [--nodelay]
-//!            [--timeout SECS] [--verbose]`
+//!            [--timeout SECS] [--verbose] [--abandon]`
 //!
 //! A load generator that speaks the daemon's client socket protocol itself
 //! (RESOLVE `struct acm_msg`s over `/run/ibacm-unix.sock`), so a test can put
@@ -15,6 +15,11 @@
 //! `print_summary`). Exit 0 when every planned request got exactly one
 //! reply, whatever its status, and nothing else went wrong; 1 otherwise;
 //! 2 on bad usage.
+//!
+//! `--abandon`: every request goes on a connection of its own that is
+//! closed right after the request is sent, before any reply: clients that
+//! give up or crash. Nothing is read; a run is clean when every request
+//! was sent (`abandoned` = `requests`).
 //!
 //! Pipelining caveat (rdma-core 44, `acm_svr_receive`): the daemon does one
 //! `recv(sock, msg, 592)` per readable event and drops the client unless
@@ -62,7 +67,7 @@ const MAX_MISSING_REPORTS: u32 = 10;
 const USAGE: &str =
     "usage: urdma-load [-S PATH] [-s SRC] (-d DEST | --dest-file FILE | --range PREFIX N)...
                   [-f i|n] [-c N] [-n COUNT | --duration SECS] [--window W] [--nodelay]
-                  [--timeout SECS] [--verbose]";
+                  [--timeout SECS] [--verbose] [--abandon]";
 
 #[derive(Clone, Debug)]
 struct Addr {
@@ -90,6 +95,7 @@ struct Config {
     nodelay: bool,
     timeout: Duration,
     verbose: bool,
+    abandon: bool,
 }
 
 fn parse_addr(text: &str, format: Format) -> Result<Addr, String> {
@@ -153,6 +159,7 @@ fn parse_args(args: &[String]) -> Result<Option<Config>, String> {
     let mut nodelay = false;
     let mut timeout = Duration::from_secs(30);
     let mut verbose = false;
+    let mut abandon = false;
 
     let mut it = args.iter();
     while let Some(arg) = it.next() {
@@ -199,6 +206,7 @@ fn parse_args(args: &[String]) -> Result<Option<Config>, String> {
             "--duration" => duration = Some(parse_secs("--duration", &value("--duration")?)?),
             "--timeout" => timeout = parse_secs("--timeout", &value("--timeout")?)?,
             "-v" | "--verbose" => verbose = true,
+            "--abandon" => abandon = true,
             other => return Err(format!("unknown argument '{other}'")),
         }
     }
@@ -234,6 +242,7 @@ fn parse_args(args: &[String]) -> Result<Option<Config>, String> {
         nodelay,
         timeout,
         verbose,
+        abandon,
     }))
 }
 
@@ -396,6 +405,7 @@ struct Stats {
     by_status: BTreeMap<u8, u64>,
     disconnects: u64,
     connect_errors: u64,
+    abandoned: u64,
     latencies_us: Vec<u32>,
 }
 
@@ -417,6 +427,7 @@ impl Stats {
         }
         self.disconnects += o.disconnects;
         self.connect_errors += o.connect_errors;
+        self.abandoned += o.abandoned;
         self.latencies_us.extend(o.latencies_us);
     }
 }
@@ -588,7 +599,38 @@ impl Conn<'_> {
         timeout
     }
 
+    /// `--abandon`: one connection per request, closed unread.
+    fn run_abandoning(&mut self) {
+        let cfg = &self.sh.cfg;
+        let mut fruitless = 0;
+        while fruitless < MAX_FRUITLESS_CONNECTS {
+            let Some(i) = self.sh.work.take() else { return };
+            let Some(mut sock) = self.connect() else {
+                fruitless += 1;
+                thread::sleep(Duration::from_millis(100));
+                continue;
+            };
+            let dest = (i % cfg.dests.len() as u64) as usize;
+            let seq = self.next_seq;
+            self.next_seq += 1;
+            self.stats.requests += 1;
+            match sock.write_all(&build_request(cfg, &cfg.dests[dest], self.tid(seq))) {
+                Ok(()) => {
+                    fruitless = 0;
+                    self.stats.abandoned += 1;
+                }
+                Err(e) => {
+                    fruitless += 1;
+                    self.drop_connection(&e);
+                }
+            }
+        }
+    }
+
     fn run(&mut self) {
+        if self.sh.cfg.abandon {
+            return self.run_abandoning();
+        }
         let sh = self.sh;
         let cfg = &sh.cfg;
         let mut fruitless = 0;
@@ -679,7 +721,7 @@ fn print_summary(st: &mut Stats, unsent: u64, elapsed: Duration) {
     let mut line = format!(
         "requests={} replies={} missing={} timeouts={} lost={} late={} unsent={} duplicates={} \
          unknown_tid={} bad_replies={} disconnects={} connect_errors={} out_of_order={} ok={} \
-         ok_without_path={}",
+         ok_without_path={} abandoned={}",
         st.requests,
         st.replies,
         st.timeouts + st.lost,
@@ -695,6 +737,7 @@ fn print_summary(st: &mut Stats, unsent: u64, elapsed: Duration) {
         st.out_of_order,
         st.ok,
         st.ok_without_path,
+        st.abandoned,
     );
     for s in KNOWN_STATUSES {
         line += &format!(" status_{s}={}", st.by_status.get(&s).copied().unwrap_or(0));
@@ -781,9 +824,14 @@ fn main() -> ExitCode {
              request, which pipelining (--window > 1) causes whenever it falls behind"
         );
     }
+    let answered = if sh.cfg.abandon {
+        total.abandoned
+    } else {
+        total.replies
+    };
     let clean = missing == 0
         && unsent == 0
-        && total.replies == total.requests
+        && answered == total.requests
         && total.duplicates == 0
         && total.unknown_tid == 0
         && total.bad_replies == 0;
