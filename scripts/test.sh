@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The whole test suite: formatting, lints, unit tests, the end-to-end
-# suite, and a short fuzzing smoke run (real ibacm, ib_acme and librdmacm on simulated urdma devices, which
-# needs root for its network and mount namespaces).
+# suites (real ibacm, ib_acme and librdmacm on simulated urdma devices,
+# which needs root for its network and mount namespaces), a short fuzzing
+# smoke run, the Debian package, and the end-to-end suites under memcheck.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/deps.sh
@@ -18,6 +19,9 @@ make --no-print-directory fuzz-smoke
 # The Debian package: built, inspected, installed, an end-to-end scenario
 # run from the installed paths, removed.
 scripts/package-test.sh
+# The end-to-end suites once more, every daemon under valgrind memcheck
+# (about 6 minutes): no invalid access, no definite leak through the provider.
+scripts/memcheck.sh
 # One closing line for the whole suite: the last line cargo prints is the
 # summary of a crate without doc tests, which says 0.
 awk '/^test result:/ { p += $4; f += $6 } END { printf "tests: %d passed, %d failed\n", p, f }' "$log"

@@ -622,8 +622,13 @@ impl<H: Host> Engine<H> {
         }
         keys.push((Address::Gid(record.gid()), true));
         for (key, insert) in keys {
-            match self.resolver.learned.get(&key) {
-                Some(old) if same_binding(old, &new) => {}
+            match self.resolver.learned.get_mut(&key) {
+                // The common case (a peer re-announcing what is known):
+                // only the lifetime changes, without a copy of the record.
+                Some(old) if same_binding(old, &new) => {
+                    old.expires = new.expires;
+                    continue;
+                }
                 Some(_) => {
                     log::trace!("discovery: {key} is now {}", new.gid);
                     self.cache.evict(&key);

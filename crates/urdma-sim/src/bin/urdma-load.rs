@@ -1,6 +1,6 @@
 //! `urdma-load [-S PATH] [-s SRC] (-d DEST | --dest-file FILE | --range PREFIX N)...
 //!            [-f i|n] [-c N] [-n COUNT | --duration SECS] [--window W] [--nodelay]
-//!            [--timeout SECS] [--verbose] [--abandon]`
+//!            [--timeout SECS] [--verbose] [--abandon] [--poll]`
 //!
 //! A load generator that speaks the daemon's client socket protocol itself
 //! (RESOLVE `struct acm_msg`s over `/run/ibacm-unix.sock`), so a test can put
@@ -15,6 +15,12 @@
 //! `print_summary`). Exit 0 when every planned request got exactly one
 //! reply, whatever its status, and nothing else went wrong; 1 otherwise;
 //! 2 on bad usage.
+//!
+//! `--poll`: all connections on one thread, multiplexed with poll(2),
+//! instead of a thread each. With many connections on few cores, 64
+//! threads taking turns cost more than the daemon they measure; one thread
+//! that sends on every connection with room and reads every readable one
+//! keeps the generator cheaper than the daemon.
 //!
 //! `--abandon`: every request goes on a connection of its own that is
 //! closed right after the request is sent, before any reply: clients that
@@ -37,6 +43,7 @@ use acm_prov_sys::{
 use std::collections::{BTreeMap, HashSet};
 use std::io::{self, ErrorKind, Read, Write};
 use std::net::{Ipv4Addr, Ipv6Addr};
+use std::os::fd::AsRawFd;
 use std::os::unix::net::UnixStream;
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
@@ -67,7 +74,7 @@ const MAX_MISSING_REPORTS: u32 = 10;
 const USAGE: &str =
     "usage: urdma-load [-S PATH] [-s SRC] (-d DEST | --dest-file FILE | --range PREFIX N)...
                   [-f i|n] [-c N] [-n COUNT | --duration SECS] [--window W] [--nodelay]
-                  [--timeout SECS] [--verbose] [--abandon]";
+                  [--timeout SECS] [--verbose] [--abandon] [--poll]";
 
 #[derive(Clone, Debug)]
 struct Addr {
@@ -96,6 +103,7 @@ struct Config {
     timeout: Duration,
     verbose: bool,
     abandon: bool,
+    poll: bool,
 }
 
 fn parse_addr(text: &str, format: Format) -> Result<Addr, String> {
@@ -160,6 +168,7 @@ fn parse_args(args: &[String]) -> Result<Option<Config>, String> {
     let mut timeout = Duration::from_secs(30);
     let mut verbose = false;
     let mut abandon = false;
+    let mut poll = false;
 
     let mut it = args.iter();
     while let Some(arg) = it.next() {
@@ -207,6 +216,7 @@ fn parse_args(args: &[String]) -> Result<Option<Config>, String> {
             "--timeout" => timeout = parse_secs("--timeout", &value("--timeout")?)?,
             "-v" | "--verbose" => verbose = true,
             "--abandon" => abandon = true,
+            "--poll" => poll = true,
             other => return Err(format!("unknown argument '{other}'")),
         }
     }
@@ -243,6 +253,7 @@ fn parse_args(args: &[String]) -> Result<Option<Config>, String> {
         timeout,
         verbose,
         abandon,
+        poll,
     }))
 }
 
@@ -627,6 +638,31 @@ impl Conn<'_> {
         }
     }
 
+    fn new(id: usize, sh: &Shared) -> Conn<'_> {
+        Conn {
+            id,
+            sh,
+            stats: Stats::default(),
+            outstanding: BTreeMap::new(),
+            timed_out: HashSet::new(),
+            next_seq: 0,
+            socket_first_seq: 0,
+        }
+    }
+
+    /// Sends request number `i` on `sock`, counted as outstanding.
+    fn send(&mut self, sock: &mut UnixStream, i: u64) -> io::Result<()> {
+        let cfg = &self.sh.cfg;
+        let dest = (i % cfg.dests.len() as u64) as usize;
+        let seq = self.next_seq;
+        self.next_seq += 1;
+        let msg = build_request(cfg, &cfg.dests[dest], self.tid(seq));
+        self.stats.requests += 1;
+        let sent = Instant::now();
+        self.outstanding.insert(seq, Pending { dest, sent });
+        sock.write_all(&msg)
+    }
+
     fn run(&mut self) {
         if self.sh.cfg.abandon {
             return self.run_abandoning();
@@ -651,19 +687,7 @@ impl Conn<'_> {
                         exhausted = true;
                         break;
                     };
-                    let dest = (i % cfg.dests.len() as u64) as usize;
-                    let seq = self.next_seq;
-                    self.next_seq += 1;
-                    let msg = build_request(cfg, &cfg.dests[dest], self.tid(seq));
-                    self.stats.requests += 1;
-                    self.outstanding.insert(
-                        seq,
-                        Pending {
-                            dest,
-                            sent: Instant::now(),
-                        },
-                    );
-                    if let Err(e) = sock.write_all(&msg) {
+                    if let Err(e) = self.send(&mut sock, i) {
                         self.drop_connection(&e);
                         fruitless = if self.stats.replies > replies_before {
                             0
@@ -699,6 +723,113 @@ impl Conn<'_> {
             }
         }
     }
+}
+
+/// One connection of `--poll`: its requests, socket and partial reply.
+struct Slot<'a> {
+    conn: Conn<'a>,
+    sock: Option<UnixStream>,
+    framer: Framer,
+}
+
+/// `--poll`: every connection on this thread (see the module comment). A
+/// connection that fails is not reopened: a benchmark wants a steady set
+/// of clients, and the summary counts whatever was lost.
+fn run_polled(sh: &Shared) -> Stats {
+    let cfg = &sh.cfg;
+    let mut slots: Vec<Slot> = (0..cfg.conns)
+        .map(|id| {
+            let mut conn = Conn::new(id, sh);
+            let sock = conn.connect().filter(|s| match s.set_nonblocking(true) {
+                Ok(()) => true,
+                Err(e) => {
+                    eprintln!("urdma-load: conn {id}: set_nonblocking: {e}");
+                    false
+                }
+            });
+            Slot {
+                conn,
+                sock,
+                framer: Framer::new(),
+            }
+        })
+        .collect();
+    let mut exhausted = false;
+    loop {
+        for slot in &mut slots {
+            let Some(sock) = slot.sock.as_mut() else {
+                continue;
+            };
+            while slot.conn.outstanding.len() < cfg.window && !exhausted {
+                let Some(i) = sh.work.take() else {
+                    exhausted = true;
+                    break;
+                };
+                // 592 bytes into an idle stream socket's buffer: a write
+                // that would block means the daemon stopped reading.
+                if let Err(e) = slot.conn.send(sock, i) {
+                    slot.conn.drop_connection(&e);
+                    slot.sock = None;
+                    break;
+                }
+            }
+        }
+        let now = Instant::now();
+        let live = slots.iter_mut().filter(|s| s.sock.is_some());
+        let Some(wait) = live.map(|s| s.conn.expire(now)).min() else {
+            break;
+        };
+        let idle = slots
+            .iter()
+            .all(|s| s.sock.is_none() || s.conn.outstanding.is_empty());
+        if idle && exhausted {
+            break;
+        }
+        let mut fds: Vec<libc::pollfd> = slots
+            .iter()
+            .map(|s| libc::pollfd {
+                fd: s.sock.as_ref().map_or(-1, |x| x.as_raw_fd()),
+                events: libc::POLLIN,
+                revents: 0,
+            })
+            .collect();
+        let ms = wait.as_millis().min(i32::MAX as u128) as i32;
+        // SAFETY: `fds` is an array of `fds.len()` pollfd structs, valid and
+        // not otherwise borrowed for the duration of the call.
+        let n = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, ms) };
+        if n < 0 {
+            let e = io::Error::last_os_error();
+            if e.kind() == ErrorKind::Interrupted {
+                continue;
+            }
+            eprintln!("urdma-load: poll: {e}");
+            break;
+        }
+        for (slot, fd) in slots.iter_mut().zip(&fds) {
+            if fd.revents == 0 {
+                continue;
+            }
+            let Some(sock) = slot.sock.as_mut() else {
+                continue;
+            };
+            loop {
+                match slot.framer.next(sock) {
+                    Ok(Frame::Msg(raw)) => slot.conn.handle_reply(&raw),
+                    Ok(Frame::TimedOut) => break,
+                    Err(e) => {
+                        slot.conn.drop_connection(&e);
+                        slot.sock = None;
+                        break;
+                    }
+                }
+            }
+        }
+    }
+    let mut total = Stats::default();
+    for s in slots {
+        total.merge(s.conn.stats);
+    }
+    total
 }
 
 fn percentile(sorted: &[u32], p: f64) -> u32 {
@@ -790,24 +921,20 @@ fn main() -> ExitCode {
         cfg,
     });
     let handles: Vec<_> = (0..sh.cfg.conns)
+        .filter(|_| !sh.cfg.poll)
         .map(|id| {
             let sh = Arc::clone(&sh);
             thread::spawn(move || {
-                let mut c = Conn {
-                    id,
-                    sh: &sh,
-                    stats: Stats::default(),
-                    outstanding: BTreeMap::new(),
-                    timed_out: HashSet::new(),
-                    next_seq: 0,
-                    socket_first_seq: 0,
-                };
+                let mut c = Conn::new(id, &sh);
                 c.run();
                 c.stats
             })
         })
         .collect();
-    let mut total = Stats::default();
+    let mut total = match sh.cfg.poll {
+        true => run_polled(&sh),
+        false => Stats::default(),
+    };
     for h in handles {
         match h.join() {
             Ok(s) => total.merge(s),
