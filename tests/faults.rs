@@ -1044,6 +1044,48 @@ fn a_lookup_times_out_on_time_when_nothing_else_happens() {
     );
 }
 
+// 8c -----------------------------------------------------------------------
+
+/// The daemon's RSS after `cycles` port down/up events, minus before, with
+/// `provider` (`null` or `urdma`) serving the port.
+fn rss_growth_over_port_cycles(provider: &str, cycles: usize) -> i64 {
+    let mut cfg = common::HostConfig::default().opt("urdma_discovery no");
+    let profile_dir = std::env::current_exe()
+        .ok()
+        .and_then(|p| Some(p.parent()?.parent()?.to_path_buf()))
+        .expect("target/<profile>/deps");
+    cfg.provider_name = Some(provider.into());
+    cfg.provider_so = Some(profile_dir.join(format!("libibacm_{provider}.so")));
+    let h = Host::start(cfg);
+    // Settle, and one cycle so that what is allocated once is not counted.
+    h.inject("event urdma0 1 port_err");
+    h.inject("event urdma0 1 port_active");
+    sleep(Duration::from_millis(300));
+    let before = h.daemon_rss_kb() as i64;
+    for _ in 0..cycles {
+        h.inject("event urdma0 1 port_err");
+        h.inject("event urdma0 1 port_active");
+    }
+    sleep(Duration::from_millis(300));
+    assert!(h.daemon_alive(), "{}", h.diagnostics());
+    h.daemon_rss_kb() as i64 - before
+}
+
+/// The soak's RSS steps with port cycles: the daemon (ibacm 44) itself
+/// grows by a few kB per port cycle whatever the provider, and urdma adds
+/// nothing measurable to that.
+#[test]
+fn port_cycles_grow_the_daemon_no_more_with_urdma_than_with_the_null_provider() {
+    const CYCLES: usize = 200;
+    let null = rss_growth_over_port_cycles("null", CYCLES);
+    let urdma = rss_growth_over_port_cycles("urdma", CYCLES);
+    eprintln!("RSS growth over {CYCLES} port cycles: null {null} kB, urdma {urdma} kB");
+    assert!(
+        urdma <= null + 256,
+        "urdma grew the daemon by {urdma} kB over {CYCLES} port cycles, null by {null} kB"
+    );
+}
+
 // 9 ------------------------------------------------------------------------
 
 /// Mixed load through one daemon for `SOAK_SECONDS` (default 20): see
