@@ -2,8 +2,10 @@
 # The main job, as a demo: two simulated urdma hosts, each the real
 # /usr/sbin/ibacm with this provider on a simulated urdma device, in network
 # namespaces joined by a veth pair, answering the real ib_acme and a real
-# librdmacm client: host a by discovery, host b from its hosts file. Needs root (namespaces, bind mounts). Leaves nothing
-# behind: namespaces, daemons and temp files go when it exits.
+# librdmacm client: host a by discovery (authenticated with a shared key),
+# host b from its hosts file, which it reloads live when it changes; then
+# the operator's tool urdma-acm. Needs root (namespaces, bind mounts).
+# Leaves nothing behind: namespaces, daemons and temp files go when it exits.
 set -euo pipefail
 
 if [ "$(id -u)" != 0 ]; then
@@ -43,6 +45,12 @@ in_host() {
 hosts="a 10.0.0.1 fd00::1 52:54:00:12:34:56
 b 10.0.0.2 fd00::2 52:54:00:12:34:57"
 
+# One pre-shared key for both hosts: every discovery message carries an
+# HMAC of it (urdma_auth_key_file; the file must be private to its owner).
+mkdir -p "$work"
+printf '# KEY-ID HEX-KEY\n1 %s\n' "$(od -An -tx1 -N32 /dev/urandom | tr -d ' \n')" > "$work/urdma.key"
+chmod 600 "$work/urdma.key"
+
 ip netns add "urdma-demo-a-$tag"
 ip netns add "urdma-demo-b-$tag"
 ip link add a0 netns "urdma-demo-a-$tag" type veth peer name b0 netns "urdma-demo-b-$tag"
@@ -74,6 +82,7 @@ provider_lib_path $d/prov
 provider urdma default
 support_ips_in_addr_cfg 1
 urdma_hosts_file $d/hosts
+urdma_auth_key_file $work/urdma.key
 OPTS
     printf '%s urdma0 1 default\n' "node-$h" "$ip" "$ip6" > "$d/ibacm_addr.cfg"
 done <<< "$hosts"
@@ -108,7 +117,7 @@ acme() {
 }
 
 acme a -e
-echo; echo "== host a knows nothing of host b: it asks the network (discovery)"
+echo; echo "== host a knows nothing of host b: it asks the network (discovery, authenticated)"
 acme a -f n -s node-a -d node-b -v
 acme a -f i -d 10.0.0.2
 acme a -f i -s fd00::1 -d fd00::2
@@ -122,6 +131,23 @@ acme a -P s -s 10.0.0.1
 echo
 echo "== host a: librdmacm rdma_getaddrinfo(10.0.0.2), the call rdma_resolve_route makes"
 (in_host a env LD_PRELOAD="$bin/liburdma_sim.so" "$bin/urdma-rai" -s 10.0.0.1 --route-only 10.0.0.2) || true
+
+echo
+echo "== host b's hosts file gains node-z: in force without a restart"
+echo "node-z      fe80::5054:ff:fe12:9999" >> "$work/b/hosts"
+sleep 1
+acme b -f n -s node-b -d node-z
+
+echo
+echo "== urdma-acm doctor on host b: will ibacm serve its ports with urdma?"
+(URDMA_SIM_CONFIG=$work/b/sim.cfg in_host b env LD_PRELOAD="$bin/liburdma_sim.so" \
+    "$bin/urdma-acm" doctor -O "$work/b/ibacm_opts.cfg" -A "$work/b/ibacm_addr.cfg") || true
+echo
+echo "== urdma-acm check-config on host b's options (and the hosts and key files they name)"
+"$bin/urdma-acm" check-config "$work/b/ibacm_opts.cfg" || true
+echo
+echo "== urdma-acm stats on host a: the provider's counters per endpoint"
+"$bin/urdma-acm" stats -S "$work/a/run/ibacm-unix.sock" || true
 
 echo
 echo "== host b: the provider's lines in the daemon log (log_level 1)"
