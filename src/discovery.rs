@@ -922,8 +922,9 @@ mod tests {
         fixture_with_gid(cfg, OWN)
     }
 
-    fn fixture_with_gid(cfg: Config, gid: &str) -> Fixture {
-        let mut e = Engine::new(FakeHost::default(), cfg, Hosts::default());
+    /// Device 1, its port 1 with GID `gid`, one endpoint holding 10.0.0.1
+    /// and `node-a`: the endpoint and its IPv4 address.
+    fn bring_up(e: &mut Engine<FakeHost>, gid: &str) -> (Id, Id) {
         let dev = e.open_device(1);
         let info = PortInfo {
             port_num: 1,
@@ -938,6 +939,12 @@ mod tests {
             .add_address(ep, Address::Ip4([10, 0, 0, 1].into()))
             .unwrap();
         e.add_address(ep, Address::name("node-a").unwrap()).unwrap();
+        (ep, addr)
+    }
+
+    fn fixture_with_gid(cfg: Config, gid: &str) -> Fixture {
+        let mut e = Engine::new(FakeHost::default(), cfg, Hosts::default());
+        let (ep, addr) = bring_up(&mut e, gid);
         e.set_discovery_up(true);
         e.take_effects();
         Fixture {
@@ -1774,21 +1781,7 @@ mod tests {
             f.e.close_device(dev);
             t += Duration::from_millis(30);
             f.e.on_timers(t);
-            let dev = f.e.open_device(1);
-            let info = PortInfo {
-                port_num: 1,
-                link_layer_ib: true,
-                link_layer: "InfiniBand",
-                gids: vec![OWN.parse().unwrap()],
-                ..Default::default()
-            };
-            let port = f.e.open_port(dev, info).unwrap();
-            ep = f.e.open_endpoint(port, 0xffff).unwrap();
-            addr =
-                f.e.add_address(ep, Address::Ip4([10, 0, 0, 1].into()))
-                    .unwrap();
-            f.e.add_address(ep, Address::name("node-a").unwrap())
-                .unwrap();
+            (ep, addr) = bring_up(&mut f.e, OWN);
             t += Duration::from_millis(30);
             f.e.on_timers(t);
             let fx = f.e.take_effects();
