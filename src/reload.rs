@@ -3,6 +3,7 @@
 //! compares a new version without holding the engine, and then puts it in
 //! force in one short step. The daemon's event loop never waits for it.
 
+use crate::config::Diagnostic;
 use crate::engine::Engine;
 use crate::host::Host;
 use crate::hosts::Hosts;
@@ -39,30 +40,58 @@ pub fn stamp(path: &Path) -> Option<Stamp> {
     })
 }
 
-/// Reads and parses the hosts file, logging every problem at `file:line`.
-/// The stamp is taken first, so a change made while reading is noticed
-/// at the next look.
-pub fn read(path: &Path) -> (Hosts, Option<Stamp>) {
-    let before = stamp(path);
+/// A hosts file as read: what it binds, its version, and its problems at
+/// `file:line` (line 0: the whole file). Shared with `urdma-acm
+/// check-config`, so the tool reports exactly what the provider logs.
+pub struct Read {
+    pub hosts: Hosts,
+    pub stamp: Option<Stamp>,
+    pub problems: Vec<Diagnostic>,
+    /// The file does not exist: no static hosts, and no problem.
+    pub absent: bool,
+}
+
+/// Reads and parses the hosts file. The stamp is taken first, so a change
+/// made while reading is noticed at the next look.
+pub fn read_hosts(path: &Path) -> Read {
+    let stamp = stamp(path);
     let shown = path.display().to_string();
-    let hosts = match std::fs::read_to_string(path) {
+    let (hosts, problems, absent) = match std::fs::read_to_string(path) {
         Ok(text) => {
             let (hosts, diags) = Hosts::parse(&text, &shown);
-            for d in &diags {
-                log::error!("{d}");
-            }
-            hosts
+            (hosts, diags, false)
         }
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            log::info!("no hosts file {shown}; only local and discovered addresses resolve");
-            Hosts::default()
-        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => (Hosts::default(), Vec::new(), true),
         Err(e) => {
-            log::error!("cannot read hosts file {shown}: {e}");
-            Hosts::default()
+            let d = Diagnostic {
+                file: shown,
+                line: 0,
+                message: format!("cannot read: {e}"),
+            };
+            (Hosts::default(), vec![d], false)
         }
     };
-    (hosts, before)
+    Read {
+        hosts,
+        stamp,
+        problems,
+        absent,
+    }
+}
+
+/// [`read_hosts`], with every problem in the daemon's log.
+pub fn read(path: &Path) -> (Hosts, Option<Stamp>) {
+    let r = read_hosts(path);
+    for d in &r.problems {
+        log::error!("{d}");
+    }
+    if r.absent {
+        log::info!(
+            "no hosts file {}; only local and discovered addresses resolve",
+            path.display()
+        );
+    }
+    (r.hosts, r.stamp)
 }
 
 /// Decides when the file is due to be read again.
@@ -178,6 +207,28 @@ mod tests {
         std::fs::remove_file(&path).unwrap();
         assert!(!w.due() && w.due(), "a removed file is a change too");
         std::fs::remove_dir_all(path.parent().unwrap()).unwrap();
+    }
+
+    #[test]
+    fn absent_and_unreadable_files_are_told_apart() {
+        let path = temp("read");
+        let r = read_hosts(&path);
+        assert!(r.absent && r.problems.is_empty() && r.stamp.is_none());
+        let dir = path.parent().unwrap();
+        let r = read_hosts(dir);
+        assert!(!r.absent && r.hosts.is_empty());
+        assert_eq!(
+            r.problems[0].to_string(),
+            format!(
+                "{}:0: cannot read: Is a directory (os error 21)",
+                dir.display()
+            )
+        );
+        std::fs::write(&path, "a fe80::1\nb nope\n").unwrap();
+        let r = read_hosts(&path);
+        assert_eq!((r.hosts.len(), r.problems.len()), (1, 1));
+        assert_eq!(r.problems[0].line, 2);
+        std::fs::remove_dir_all(dir).unwrap();
     }
 
     #[test]

@@ -4,8 +4,6 @@
 
 use crate::daemon::DEFAULT_OPTS_FILE;
 use ibacm_urdma::config::{Config, Diagnostic};
-use ibacm_urdma::hosts::Hosts;
-use std::io::ErrorKind;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
@@ -48,18 +46,11 @@ pub fn check(opts: &Path) -> Checked {
         }
     };
     let (cfg, mut problems) = Config::parse(&text, &opts.display().to_string());
-    let hosts = match std::fs::read_to_string(&cfg.hosts_file) {
-        Ok(text) => {
-            let (hosts, diags) = Hosts::parse(&text, &cfg.hosts_file.display().to_string());
-            problems.extend(diags);
-            Some(hosts.len())
-        }
-        Err(e) if e.kind() == ErrorKind::NotFound => None,
-        Err(e) => {
-            problems.push(whole_file(&cfg.hosts_file, &e));
-            None
-        }
-    };
+    // The provider's own reader: the same problems, worded the same.
+    let read = ibacm_urdma::reload::read_hosts(&cfg.hosts_file);
+    let readable = read.problems.iter().all(|p| p.line != 0);
+    problems.extend(read.problems);
+    let hosts = (!read.absent && readable).then(|| read.hosts.len());
     // The key file as the provider loads it when discovery starts: a file
     // others can read is refused there, so it is a problem here.
     if let (true, Some(key_file)) = (cfg.discovery, &cfg.auth_key_file) {
