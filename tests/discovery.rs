@@ -14,8 +14,8 @@
 mod common;
 
 use common::nodes::{
-    add_silent_neighbour, load_summary, poll_until_resolved, resolve, resolve_fails, timed, Node,
-    DISCOVERY_PORT, WAIT,
+    add_silent_neighbour, load_summary, poll_until_resolved, resolve, resolve_fails, resolve_node,
+    timed, Node, DISCOVERY_PORT, WAIT,
 };
 use common::{Host, Net};
 use std::net::UdpSocket;
@@ -91,7 +91,7 @@ fn hosts_resolve_each_other_by_ipv4_ipv6_and_name_in_every_direction() {
         for kind in kinds {
             let args = kind.args(from, to);
             let args: Vec<&str> = args.iter().map(String::as_str).collect();
-            let out = resolve(asker, &args, &to.gid(), &from.gid());
+            let out = resolve_node(asker, from, to, &args);
             // For IPv4 the source printed is the one the daemon chose.
             let want = format!(
                 "Destination: {}\nSource: {}\n",
@@ -139,30 +139,25 @@ fn both_sides_cache_each_other() {
     let a = Node::A.start(&net, &[]);
     let b = Node::B.start(&net, &[]);
 
-    resolve(
-        &a,
-        &["-f", "i", "-d", &Node::B.ip4()],
-        &Node::B.gid(),
-        &Node::A.gid(),
-    );
+    resolve_node(&a, Node::A, Node::B, &["-f", "i", "-d", &Node::B.ip4()]);
 
     // B never asked for A, yet answers A's address and GID at once (NODELAY:
     // from its cache or not at all): it learned them from A's query.
     let (out, took) = timed(|| {
-        resolve(
+        resolve_node(
             &b,
+            Node::B,
+            Node::A,
             &["-c", "-f", "i", "-d", &Node::A.ip4()],
-            &Node::A.gid(),
-            &Node::B.gid(),
         )
     });
     assert!(out.contains("Source: 10.0.0.2"), "{out}");
     assert!(took < Duration::from_secs(2), "took {took:?}");
-    resolve(
+    resolve_node(
         &b,
+        Node::B,
+        Node::A,
         &["-c", "-f", "g", "-d", &Node::A.gid()],
-        &Node::A.gid(),
-        &Node::B.gid(),
     );
     assert!(
         !b.log().contains("urdma: lookup"),
@@ -207,12 +202,7 @@ fn a_stopped_host_times_out_while_other_destinations_are_served() {
     let c = Host::start_on(&net, "eth0", c_cfg);
 
     // Cached before C stops.
-    resolve(
-        &a,
-        &["-f", "i", "-d", "10.0.0.3"],
-        &Node::C.gid(),
-        &Node::A.gid(),
-    );
+    resolve_node(&a, Node::A, Node::C, &["-f", "i", "-d", "10.0.0.3"]);
 
     // C's daemon dies and its link goes down: nothing answers, not even
     // ICMP, and the lookup fails once every try has timed out.
@@ -227,18 +217,8 @@ fn a_stopped_host_times_out_while_other_destinations_are_served() {
         // Meanwhile A serves a destination it has to ask for and one it has
         // cached (C's: the cache outlives the host).
         let (_, other) = timed(|| {
-            resolve(
-                &a,
-                &["-f", "i", "-d", "10.0.0.2"],
-                &Node::B.gid(),
-                &Node::A.gid(),
-            );
-            resolve(
-                &a,
-                &["-f", "i", "-d", "10.0.0.3"],
-                &Node::C.gid(),
-                &Node::A.gid(),
-            );
+            resolve_node(&a, Node::A, Node::B, &["-f", "i", "-d", "10.0.0.2"]);
+            resolve_node(&a, Node::A, Node::C, &["-f", "i", "-d", "10.0.0.3"]);
         });
         assert!(
             !slow.is_finished(),
@@ -265,12 +245,7 @@ fn a_stopped_host_times_out_while_other_destinations_are_served() {
     let (_, took) =
         timed(|| resolve_fails(&a, &["-f", "i", "-d", "10.0.0.13"], "Connection timed out"));
     assert!(took < Duration::from_millis(TIMEOUT_MS), "took {took:?}");
-    resolve(
-        &a,
-        &["-f", "i", "-d", "10.0.0.3"],
-        &Node::C.gid(),
-        &Node::A.gid(),
-    );
+    resolve_node(&a, Node::A, Node::C, &["-f", "i", "-d", "10.0.0.3"]);
     assert!(a.daemon_alive() && b.daemon_alive(), "{}", a.diagnostics());
 }
 
@@ -284,12 +259,7 @@ fn a_host_whose_daemon_stopped_fails_lookups_at_once_by_icmp() {
         .ip_addrs
         .extend(["10.0.0.13/24".into(), "fd00::13/64".into()]);
     let c = Host::start_on(&net, "eth0", c_cfg);
-    resolve(
-        &a,
-        &["-f", "i", "-d", "10.0.0.3"],
-        &Node::C.gid(),
-        &Node::A.gid(),
-    );
+    resolve_node(&a, Node::A, Node::C, &["-f", "i", "-d", "10.0.0.3"]);
 
     // C's daemon dies, its link stays up: C's kernel answers A's queries
     // with ICMP port unreachable, and A fails at once, within one try.
@@ -310,12 +280,7 @@ fn a_host_whose_daemon_stopped_fails_lookups_at_once_by_icmp() {
         a.expect_log(&format!("{dest} unreachable"), WAIT);
     }
     // What A learned before C stopped still answers.
-    resolve(
-        &a,
-        &["-f", "i", "-d", "10.0.0.3"],
-        &Node::C.gid(),
-        &Node::A.gid(),
-    );
+    resolve_node(&a, Node::A, Node::C, &["-f", "i", "-d", "10.0.0.3"]);
 }
 
 // 4 ------------------------------------------------------------------------
@@ -332,14 +297,9 @@ fn a_host_restarting_with_a_new_gid_is_followed_by_its_peers() {
         vec!["-f", "i", "-s", "fd00::1", "-d", "fd00::3"],
         vec!["-f", "n", "-s", "node-a", "-d", "node-c"],
     ] {
-        resolve(&a, &args, &old.gid(), &Node::A.gid());
+        resolve_node(&a, Node::A, old, &args);
     }
-    resolve(
-        &b,
-        &["-f", "i", "-d", "10.0.0.3"],
-        &old.gid(),
-        &Node::B.gid(),
-    );
+    resolve_node(&b, Node::B, old, &["-f", "i", "-d", "10.0.0.3"]);
 
     // C comes back with another device: a new MAC, so a new GID. A and B
     // are not restarted; C's announcement updates them.
@@ -350,24 +310,19 @@ fn a_host_restarting_with_a_new_gid_is_followed_by_its_peers() {
     );
     let took = poll_until_resolved(&a, &["-f", "i", "-d", "10.0.0.3"], &new.gid());
     eprintln!("A followed C to its new GID after {took:?}");
-    resolve(
-        &a,
-        &["-f", "i", "-d", "10.0.0.3"],
-        &new.gid(),
-        &Node::A.gid(),
-    );
+    resolve_node(&a, Node::A, new, &["-f", "i", "-d", "10.0.0.3"]);
     // The announcement moved C's other names with it.
-    resolve(
+    resolve_node(
         &a,
+        Node::A,
+        new,
         &["-f", "i", "-s", "fd00::1", "-d", "fd00::3"],
-        &new.gid(),
-        &Node::A.gid(),
     );
-    resolve(
+    resolve_node(
         &a,
+        Node::A,
+        new,
         &["-f", "n", "-s", "node-a", "-d", "node-c"],
-        &new.gid(),
-        &Node::A.gid(),
     );
     poll_until_resolved(&b, &["-f", "i", "-d", "10.0.0.3"], &new.gid());
     let (code, out) = a.rai(&["-s", "10.0.0.1", "10.0.0.3"]);
@@ -493,7 +448,7 @@ fn nodelay_answers_no_data_at_once_and_starts_the_lookup() {
         assert!(took < Duration::from_millis(500), "{args:?} took {took:?}");
         // The lookup it started answers a later NODELAY request.
         poll_until_resolved(&a, &args, &peer.gid());
-        resolve(&a, &args, &peer.gid(), &Node::A.gid());
+        resolve_node(&a, Node::A, peer, &args);
     }
 }
 
@@ -549,18 +504,8 @@ fn derivations_give_gids_of_peers_without_the_provider() {
 
     // A peer that runs the provider still gets its real GID, not one
     // derived from its interface's MAC.
-    resolve(
-        &eui,
-        &["-f", "i", "-d", "10.0.0.2"],
-        &Node::B.gid(),
-        &Node::A.gid(),
-    );
-    resolve(
-        &mapped,
-        &["-f", "i", "-d", "10.0.0.1"],
-        &Node::A.gid(),
-        &Node::B.gid(),
-    );
+    resolve_node(&eui, Node::A, Node::B, &["-f", "i", "-d", "10.0.0.2"]);
+    resolve_node(&mapped, Node::B, Node::A, &["-f", "i", "-d", "10.0.0.1"]);
     // librdmacm gets the derived route too.
     let (code, out) = eui.rai(&["-s", "10.0.0.1", "10.0.0.4"]);
     assert_eq!(code, 0, "{out}");
@@ -651,17 +596,12 @@ fn garbage_on_the_discovery_port_is_dropped_counted_and_never_answered() {
 
     // A is unharmed: it still resolves a peer and its own name.
     assert!(a.daemon_alive(), "{}", a.diagnostics());
-    resolve(
+    resolve_node(&a, Node::A, Node::B, &["-f", "i", "-d", "10.0.0.2"]);
+    resolve_node(
         &a,
-        &["-f", "i", "-d", "10.0.0.2"],
-        &Node::B.gid(),
-        &Node::A.gid(),
-    );
-    resolve(
-        &a,
+        Node::A,
+        Node::B,
         &["-f", "n", "-s", "node-a", "-d", "node-b"],
-        &Node::B.gid(),
-        &Node::A.gid(),
     );
 }
 
@@ -700,17 +640,12 @@ fn a_port_going_down_answers_its_pending_requests() {
     if !a.wait_log_count("urdma: endpoint pkey 0xffff: address node-a", 2, WAIT) {
         panic!("port 1 did not come back\n{}", a.diagnostics());
     }
-    resolve(
+    resolve_node(&a, Node::A, Node::B, &["-f", "i", "-d", "10.0.0.2"]);
+    resolve_node(
         &a,
-        &["-f", "i", "-d", "10.0.0.2"],
-        &Node::B.gid(),
-        &Node::A.gid(),
-    );
-    resolve(
-        &a,
+        Node::A,
+        Node::B,
         &["-f", "n", "-s", "node-a", "-d", "node-b"],
-        &Node::B.gid(),
-        &Node::A.gid(),
     );
 }
 
@@ -720,18 +655,18 @@ fn a_port_going_down_is_withdrawn_from_its_peers() {
     let a = Node::A.start(&net, &[]);
     let b = Node::B.start(&net, &[]);
     // B learns all of A's addresses from one answer.
-    resolve(
+    resolve_node(
         &b,
+        Node::B,
+        Node::A,
         &["-f", "n", "-s", "node-b", "-d", "node-a"],
-        &Node::A.gid(),
-        &Node::B.gid(),
     );
     for args in [
         vec!["-c", "-f", "i", "-d", "10.0.0.1"],
         vec!["-c", "-f", "i", "-s", "fd00::2", "-d", "fd00::1"],
         vec!["-c", "-f", "n", "-s", "node-b", "-d", "node-a"],
     ] {
-        resolve(&b, &args, &Node::A.gid(), &Node::B.gid());
+        resolve_node(&b, Node::B, Node::A, &args);
     }
 
     // A's port goes down: A withdraws its endpoint's addresses, and B stops
@@ -819,17 +754,12 @@ fn with_a_shared_key_only_key_holders_take_part() {
     a.expect_log("discovery: authenticated, signing with key 5 of 1", WAIT);
 
     // Key holders find each other by address and by name, both ways.
-    resolve(
-        &a,
-        &["-f", "i", "-d", &Node::B.ip4()],
-        &Node::B.gid(),
-        &Node::A.gid(),
-    );
-    resolve(
+    resolve_node(&a, Node::A, Node::B, &["-f", "i", "-d", &Node::B.ip4()]);
+    resolve_node(
         &b,
+        Node::B,
+        Node::A,
         &["-f", "n", "-s", "node-b", "-d", "node-a"],
-        &Node::A.gid(),
-        &Node::B.gid(),
     );
     // A host with the wrong key, or none, neither answers nor is answered.
     for (asker, target) in [(&a, "10.0.0.3"), (&a, "10.0.0.4"), (&c, "10.0.0.1")] {
@@ -885,11 +815,11 @@ fn a_key_file_others_can_read_turns_discovery_off_with_a_clear_error() {
     // Never unauthenticated discovery instead: B is not asked ...
     resolve_fails(&a, &["-f", "i", "-d", "10.0.0.2"], "No data available");
     // ... while what A knows by itself still resolves.
-    resolve(
+    resolve_node(
         &a,
+        Node::A,
+        Node::A,
         &["-f", "n", "-s", "node-a", "-d", "node-a"],
-        &Node::A.gid(),
-        &Node::A.gid(),
     );
     assert!(a.daemon_alive(), "{}", a.diagnostics());
 }
