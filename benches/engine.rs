@@ -46,14 +46,10 @@ fn engine(n: u32, discovery: bool) -> (Engine<NullHost>, Id) {
     let mut e = Engine::new(NullHost, Config::default(), hosts);
     let dev = e.open_device(1);
     let info = PortInfo {
-        port_num: 1,
-        link_layer_ib: true,
-        link_layer: "InfiniBand",
         active_mtu: 5,
         active_width: 2,
         active_speed: 32,
-        gids: vec!["fe80::a".parse().unwrap()],
-        ..Default::default()
+        ..PortInfo::infiniband(1, "fe80::a".parse().unwrap())
     };
     let port = e.open_port(dev, info).unwrap();
     let ep = e.open_endpoint(port, 0xffff).unwrap();

@@ -926,13 +926,7 @@ mod tests {
     /// and `node-a`: the endpoint and its IPv4 address.
     fn bring_up(e: &mut Engine<FakeHost>, gid: &str) -> (Id, Id) {
         let dev = e.open_device(1);
-        let info = PortInfo {
-            port_num: 1,
-            link_layer_ib: true,
-            link_layer: "InfiniBand",
-            gids: vec![gid.parse().unwrap()],
-            ..Default::default()
-        };
+        let info = PortInfo::infiniband(1, gid.parse().unwrap());
         let port = e.open_port(dev, info).unwrap();
         let ep = e.open_endpoint(port, 0xffff).unwrap();
         let addr = e

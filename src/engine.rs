@@ -47,6 +47,20 @@ pub struct PortInfo {
     pub gids: Vec<Gid>,
 }
 
+impl PortInfo {
+    /// An InfiniBand port whose GID table holds `gid` and that reports
+    /// nothing else (no LID, MTU, width or speed), as urdma ports do.
+    pub fn infiniband(port_num: u8, gid: Gid) -> PortInfo {
+        PortInfo {
+            port_num,
+            link_layer_ib: true,
+            link_layer: "InfiniBand",
+            gids: vec![gid],
+            ..Default::default()
+        }
+    }
+}
+
 /// Why `open_port` refused a port.
 #[derive(Debug, PartialEq, Eq)]
 pub enum Refused {
@@ -804,17 +818,7 @@ mod tests {
     const REMOTE: &str = "fe80::5054:ff:fe12:9999";
 
     fn port(gid: &str) -> PortInfo {
-        PortInfo {
-            port_num: 1,
-            link_layer_ib: true,
-            link_layer: "InfiniBand",
-            lid: 0,
-            lmc: 0,
-            active_mtu: 0,
-            active_width: 0,
-            active_speed: 0,
-            gids: vec![gid.parse().unwrap()],
-        }
+        PortInfo::infiniband(1, gid.parse().unwrap())
     }
 
     struct Fixture {

@@ -238,13 +238,7 @@ mod tests {
         let (hosts, _) = read(&path);
         let mut e = Engine::new(FakeHost::default(), Config::default(), hosts);
         let dev = e.open_device(1);
-        let info = PortInfo {
-            port_num: 1,
-            link_layer_ib: true,
-            link_layer: "InfiniBand",
-            gids: vec!["fe80::a".parse().unwrap()],
-            ..Default::default()
-        };
+        let info = PortInfo::infiniband(1, "fe80::a".parse().unwrap());
         let port = e.open_port(dev, info).unwrap();
         let ep = e.open_endpoint(port, 0xffff).unwrap();
         let src = e.add_address(ep, Address::name("self").unwrap()).unwrap();

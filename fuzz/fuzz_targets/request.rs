@@ -22,13 +22,7 @@ fn engine() -> &'static Mutex<(Engine<NullHost>, Id)> {
         );
         let mut e = Engine::new(NullHost, Config::default(), hosts);
         let dev = e.open_device(1);
-        let info = PortInfo {
-            port_num: 1,
-            link_layer_ib: true,
-            link_layer: "InfiniBand",
-            gids: vec!["fe80::1".parse().unwrap()],
-            ..Default::default()
-        };
+        let info = PortInfo::infiniband(1, "fe80::1".parse().unwrap());
         let port = e.open_port(dev, info).unwrap();
         let ep = e.open_endpoint(port, 0xffff).unwrap();
         let addr = e

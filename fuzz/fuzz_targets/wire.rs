@@ -38,13 +38,7 @@ fn engine(authenticated: bool) -> &'static Mutex<Engine<NullHost>> {
             e.set_auth(Some(keyed()));
         }
         let dev = e.open_device(1);
-        let info = PortInfo {
-            port_num: 1,
-            link_layer_ib: true,
-            link_layer: "InfiniBand",
-            gids: vec!["fe80::1".parse().unwrap()],
-            ..Default::default()
-        };
+        let info = PortInfo::infiniband(1, "fe80::1".parse().unwrap());
         let port = e.open_port(dev, info).unwrap();
         let ep = e.open_endpoint(port, 0xffff).unwrap();
         e.add_address(ep, Address::Ip4([10, 0, 0, 1].into()))
