@@ -989,6 +989,16 @@ mod tests {
         queries.into_iter().next().unwrap()
     }
 
+    /// The fixture asks for the peer's IPv4 address (request `tid`) and
+    /// the peer answers FOUND with its record: the peer is learned.
+    fn learn_peer(f: &mut Fixture, tid: u64) {
+        f.e.resolve(f.addr, &ip_request(PEER_IP, 0, tid), tid);
+        let (q, _) = sent_query(&f.e.take_effects());
+        let found = reply_bytes(&q, Answer::Found(peer_record(PEER)));
+        f.e.on_datagram(peer(), None, &found, f.t0);
+        f.e.take_effects();
+    }
+
     fn reply_bytes(q: &Query, answer: Answer) -> Vec<u8> {
         Message::from(q.reply(answer).unwrap()).encode()
     }
@@ -1327,15 +1337,7 @@ mod tests {
     #[test]
     fn announcements_update_what_is_cached_and_nothing_else() {
         let mut f = fixture(Config::default());
-        f.e.resolve(f.addr, &ip_request(PEER_IP, 0, 1), 11);
-        let (q, _) = sent_query(&f.e.take_effects());
-        f.e.on_datagram(
-            peer(),
-            None,
-            &reply_bytes(&q, Answer::Found(peer_record(PEER))),
-            f.t0,
-        );
-        f.e.take_effects();
+        learn_peer(&mut f, 1);
         let announce = |gid: &str, withdrawn: bool| {
             Message::from(Announce::new(vec![peer_record(gid)], withdrawn).unwrap()).encode()
         };
@@ -1367,15 +1369,7 @@ mod tests {
         assert_eq!(f.e.learned_dest(&Address::Ip4(PEER_IP.into())), None);
 
         // Another host cannot take a name bound to someone else.
-        f.e.resolve(f.addr, &ip_request(PEER_IP, 0, 4), 4);
-        let (q, _) = sent_query(&f.e.take_effects());
-        f.e.on_datagram(
-            peer(),
-            None,
-            &reply_bytes(&q, Answer::Found(peer_record(PEER))),
-            f.t0,
-        );
-        f.e.take_effects();
+        learn_peer(&mut f, 4);
         let thief_ip = Ipv4Addr::new(10, 0, 0, 66);
         let thief = EndpointRecord::new(
             "fe80::666".parse().unwrap(),
