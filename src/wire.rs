@@ -1214,50 +1214,33 @@ mod tests {
     #[test]
     fn rejects_bad_records() {
         let q = golden_query().encode();
-        assert_eq!(
-            decode_err(&patched(&q, SENDER, &[0; 16])),
-            WireError::BadGid(Gid::default())
-        );
         assert!(matches!(
             decode_err(&patched(&q, SENDER, &[0xff])),
             WireError::BadGid(_)
         ));
-        assert_eq!(
-            decode_err(&patched(&q, LID, &[0xff, 0xff])),
-            WireError::BadLid(0xffff)
-        );
-        assert_eq!(decode_err(&patched(&q, MTU, &[0])), WireError::BadMtu(0));
-        assert_eq!(decode_err(&patched(&q, RATE, &[0])), WireError::BadRate(0));
-        assert_eq!(
-            decode_err(&patched(&q, NPKEYS, &[0])),
-            WireError::BadPkeyCount(0)
-        );
-        assert_eq!(
-            decode_err(&patched(&q, NPKEYS, &[9])),
-            WireError::BadPkeyCount(9)
-        );
-        assert_eq!(
-            decode_err(&patched(&q, NPKEYS, &[255])),
-            WireError::BadPkeyCount(255)
-        );
-        assert_eq!(
-            decode_err(&patched(&q, NADDRS, &[0])),
-            WireError::BadAddressCount(0)
-        );
-        assert_eq!(
-            decode_err(&patched(&q, NADDRS, &[9])),
-            WireError::BadAddressCount(9)
-        );
-        assert_eq!(
-            decode_err(&patched(&q, PKEY, &[0, 0])),
-            WireError::BadPkey(0)
-        );
-        // One address more than there is: the zero padding is read as an
-        // address of type 0.
-        assert_eq!(
-            decode_err(&patched(&q, NADDRS, &[4])),
-            WireError::UnsupportedAddressType(0)
-        );
+        // (field, bytes written there, the error that names it)
+        let cases: [(usize, &[u8], WireError); 11] = [
+            (SENDER, &[0; 16], WireError::BadGid(Gid::default())),
+            (LID, &[0xff, 0xff], WireError::BadLid(0xffff)),
+            (MTU, &[0], WireError::BadMtu(0)),
+            (RATE, &[0], WireError::BadRate(0)),
+            (NPKEYS, &[0], WireError::BadPkeyCount(0)),
+            (NPKEYS, &[9], WireError::BadPkeyCount(9)),
+            (NPKEYS, &[255], WireError::BadPkeyCount(255)),
+            (NADDRS, &[0], WireError::BadAddressCount(0)),
+            (NADDRS, &[9], WireError::BadAddressCount(9)),
+            (PKEY, &[0, 0], WireError::BadPkey(0)),
+            // One address more than there is: the zero padding is read as
+            // an address of type 0.
+            (NADDRS, &[4], WireError::UnsupportedAddressType(0)),
+        ];
+        for (at, bytes, want) in cases {
+            assert_eq!(
+                decode_err(&patched(&q, at, bytes)),
+                want,
+                "{bytes:?} at {at}"
+            );
+        }
     }
 
     #[test]
