@@ -23,6 +23,24 @@ pub struct Entry {
     pub route_expires: Option<Instant>,
 }
 
+impl Entry {
+    /// An entry for `path`, encoded once here so that hits send it as is.
+    pub fn new(
+        path: PathRecord,
+        dest: Dest,
+        addr_expires: Option<Instant>,
+        route_expires: Option<Instant>,
+    ) -> Entry {
+        Entry {
+            path,
+            wire: path.encode(),
+            dest,
+            addr_expires,
+            route_expires,
+        }
+    }
+}
+
 /// What a lookup found.
 #[derive(Debug, PartialEq)]
 pub enum Lookup {
@@ -127,13 +145,12 @@ mod tests {
         c.insert(
             1,
             dest.clone(),
-            Entry {
+            Entry::new(
                 path,
-                wire: path.encode(),
-                dest: to,
-                addr_expires: Some(now + Duration::from_secs(60)),
-                route_expires: Some(now + Duration::from_secs(10)),
-            },
+                to,
+                Some(now + Duration::from_secs(60)),
+                Some(now + Duration::from_secs(10)),
+            ),
         );
         assert_eq!(c.lookup(1, &dest, now), Lookup::Route(path, path.encode()));
         assert_eq!(c.lookup(2, &dest, now), Lookup::Miss, "keyed by endpoint");
@@ -146,44 +163,14 @@ mod tests {
             Lookup::Miss
         );
         assert!(c.is_empty(), "an expired binding is dropped");
-        c.insert(
-            1,
-            dest.clone(),
-            Entry {
-                path,
-                wire: path.encode(),
-                dest: to,
-                addr_expires: None,
-                route_expires: None,
-            },
-        );
+        c.insert(1, dest.clone(), Entry::new(path, to, None, None));
         assert_eq!(
             c.lookup(1, &dest, now + Duration::from_secs(1 << 30)),
             Lookup::Route(path, path.encode())
         );
-        c.insert(
-            2,
-            dest.clone(),
-            Entry {
-                path,
-                wire: path.encode(),
-                dest: to,
-                addr_expires: None,
-                route_expires: None,
-            },
-        );
+        c.insert(2, dest.clone(), Entry::new(path, to, None, None));
         assert_eq!(c.evict(&dest), 2);
-        c.insert(
-            1,
-            dest.clone(),
-            Entry {
-                path,
-                wire: path.encode(),
-                dest: to,
-                addr_expires: None,
-                route_expires: None,
-            },
-        );
+        c.insert(1, dest.clone(), Entry::new(path, to, None, None));
         assert_eq!(c.flush_endpoint(1), 1);
         assert_eq!(c.lookup(1, &dest, now), Lookup::Miss);
     }

@@ -648,14 +648,13 @@ impl<H: Host> Engine<H> {
     ) -> Result<(PathRecord, [u8; PATH_RECORD_LEN]), Rejected> {
         self.count(ep, Counter::RouteQuery);
         let path = self.build_path(ep, dest)?;
-        let wire = path.encode();
-        let entry = Entry {
+        let entry = Entry::new(
             path,
-            wire,
             dest,
-            addr_expires: self.cfg.addr_timeout.duration().map(|d| now + d),
-            route_expires: self.cfg.route_timeout.duration().map(|d| now + d),
-        };
+            self.cfg.addr_timeout.duration().map(|d| now + d),
+            self.cfg.route_timeout.duration().map(|d| now + d),
+        );
+        let wire = entry.wire;
         self.cache.insert(ep, key, entry);
         Ok((path, wire))
     }
