@@ -11,7 +11,7 @@
 use crate::addr::{Address, Gid};
 use crate::auth::Auth;
 use crate::config::Derivation;
-use crate::engine::{Datagram, Engine, Found, Id, Outgoing};
+use crate::engine::{Datagram, DropCounts, Engine, Found, Id, Outgoing};
 use crate::fastmap::Set;
 use crate::host::Host;
 use crate::msg;
@@ -77,6 +77,9 @@ pub(crate) struct Pending {
     addrs: Vec<WireAddress>,
     seen: Set<WireAddress>,
 }
+
+/// Which of the drop counts a dropped datagram goes to.
+type DropReason = fn(&mut DropCounts) -> &mut u64;
 
 /// Where a record came from, which decides how much of it is believed.
 enum Learn<'a> {
@@ -576,7 +579,11 @@ impl<H: Host> Engine<H> {
         self.ports.values().any(|p| p.info.gids.contains(&gid))
     }
 
-    fn drop_datagram(&mut self, from: SocketAddr, why: &str) {
+    /// Counts a dropped datagram under `reason` and says why at trace
+    /// level; `why` is formatted only when tracing is on, so a flood of
+    /// garbage costs a count, not a string, per datagram.
+    fn drop_datagram(&mut self, reason: DropReason, from: SocketAddr, why: impl std::fmt::Display) {
+        *reason(&mut self.drops) += 1;
         let total = self.drops.total();
         log::trace!("discovery: dropped a datagram from {from}: {why} ({total} dropped so far)");
     }
@@ -654,18 +661,17 @@ impl<H: Host> Engine<H> {
             Some(auth) => match auth.open(bytes) {
                 Ok(body) => Message::decode_authenticated(body),
                 Err(r) => {
-                    match r.is_replay() {
-                        true => self.drops.replayed += 1,
-                        false => self.drops.unauthenticated += 1,
-                    }
-                    return self.drop_datagram(from, &r.to_string());
+                    let reason: DropReason = match r.is_replay() {
+                        true => |d| &mut d.replayed,
+                        false => |d| &mut d.unauthenticated,
+                    };
+                    return self.drop_datagram(reason, from, r);
                 }
             },
         };
         match decoded {
             Err(e) => {
-                self.drops.malformed += 1;
-                self.drop_datagram(from, &format!("malformed: {e}"));
+                self.drop_datagram(|d| &mut d.malformed, from, format_args!("malformed: {e}"))
             }
             Ok(Message::Query(q)) => self.on_query(q, from, to, now),
             Ok(Message::Reply(r)) => self.on_reply(r, from, now),
@@ -675,8 +681,7 @@ impl<H: Host> Engine<H> {
 
     fn on_query(&mut self, q: Query, from: SocketAddr, to: Option<IpAddr>, now: Instant) {
         if self.is_own_gid(q.sender().gid()) {
-            self.drops.own += 1;
-            return self.drop_datagram(from, "our own query");
+            return self.drop_datagram(|d| &mut d.own, from, "our own query");
         }
         let target = q.target().address().clone();
         let holder = self
@@ -692,8 +697,7 @@ impl<H: Host> Engine<H> {
         };
         let found = matches!(answer, Answer::Found(_));
         if !self.reply_limit.allow(from.ip(), now) {
-            self.drops.rate_limited += 1;
-            return self.drop_datagram(from, "over urdma_reply_rate");
+            return self.drop_datagram(|d| &mut d.rate_limited, from, "over urdma_reply_rate");
         }
         let Ok(reply) = q.reply(answer) else {
             return;
@@ -724,17 +728,26 @@ impl<H: Host> Engine<H> {
 
     fn on_reply(&mut self, r: Reply, from: SocketAddr, now: Instant) {
         let Some(key) = self.resolver.by_txid.get(&r.txid()).cloned() else {
-            self.drops.unsolicited += 1;
-            return self.drop_datagram(from, "no query with that transaction id");
+            return self.drop_datagram(
+                |d| &mut d.unsolicited,
+                from,
+                "no query with that transaction id",
+            );
         };
         let expected = self.resolver.lookups.get(&key).map(|l| l.stage);
         if !matches!(expected, Some(Stage::Discover { .. })) || r.target().address() != &key {
-            self.drops.unsolicited += 1;
-            return self.drop_datagram(from, "reply does not match its query");
+            return self.drop_datagram(
+                |d| &mut d.unsolicited,
+                from,
+                "reply does not match its query",
+            );
         }
         if ip_of(&key).is_some_and(|ip| ip != from.ip() || from.port() != self.cfg.discovery_port) {
-            self.drops.wrong_source += 1;
-            return self.drop_datagram(from, "reply not from the queried address");
+            return self.drop_datagram(
+                |d| &mut d.wrong_source,
+                from,
+                "reply not from the queried address",
+            );
         }
         match r.answer() {
             Answer::Found(record) => {
@@ -770,8 +783,7 @@ impl<H: Host> Engine<H> {
         let host_before = self.resolver.learned.get(&source).map(|l| l.gid);
         for record in a.records() {
             if self.is_own_gid(record.gid()) {
-                self.drops.own += 1;
-                self.drop_datagram(from, "our own announcement");
+                self.drop_datagram(|d| &mut d.own, from, "our own announcement");
                 continue;
             }
             let listed = vouched.contains(&record.gid());
@@ -784,8 +796,11 @@ impl<H: Host> Engine<H> {
                     .get(&source)
                     .is_some_and(|l| l.gid == record.gid());
             if !listed && !same_host {
-                self.drops.wrong_source += 1;
-                self.drop_datagram(from, "announcement not from an address it lists");
+                self.drop_datagram(
+                    |d| &mut d.wrong_source,
+                    from,
+                    "announcement not from an address it lists",
+                );
                 continue;
             }
             if a.withdrawn() {
