@@ -19,6 +19,14 @@ struct Bucket {
     at: Instant,
 }
 
+impl Bucket {
+    /// The tokens it holds at `now`: what it had plus the refill since.
+    fn level(&self, rate: f64, burst: f64, now: Instant) -> f64 {
+        let elapsed = now.saturating_duration_since(self.at).as_secs_f64();
+        (self.tokens + elapsed * rate).min(burst)
+    }
+}
+
 pub struct RateLimiter {
     /// Replies per second per source; 0 is no limit.
     rate: f64,
@@ -37,39 +45,35 @@ impl RateLimiter {
         }
     }
 
-    fn refill(&self, b: &mut Bucket, now: Instant) {
-        let elapsed = now.saturating_duration_since(b.at).as_secs_f64();
-        b.tokens = (b.tokens + elapsed * self.rate).min(self.burst);
-        b.at = now;
-    }
-
     /// Takes one reply's worth from `src`'s allowance.
     pub fn allow(&mut self, src: IpAddr, now: Instant) -> bool {
         if self.rate == 0.0 {
             return true;
         }
-        if !self.buckets.contains_key(&src) && self.buckets.len() >= MAX_SOURCES {
+        let (rate, burst) = (self.rate, self.burst);
+        let known = self.buckets.contains_key(&src);
+        if !known && self.buckets.len() >= MAX_SOURCES {
             // A full bucket is the same as none: forget idle sources.
-            let (rate, burst) = (self.rate, self.burst);
-            self.buckets.retain(|_, b| {
-                b.tokens + now.saturating_duration_since(b.at).as_secs_f64() * rate < burst
-            });
+            self.buckets
+                .retain(|_, b| b.level(rate, burst, now) < burst);
         }
+        let tracked = known || self.buckets.len() < MAX_SOURCES;
         let fresh = Bucket {
-            tokens: self.burst,
+            tokens: burst,
             at: now,
         };
         let mut bucket = match self.buckets.get(&src) {
             Some(b) => *b,
-            None if self.buckets.len() < MAX_SOURCES => fresh,
+            None if tracked => fresh,
             None => self.overflow.unwrap_or(fresh),
         };
-        self.refill(&mut bucket, now);
+        bucket.tokens = bucket.level(rate, burst, now);
+        bucket.at = now;
         let allowed = bucket.tokens >= 1.0;
         if allowed {
             bucket.tokens -= 1.0;
         }
-        if self.buckets.contains_key(&src) || self.buckets.len() < MAX_SOURCES {
+        if tracked {
             self.buckets.insert(src, bucket);
         } else {
             self.overflow = Some(bucket);
