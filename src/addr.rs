@@ -92,6 +92,15 @@ impl std::hash::Hash for Address {
     }
 }
 
+impl From<std::net::IpAddr> for Address {
+    fn from(ip: std::net::IpAddr) -> Address {
+        match ip {
+            std::net::IpAddr::V4(v4) => Address::Ip4(v4),
+            std::net::IpAddr::V6(v6) => Address::Ip6(v6),
+        }
+    }
+}
+
 /// Why a binary address could not be decoded.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum AddrError {

@@ -593,14 +593,10 @@ impl<H: Host> Engine<H> {
     /// the destination cache.
     fn learn(&mut self, record: &EndpointRecord, how: Learn, now: Instant) {
         let new = Learned::from_record(record, self.addr_expiry(now));
-        let from = |ip: IpAddr| match ip {
-            IpAddr::V4(v4) => Address::Ip4(v4),
-            IpAddr::V6(v6) => Address::Ip6(v6),
-        };
         let mut keys: Vec<(Address, bool)> = Vec::new();
         match how {
             // Only the address the query came from is verified.
-            Learn::Query(src) => keys.push((from(src), true)),
+            Learn::Query(src) => keys.push((src.into(), true)),
             // The target, verified by the query; the owner's other
             // addresses only where nothing else is bound.
             Learn::Reply(target) => {
@@ -616,7 +612,7 @@ impl<H: Host> Engine<H> {
             // same host as the source was, so a host can move its own names
             // to a new GID but never take another host's.
             Learn::Announce(src, host) => {
-                let src = from(src);
+                let src = Address::from(src);
                 for w in record.addresses() {
                     let a = w.address();
                     let same_host =
@@ -776,10 +772,7 @@ impl<H: Host> Engine<H> {
             })
             .map(EndpointRecord::gid)
             .collect();
-        let source = match from.ip() {
-            IpAddr::V4(v4) => Address::Ip4(v4),
-            IpAddr::V6(v6) => Address::Ip6(v6),
-        };
+        let source = Address::from(from.ip());
         let host_before = self.resolver.learned.get(&source).map(|l| l.gid);
         for record in a.records() {
             if self.is_own_gid(record.gid()) {
