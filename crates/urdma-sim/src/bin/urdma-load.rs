@@ -755,6 +755,7 @@ fn run_polled(sh: &Shared) -> Stats {
         })
         .collect();
     let mut exhausted = false;
+    let mut fds: Vec<libc::pollfd> = Vec::with_capacity(slots.len());
     loop {
         for slot in &mut slots {
             let Some(sock) = slot.sock.as_mut() else {
@@ -785,14 +786,14 @@ fn run_polled(sh: &Shared) -> Stats {
         if idle && exhausted {
             break;
         }
-        let mut fds: Vec<libc::pollfd> = slots
-            .iter()
-            .map(|s| libc::pollfd {
-                fd: s.sock.as_ref().map_or(-1, |x| x.as_raw_fd()),
-                events: libc::POLLIN,
-                revents: 0,
-            })
-            .collect();
+        // Refilled in place: the generator must cost less than the daemon,
+        // so no allocation per round.
+        fds.clear();
+        fds.extend(slots.iter().map(|s| libc::pollfd {
+            fd: s.sock.as_ref().map_or(-1, |x| x.as_raw_fd()),
+            events: libc::POLLIN,
+            revents: 0,
+        }));
         let ms = wait.as_millis().min(i32::MAX as u128) as i32;
         // SAFETY: `fds` is an array of `fds.len()` pollfd structs, valid and
         // not otherwise borrowed for the duration of the call.
