@@ -673,8 +673,16 @@ impl Host {
 
     /// Log and output, for panic messages.
     pub fn diagnostics(&self) -> String {
+        // Whether the daemon is still there, and if not how it ended: a
+        // daemon killed by a signal logs nothing about it.
+        let state = match self.daemon.lock().unwrap().as_mut().map(Child::try_wait) {
+            Some(Ok(None)) => "running".to_string(),
+            Some(Ok(Some(status))) => format!("exited: {status}"),
+            Some(Err(e)) => format!("unknown: {e}"),
+            None => "stopped by the test".to_string(),
+        };
         format!(
-            "--- {} ---\n{}\n--- daemon stdout/stderr ---\n{}",
+            "--- {} ---\n{}\n--- daemon stdout/stderr ---\n{}\n--- daemon: {state} ---",
             self.path("ibacm.log").display(),
             self.log(),
             self.daemon_output()
@@ -690,11 +698,11 @@ impl Host {
 
 impl Drop for Host {
     fn drop(&mut self) {
-        if let Some(child) = self.daemon.lock().ok().and_then(|mut d| d.take()) {
-            stop(child);
-        }
         if std::thread::panicking() {
             eprintln!("{}", self.diagnostics());
+        }
+        if let Some(child) = self.daemon.lock().ok().and_then(|mut d| d.take()) {
+            stop(child);
         }
         let _ = Command::new("ip")
             .args(["netns", "del", &self.netns])
