@@ -26,6 +26,11 @@ pub trait Host: Send + Sync {
     fn query_response(&self, id: u64, msg: &MsgBuf) -> i32;
     /// `acm_increment_counter`: the daemon-wide counters.
     fn increment_counter(&self, counter: Counter);
+    /// Runs `send`, which answers clients that asked a while ago and may
+    /// have hung up since: the daemon must survive writing to them.
+    fn answer_late(&self, send: &mut dyn FnMut()) {
+        send()
+    }
 }
 
 /// A daemon that takes every reply and counter and does nothing with them:

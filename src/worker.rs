@@ -19,12 +19,16 @@ fn lock<H: Host>(engine: &Mutex<Engine<H>>) -> MutexGuard<'_, Engine<H>> {
 /// Sends what an engine call produced: replies to the daemon, datagrams to
 /// the network. Called with the engine unlocked.
 pub fn perform<H: Host>(host: &H, net: Option<&Net>, fx: Effects) {
-    for r in &fx.replies {
-        if r.query {
-            host.query_response(r.id, &r.msg);
-        } else {
-            host.resolve_response(r.id, &r.msg);
-        }
+    if !fx.replies.is_empty() {
+        host.answer_late(&mut || {
+            for r in &fx.replies {
+                if r.query {
+                    host.query_response(r.id, &r.msg);
+                } else {
+                    host.resolve_response(r.id, &r.msg);
+                }
+            }
+        });
     }
     if let Some(net) = net {
         for d in &fx.datagrams {

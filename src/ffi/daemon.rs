@@ -105,4 +105,69 @@ impl Host for Daemon {
         // SAFETY: the daemon range-checks the counter; ours are 3..=6.
         unsafe { (self.increment_counter)(counter as c_int) }
     }
+
+    /// ibacm 44 does not ignore SIGPIPE, and a reply written to a client
+    /// that hung up raises it: the whole daemon dies (seen with 2,000
+    /// clients hanging up while their lookups ran). With SIGPIPE blocked on
+    /// this thread the write fails with EPIPE instead, which the daemon
+    /// handles; a SIGPIPE raised meanwhile is taken off the pending set
+    /// before the thread's mask is restored, so it is never delivered.
+    fn answer_late(&self, send: &mut dyn FnMut()) {
+        let _blocked = SigpipeBlocked::new();
+        send();
+    }
+}
+
+/// SIGPIPE blocked on this thread for the value's lifetime (also if a
+/// panic unwinds through it).
+struct SigpipeBlocked {
+    pipe: libc::sigset_t,
+    old: libc::sigset_t,
+    was_pending: bool,
+}
+
+impl SigpipeBlocked {
+    fn new() -> SigpipeBlocked {
+        // SAFETY: both sets are initialised (sigemptyset, or filled in by
+        // pthread_sigmask) before they are read; pthread_sigmask changes
+        // only the calling thread's mask.
+        unsafe {
+            let mut pipe: libc::sigset_t = std::mem::zeroed();
+            libc::sigemptyset(&mut pipe);
+            libc::sigaddset(&mut pipe, libc::SIGPIPE);
+            let mut old: libc::sigset_t = std::mem::zeroed();
+            libc::pthread_sigmask(libc::SIG_BLOCK, &pipe, &mut old);
+            SigpipeBlocked {
+                pipe,
+                old,
+                was_pending: sigpipe_pending(),
+            }
+        }
+    }
+}
+
+fn sigpipe_pending() -> bool {
+    // SAFETY: sigpending fills the set it is given, which is then only read.
+    unsafe {
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        libc::sigpending(&mut set) == 0 && libc::sigismember(&set, libc::SIGPIPE) == 1
+    }
+}
+
+impl Drop for SigpipeBlocked {
+    fn drop(&mut self) {
+        // SAFETY: `pipe` and `old` were initialised in `new`; a zero
+        // timeout makes sigtimedwait take a pending SIGPIPE without ever
+        // waiting; pthread_sigmask restores this thread's own mask.
+        unsafe {
+            if !self.was_pending && sigpipe_pending() {
+                let now = libc::timespec {
+                    tv_sec: 0,
+                    tv_nsec: 0,
+                };
+                libc::sigtimedwait(&self.pipe, std::ptr::null_mut(), &now);
+            }
+            libc::pthread_sigmask(libc::SIG_SETMASK, &self.old, std::ptr::null_mut());
+        }
+    }
 }
