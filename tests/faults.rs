@@ -1072,14 +1072,27 @@ fn rss_growth_over_port_cycles(provider: &str, cycles: usize) -> i64 {
     cfg.provider_name = Some(provider.into());
     cfg.provider_so = Some(profile_dir.join(format!("libibacm_{provider}.so")));
     let h = Host::start(cfg);
-    // Settle, and one cycle so that what is allocated once is not counted.
-    h.inject("event urdma0 1 port_err");
-    h.inject("event urdma0 1 port_active");
+    // Cycle `n` (from 1): each event handled by the daemon before the next
+    // is injected, so that every cycle is a whole one and events never
+    // queue up behind a daemon that is slow on a loaded machine.
+    let cycle = |n: usize| {
+        for (event, done, count) in [
+            ("port_err", "acm_port_down: urdma0 1 is down", n),
+            // Assigned once at start, then once per cycle.
+            ("port_active", "acm_assign_ep_names: assigning node1", n + 1),
+        ] {
+            h.inject(&format!("event urdma0 1 {event}"));
+            if !h.wait_log_count(done, count, WAIT) {
+                panic!("cycle {n}: {event} was not handled\n{}", h.diagnostics());
+            }
+        }
+    };
+    // One cycle first, so that what is allocated once is not counted.
+    cycle(1);
     sleep(Duration::from_millis(300));
     let before = h.daemon_rss_kb() as i64;
-    for _ in 0..cycles {
-        h.inject("event urdma0 1 port_err");
-        h.inject("event urdma0 1 port_active");
+    for n in 2..=cycles + 1 {
+        cycle(n);
     }
     sleep(Duration::from_millis(300));
     assert!(h.daemon_alive(), "{}", h.diagnostics());
