@@ -41,7 +41,7 @@ fn hosts_text(n: u32) -> String {
 /// An engine with one port and endpoint, `n` hosts-file entries, all of
 /// them already resolved once (so cached).
 fn engine(n: u32, discovery: bool) -> (Engine<NullHost>, Id) {
-    let (hosts, diags) = Hosts::parse(&hosts_text(n), "bench");
+    let (hosts, diags) = Hosts::parse(hosts_text(n), "bench");
     assert!(diags.is_empty());
     let mut e = Engine::new(NullHost, Config::default(), hosts);
     let dev = e.open_device(1);

@@ -81,25 +81,27 @@ impl Keyring {
                  (chmod 600 {shown})"
             )));
         }
-        let text = std::fs::read_to_string(path).map_err(|e| whole(e.to_string()))?;
-        Keyring::parse(&text, &shown)
+        let bytes = std::fs::read(path).map_err(|e| whole(e.to_string()))?;
+        Keyring::parse(bytes, &shown)
     }
 
     /// One key per line, `ID HEX`: a key id (decimal or 0x hex, 32 bits)
-    /// and the key as 32 to 128 hex digits. `#` starts a comment line.
-    pub fn parse(text: &str, file: &str) -> Result<Keyring, Diagnostic> {
+    /// and the key as 32 to 128 hex digits. `#` starts a comment line,
+    /// which may hold any bytes; any other line that is not text makes the
+    /// whole file unusable, like any other bad line.
+    pub fn parse(bytes: impl AsRef<[u8]>, file: &str) -> Result<Keyring, Diagnostic> {
         let mut keys: Vec<Key> = Vec::new();
         let at = |line: usize, message: String| Diagnostic {
             file: file.to_string(),
             line,
             message,
         };
-        for (i, line) in text.lines().enumerate() {
-            let n = i + 1;
-            let line = line.trim();
-            if line.is_empty() || line.starts_with('#') {
+        for (n, line) in crate::text::lines(bytes.as_ref()) {
+            let line = line.trim_ascii();
+            if line.is_empty() || line.starts_with(b"#") {
                 continue;
             }
+            let line = crate::text::text(line).map_err(|e| at(n, e))?;
             let mut tokens = line.split_whitespace();
             let (Some(id), Some(hex), None) = (tokens.next(), tokens.next(), tokens.next()) else {
                 return Err(at(n, "expected 'KEY-ID HEX-KEY'".into()));
@@ -427,6 +429,16 @@ mod tests {
         assert!(
             !err("1 00010203zz").contains("00010203"),
             "no key material in errors"
+        );
+        // Bytes: a comment may hold any, a key line must be text.
+        let latin1 = b"# cl\xe9 de Fran\xe7ois\n1 000102030405060708090a0b0c0d0e0f\n";
+        assert_eq!(Keyring::parse(latin1, "k").unwrap().signing_id(), 1);
+        let bad = b"1 000102030405060708090a0b0c0d0e0f\n2 0001\xe9\n";
+        assert_eq!(
+            Keyring::parse(bad, "/etc/rdma/urdma.key")
+                .unwrap_err()
+                .to_string(),
+            "/etc/rdma/urdma.key:2: not valid UTF-8 text (byte 0xe9 at column 7)"
         );
         let r = ring(KEYS);
         assert_eq!((r.signing_id(), r.len()), (7, 2));

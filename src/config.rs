@@ -5,23 +5,13 @@
 //! whitespace-separated tokens, `#` in column 0 is a comment, keys compare
 //! case-insensitively, and a later line wins.
 
+use crate::text;
+pub use crate::text::Diagnostic;
+use std::ffi::OsStr;
 use std::fmt;
-use std::path::PathBuf;
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
-
-/// A problem found in a file, located for the operator.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Diagnostic {
-    pub file: String,
-    pub line: usize,
-    pub message: String,
-}
-
-impl fmt::Display for Diagnostic {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}:{}: {}", self.file, self.line, self.message)
-    }
-}
 
 /// A lifetime in minutes where -1 means "never expires".
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -201,12 +191,33 @@ pub const KEYS: [&str; 17] = [
     "urdma_reply_rate",
 ];
 
+/// Keys whose value decides whether discovery runs, where, and how it is
+/// secured. A line for one of them that cannot be used must not leave
+/// discovery running on defaults (unauthenticated, on the default port):
+/// discovery stays off instead, and the problem says so.
+const GUARDS_DISCOVERY: [&str; 3] = [
+    "urdma_discovery",
+    "urdma_discovery_port",
+    "urdma_auth_key_file",
+];
+
+/// What the diagnostic of a line that turned discovery off adds.
+const STAYS_OFF: &str = "discovery stays off until this line is fixed";
+
+/// Keys whose values are paths: any bytes but NUL, as Unix allows.
+fn is_path_key(key: &str) -> bool {
+    matches!(key, "urdma_hosts_file" | "urdma_auth_key_file")
+}
+
 impl Config {
     /// Applies one `key value`. `Ok(false)` means the key is not ours.
-    fn apply(&mut self, key: &str, value: Option<&str>) -> Result<bool, String> {
+    fn apply(&mut self, key: &str, value: Option<&[u8]>) -> Result<bool, String> {
         if key == "log_level" {
             // The daemon's key: read, never judged (the daemon reports it).
-            if let Some(l) = value.and_then(parse_int::<u8>) {
+            if let Some(l) = value
+                .and_then(|v| std::str::from_utf8(v).ok())
+                .and_then(parse_int::<u8>)
+            {
                 self.daemon_log_level = l;
             }
             return Ok(false);
@@ -217,10 +228,29 @@ impl Config {
         if !KEYS.contains(&key) {
             return Err(format!("unknown key '{key}' (known: {})", KEYS.join(", ")));
         }
-        let v = value.ok_or_else(|| format!("'{key}' has no value"))?;
+        let raw = value.ok_or_else(|| format!("'{key}' has no value"))?;
+        if is_path_key(key) {
+            let path = Path::new(OsStr::from_bytes(raw));
+            match key {
+                "urdma_hosts_file" => self.hosts_file = path.to_path_buf(),
+                _ => {
+                    self.auth_key_file = match raw {
+                        b"none" => None,
+                        _ if path.is_absolute() => Some(path.to_path_buf()),
+                        _ => {
+                            return Err(format!(
+                                "bad value '{}' for {key}: expected an absolute path or none",
+                                path.display()
+                            ))
+                        }
+                    }
+                }
+            }
+            return Ok(true);
+        }
+        let v = text::text(raw).map_err(|e| format!("bad value for {key}: {e}"))?;
         let bad = |e: String| format!("bad value '{v}' for {key}: {e}");
         match key {
-            "urdma_hosts_file" => self.hosts_file = PathBuf::from(v),
             "urdma_addr_timeout" => self.addr_timeout = lifetime(v).map_err(bad)?,
             "urdma_route_timeout" => self.route_timeout = lifetime(v).map_err(bad)?,
             "urdma_mtu" => {
@@ -253,45 +283,85 @@ impl Config {
                 self.negative_timeout_ms = ranged(v, 0, 3_600_000).map_err(bad)?
             }
             "urdma_derive" => self.derive = derivations(v).map_err(bad)?,
-            "urdma_auth_key_file" => {
-                self.auth_key_file = match v {
-                    "none" => None,
-                    p if p.starts_with('/') => Some(PathBuf::from(p)),
-                    _ => return Err(bad("expected an absolute path or none".into())),
-                }
-            }
             "urdma_reply_rate" => self.reply_rate = ranged(v, 0, 1_000_000).map_err(bad)?,
             _ => unreachable!("every key in KEYS has a case"),
         }
         Ok(true)
     }
 
-    /// Reads the options text. Every bad `urdma_` line yields a diagnostic
-    /// naming the default (or earlier value) that stays in force.
-    pub fn parse(text: &str, file: &str) -> (Config, Vec<Diagnostic>) {
+    /// Reads the options file the daemon's way, as bytes: the first two
+    /// tokens of a line, `#` in column 0 a comment (of any bytes), keys
+    /// case-insensitive, the last value winning. Every bad `urdma_` line
+    /// yields a diagnostic naming what stays in force. A bad line that may
+    /// be about discovery itself (one of [`GUARDS_DISCOVERY`], a key this
+    /// provider does not know, a key that is not text) turns discovery
+    /// off: running it on defaults could be what the line meant to prevent.
+    pub fn parse(bytes: impl AsRef<[u8]>, file: &str) -> (Config, Vec<Diagnostic>) {
         let mut cfg = Config::default();
         let mut diags = Vec::new();
-        for (n, line) in text.lines().enumerate() {
-            if line.starts_with('#') {
+        let mut veto = false;
+        for (n, line) in text::lines(bytes.as_ref()) {
+            if line.first() == Some(&b'#') {
                 continue;
             }
-            let mut tokens = line.split_whitespace();
+            let mut tokens = text::tokens(line);
             let Some(key) = tokens.next() else { continue };
             let key = key.to_ascii_lowercase();
-            let before = cfg.describe(&key);
-            if let Err(message) = cfg.apply(&key, tokens.next()) {
-                let message = match before {
-                    Some(kept) => format!("{message}; keeping {key} {kept}"),
-                    None => format!("{message}; ignored"),
+            if !key.starts_with(b"urdma_") && key != b"log_level" {
+                continue;
+            }
+            let key = match text::text(&key) {
+                Ok(k) => k,
+                Err(e) if key.starts_with(b"urdma_") => {
+                    veto = true;
+                    diags.push(Diagnostic::new(
+                        file,
+                        n,
+                        format!("key {e}; line ignored, and {STAYS_OFF}"),
+                    ));
+                    continue;
+                }
+                Err(_) => continue,
+            };
+            let before = cfg.describe(key);
+            if let Err(message) = cfg.apply(key, tokens.next()) {
+                let guards = GUARDS_DISCOVERY.contains(&key) || before.is_none();
+                veto |= guards;
+                let message = match (guards, before) {
+                    (true, _) => format!("{message}; {STAYS_OFF}"),
+                    (false, Some(kept)) => format!("{message}; keeping {key} {kept}"),
+                    (false, None) => format!("{message}; ignored"),
                 };
-                diags.push(Diagnostic {
-                    file: file.to_string(),
-                    line: n + 1,
-                    message,
-                });
+                diags.push(Diagnostic::new(file, n, message));
             }
         }
+        if veto {
+            cfg.discovery = false;
+        }
         (cfg, diags)
+    }
+
+    /// Reads the options file at `path`. A file that does not exist means
+    /// every default, as for the daemon; one that exists but cannot be
+    /// read might have configured discovery, so discovery stays off.
+    pub fn load(path: &Path) -> (Config, Vec<Diagnostic>) {
+        let shown = path.display().to_string();
+        match text::read(path) {
+            Ok(Some(bytes)) => Config::parse(bytes, &shown),
+            Ok(None) => (Config::default(), Vec::new()),
+            Err(e) => {
+                let cfg = Config {
+                    discovery: false,
+                    ..Config::default()
+                };
+                let d = Diagnostic::new(
+                    &shown,
+                    0,
+                    format!("cannot read: {e}; discovery stays off until it can be read"),
+                );
+                (cfg, vec![d])
+            }
+        }
     }
 
     /// The current value of a key, as the file would spell it.
@@ -368,27 +438,115 @@ urdma_timeout 250
 
     #[test]
     fn bad_lines_are_located_and_keep_the_default() {
-        let text = "urdma_mtu 4097\nurdma_sl 16\nurdma_colour blue\nurdma_addr_timeout -5\nurdma_tclass\nurdma_rate 33\n\
-                    urdma_discovery maybe\nurdma_derive eui64,arp\nurdma_retries 11\nurdma_discovery_port 0\n";
+        let text =
+            "urdma_mtu 4097\nurdma_sl 16\nurdma_addr_timeout -5\nurdma_tclass\nurdma_rate 33\n\
+                    urdma_derive eui64,arp\nurdma_retries 11\n";
         let (c, d) = Config::parse(text, "/etc/rdma/ibacm_opts.cfg");
         assert_eq!(c, Config::default());
         let lines: Vec<String> = d.iter().map(|d| d.to_string()).collect();
-        assert_eq!(lines.len(), 10, "{lines:?}");
+        assert_eq!(lines.len(), 7, "{lines:?}");
         assert!(lines[0].starts_with("/etc/rdma/ibacm_opts.cfg:1: bad value '4097' for urdma_mtu"));
         assert!(lines[0].ends_with("keeping urdma_mtu 4096"), "{}", lines[0]);
         assert!(lines[1].contains(":2:") && lines[1].ends_with("keeping urdma_sl 0"));
+        assert!(lines[2].contains(":3:") && lines[2].ends_with("keeping urdma_addr_timeout 1440"));
+        assert!(lines[3].contains(":4: 'urdma_tclass' has no value"));
+        assert!(lines[4].contains(":5:") && lines[4].ends_with("keeping urdma_rate 100"));
         assert!(
-            lines[2].contains(":3: unknown key 'urdma_colour'") && lines[2].ends_with("ignored")
+            lines[5].contains("'arp' is not eui64")
+                && lines[5].ends_with("keeping urdma_derive none")
         );
-        assert!(lines[3].contains(":4:") && lines[3].ends_with("keeping urdma_addr_timeout 1440"));
-        assert!(lines[4].contains(":5: 'urdma_tclass' has no value"));
-        assert!(lines[5].contains(":6:") && lines[5].ends_with("keeping urdma_rate 100"));
-        assert!(lines[6].ends_with("keeping urdma_discovery yes"));
+        assert!(lines[6].ends_with("keeping urdma_retries 2"));
+    }
+
+    /// (line, what its report says): each of these may be what keeps
+    /// discovery off, on another port, or authenticated, so discovery
+    /// stays off rather than run on defaults.
+    const CLOSES_DISCOVERY: &[(&[u8], &str)] = &[
+        (
+            b"urdma_discovery maybe",
+            "bad value 'maybe' for urdma_discovery",
+        ),
+        (
+            b"urdma_discovery_port 0",
+            "bad value '0' for urdma_discovery_port",
+        ),
+        (b"urdma_discovery_port 70000", "bad value '70000'"),
+        (
+            b"urdma_discovery_port",
+            "'urdma_discovery_port' has no value",
+        ),
+        (b"urdma_auth_key_file", "'urdma_auth_key_file' has no value"),
+        (
+            b"urdma_auth_key_file key.txt",
+            "expected an absolute path or none",
+        ),
+        (
+            b"urdma_discovery n\xf6",
+            "bad value for urdma_discovery: not valid UTF-8 text (byte 0xf6 at column 2)",
+        ),
+        (b"urdma_colour blue", "unknown key 'urdma_colour'"),
+        (
+            b"urdma_auth_key_fil\xe9 /k",
+            "key not valid UTF-8 text (byte 0xe9 at column 19); line ignored",
+        ),
+        (b"URDMA_AUTH_KEYFILE /k", "unknown key 'urdma_auth_keyfile'"),
+    ];
+
+    #[test]
+    fn a_bad_line_that_may_be_about_discovery_turns_it_off() {
+        for (line, want) in CLOSES_DISCOVERY {
+            let mut text = b"# options\nurdma_discovery yes\n".to_vec();
+            text.extend_from_slice(line);
+            text.extend_from_slice(b"\nurdma_discovery yes\nurdma_mtu 1024\n");
+            let (c, d) = Config::parse(&text, "opts");
+            let shown = String::from_utf8_lossy(line);
+            assert_eq!(d.len(), 1, "{shown}: {d:?}");
+            let msg = d[0].to_string();
+            assert!(msg.starts_with("opts:3: "), "{shown}: {msg}");
+            assert!(msg.contains(want), "{shown}: {msg}");
+            assert!(
+                msg.ends_with("discovery stays off until this line is fixed"),
+                "{shown}: {msg}"
+            );
+            assert!(!c.discovery, "{shown}: a later 'yes' does not undo it");
+            assert_eq!(c.mtu, 1024, "{shown}: the rest of the file applies");
+        }
+    }
+
+    #[test]
+    fn the_file_is_read_as_bytes_and_comments_hold_any() {
+        let text = b"# caf\xe9 cr\xe8me: Latin-1 in a comment\n\
+urdma_auth_key_file /etc/rdma/cl\xe9\n\
+urdma_hosts_file /srv/h\xf4tes\n\
+urdma_discovery_port 7000\r\n\
+provider_lib_path /opt/\xff\n\
+\xffnot-ours 1\n";
+        let (c, d) = Config::parse(text, "opts");
+        assert!(d.is_empty(), "{d:?}");
+        assert!(c.discovery);
+        assert_eq!(c.discovery_port, 7000, "CRLF line ends are fine");
+        assert_eq!(
+            c.auth_key_file.as_deref().map(|p| p.as_os_str().as_bytes()),
+            Some(&b"/etc/rdma/cl\xe9"[..]),
+            "a path is bytes, as Unix has it"
+        );
+        assert_eq!(c.hosts_file.as_os_str().as_bytes(), b"/srv/h\xf4tes");
+    }
+
+    #[test]
+    fn an_unreadable_file_keeps_discovery_off_and_a_missing_one_is_defaults() {
+        let dir = std::env::temp_dir().join(format!("urdma-cfg-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let (c, d) = Config::load(&dir.join("absent"));
+        assert_eq!((c, d), (Config::default(), Vec::new()));
+        let (c, d) = Config::load(&dir);
+        assert!(!c.discovery);
+        assert_eq!(d.len(), 1);
         assert!(
-            lines[7].contains("'arp' is not eui64")
-                && lines[7].ends_with("keeping urdma_derive none")
+            d[0].to_string()
+                .ends_with("discovery stays off until it can be read"),
+            "{d:?}"
         );
-        assert!(lines[8].ends_with("keeping urdma_retries 2"));
-        assert!(lines[9].ends_with("keeping urdma_discovery_port 6126"));
+        std::fs::remove_dir_all(dir).unwrap();
     }
 }

@@ -9,8 +9,8 @@
 //! ```
 
 use crate::addr::{Address, Gid};
-use crate::config::Diagnostic;
 use crate::fastmap::Map;
+use crate::text::{self, Diagnostic};
 
 /// Lines whose address types size the tables.
 const SAMPLE: usize = 256;
@@ -141,19 +141,23 @@ impl Hosts {
         .filter(|&old| old != index)
     }
 
-    pub fn parse(text: &str, file: &str) -> (Hosts, Vec<Diagnostic>) {
+    /// Reads the file's bytes: `#` starts a comment anywhere on a line,
+    /// and comments may hold any bytes; a line that is not valid text, or
+    /// not a valid binding, is reported at `file:line` and skipped.
+    pub fn parse(bytes: impl AsRef<[u8]>, file: &str) -> (Hosts, Vec<Diagnostic>) {
+        let bytes = bytes.as_ref();
         // Every table is sized once, from the line count and the mix of
         // address types in a sample: growing a table of a million entries
         // rehashes it again and again, and a second pass over the text
         // would cost as much as the growth.
-        let lines = text.bytes().filter(|&b| b == b'\n').count() + 1;
+        let lines = bytes.iter().filter(|&&b| b == b'\n').count() + 1;
         let (mut v4, mut v6, mut names) = (0usize, 0usize, 0usize);
-        for line in text.lines().take(SAMPLE) {
-            match line.split_ascii_whitespace().next() {
+        for (_, line) in text::lines(bytes).take(SAMPLE) {
+            match text::tokens(line).next() {
                 None => {}
-                Some(t) if t.starts_with('#') => {}
-                Some(t) if t.contains(':') => v6 += 1,
-                Some(t) if t.bytes().all(|b| b.is_ascii_digit() || b == b'.') => v4 += 1,
+                Some(t) if t.starts_with(b"#") => {}
+                Some(t) if t.contains(&b':') => v6 += 1,
+                Some(t) if t.iter().all(|b| b.is_ascii_digit() || *b == b'.') => v4 += 1,
                 Some(_) => names += 1,
             }
         }
@@ -170,18 +174,21 @@ impl Hosts {
             lids: Map::default(),
         };
         let mut diags = Vec::new();
-        for (n, line) in text.lines().enumerate() {
-            let line = match line.as_bytes().iter().position(|&b| b == b'#') {
+        for (n, line) in text::lines(bytes) {
+            let line = match line.iter().position(|&b| b == b'#') {
                 Some(i) => &line[..i],
                 None => line,
             };
+            let diag = |message: String| Diagnostic::new(file, n, message);
+            let line = match text::text(line) {
+                Ok(l) => l,
+                Err(e) => {
+                    diags.push(diag(format!("{e}; line skipped")));
+                    continue;
+                }
+            };
             let mut tokens = line.split_ascii_whitespace();
             let Some(addr) = tokens.next() else { continue };
-            let diag = |message: String| Diagnostic {
-                file: file.to_string(),
-                line: n + 1,
-                message,
-            };
             match parse_line(addr, tokens).and_then(|(a, r)| Ok((a, hosts.host(r)?))) {
                 Ok((address, index)) => {
                     if hosts.bind(&address, index).is_some() {

@@ -26,5 +26,6 @@ pub mod path;
 pub mod ratelimit;
 pub mod reload;
 pub mod resolver;
+pub mod text;
 pub mod wire;
 pub mod worker;

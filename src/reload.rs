@@ -56,18 +56,14 @@ pub struct Read {
 pub fn read_hosts(path: &Path) -> Read {
     let stamp = stamp(path);
     let shown = path.display().to_string();
-    let (hosts, problems, absent) = match std::fs::read_to_string(path) {
-        Ok(text) => {
-            let (hosts, diags) = Hosts::parse(&text, &shown);
+    let (hosts, problems, absent) = match crate::text::read(path) {
+        Ok(Some(bytes)) => {
+            let (hosts, diags) = Hosts::parse(bytes, &shown);
             (hosts, diags, false)
         }
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => (Hosts::default(), Vec::new(), true),
+        Ok(None) => (Hosts::default(), Vec::new(), true),
         Err(e) => {
-            let d = Diagnostic {
-                file: shown,
-                line: 0,
-                message: format!("cannot read: {e}"),
-            };
+            let d = Diagnostic::new(&shown, 0, format!("cannot read: {e}"));
             (Hosts::default(), vec![d], false)
         }
     };

@@ -659,6 +659,65 @@ fn bad_option_lines_are_located_and_defaults_kept() {
     assert_eq!(path.get("sl"), "3");
 }
 
+#[test]
+fn options_are_read_as_bytes_and_a_line_about_discovery_that_cannot_be_read_keeps_it_off() {
+    use std::os::unix::fs::PermissionsExt;
+    let host = Host::start(HostConfig::default().opt("urdma_discovery no"));
+    let key = host.path("urdma.key");
+    std::fs::write(&key, "1 000102030405060708090a0b0c0d0e0f\n").unwrap();
+    std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let key = key.display().to_string();
+    let bytes = |parts: &[&[u8]]| parts.concat();
+
+    // A Latin-1 comment (0xe9 alone is not UTF-8) used to make the
+    // provider ignore every urdma_ key of the file, silently: discovery
+    // then ran unauthenticated on the default port.
+    host.restart(&HostConfig::default().raw_opts(&bytes(&[
+        b"# r\xe9seau de test, cl\xe9 partag\xe9e\n",
+        b"urdma_discovery_port 7000\nurdma_auth_key_file ",
+        key.as_bytes(),
+        b"\n",
+    ])));
+    host.expect_log(
+        "urdma: discovery: authenticated, signing with key 1 of 1",
+        WAIT,
+    );
+    host.expect_log("urdma: discovery on UDP port 7000", WAIT);
+    assert!(
+        !host.log().contains("ibacm_opts.cfg:"),
+        "nothing to report:\n{}",
+        host.log()
+    );
+
+    // A key that is not text: nothing can tell what it was meant to be
+    // (here, the key file), so discovery stays off rather than run
+    // unauthenticated.
+    host.restart(&HostConfig::default().raw_opts(&bytes(&[
+        b"urdma_auth_key_fil\xe9 ",
+        key.as_bytes(),
+        b"\n",
+    ])));
+    let opts = host.path("ibacm_opts.cfg");
+    let line = std::fs::read(&opts)
+        .unwrap()
+        .split(|&b| b == b'\n')
+        .position(|l| l.starts_with(b"urdma_auth_key_fil\xe9"))
+        .unwrap()
+        + 1;
+    let reported = log_line(&host, &format!("urdma: {}:{line}: ", opts.display()));
+    assert!(
+        reported.ends_with("discovery stays off until this line is fixed"),
+        "{reported}"
+    );
+    host.expect_log("urdma: discovery disabled", WAIT);
+    assert!(
+        !host.log().contains("discovery on UDP port"),
+        "{}",
+        host.log()
+    );
+    assert!(host.daemon_alive(), "{}", host.diagnostics());
+}
+
 // 16 -----------------------------------------------------------------------
 
 #[test]

@@ -179,10 +179,7 @@ fn set_ctx(out: *mut *mut c_void, id: Id) -> c_int {
 fn load_engine(daemon: Daemon) -> Engine<Daemon> {
     let opts = daemon.opts_file();
     let (cfg, diags) = match &opts {
-        Some(path) => match std::fs::read_to_string(path) {
-            Ok(text) => Config::parse(&text, path),
-            Err(_) => (Config::default(), Vec::new()),
-        },
+        Some(path) => Config::load(std::path::Path::new(path)),
         None => (Config::default(), Vec::new()),
     };
     crate::log::install(

@@ -148,6 +148,9 @@ pub struct HostConfig {
     /// host's temp dir and named by a `urdma_hosts_file` line placed before
     /// `extra_opts`. `None`: neither.
     pub hosts_file: Option<String>,
+    /// Bytes appended to `ibacm_opts.cfg` as they are (any bytes, e.g.
+    /// Latin-1), after every other line.
+    pub raw_opts: Vec<u8>,
 }
 
 impl Default for HostConfig {
@@ -164,6 +167,7 @@ impl Default for HostConfig {
             provider_name: Some("urdma".into()),
             provider_so: None,
             hosts_file: None,
+            raw_opts: Vec::new(),
         }
     }
 }
@@ -186,6 +190,12 @@ impl HostConfig {
 
     pub fn ip_addrs(mut self, addrs: &[&str]) -> Self {
         self.ip_addrs = addrs.iter().map(|s| s.to_string()).collect();
+        self
+    }
+
+    /// Appends `bytes` to the options file as they are.
+    pub fn raw_opts(mut self, bytes: &[u8]) -> Self {
+        self.raw_opts.extend_from_slice(bytes);
         self
     }
 
@@ -403,6 +413,14 @@ impl Host {
         }
         opts.extend(cfg.extra_opts.iter().cloned());
         write_lines(&self.path("ibacm_opts.cfg"), &opts);
+        if !cfg.raw_opts.is_empty() {
+            let mut f = OpenOptions::new()
+                .append(true)
+                .open(self.path("ibacm_opts.cfg"))
+                .expect("open ibacm_opts.cfg");
+            f.write_all(&cfg.raw_opts)
+                .expect("append to ibacm_opts.cfg");
+        }
         write_lines(&self.path("ibacm_addr.cfg"), &cfg.addr_lines);
         if let Some(text) = &cfg.sim_config {
             fs::write(self.path("sim.cfg"), text).expect("write sim.cfg");

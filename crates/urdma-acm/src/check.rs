@@ -22,30 +22,25 @@ pub struct Checked {
     pub hosts: Option<usize>,
 }
 
-/// A problem with a whole file: line 0.
-fn whole_file(path: &Path, e: &std::io::Error) -> Diagnostic {
-    Diagnostic {
-        file: path.display().to_string(),
-        line: 0,
-        message: format!("cannot read: {e}"),
-    }
-}
-
 /// Reads and checks the options file and its hosts file the way the
 /// provider loads them: a missing hosts file is no problem (the provider
 /// then knows no static hosts), an unreadable one is.
 pub fn check(opts: &Path) -> Checked {
-    let text = match std::fs::read_to_string(opts) {
-        Ok(t) => t,
-        Err(e) => {
-            return Checked {
-                problems: vec![whole_file(opts, &e)],
-                hosts_file: None,
-                hosts: None,
-            }
-        }
-    };
-    let (cfg, mut problems) = Config::parse(&text, &opts.display().to_string());
+    // A file the operator names must be there, though for the provider
+    // (and the daemon) a missing options file means every default.
+    if let Err(e) = std::fs::metadata(opts) {
+        return Checked {
+            problems: vec![Diagnostic::new(
+                &opts.display().to_string(),
+                0,
+                format!("cannot read: {e}"),
+            )],
+            hosts_file: None,
+            hosts: None,
+        };
+    }
+    // The provider's own reader, so both report the same problems.
+    let (cfg, mut problems) = Config::load(opts);
     // The provider's own reader: the same problems, worded the same.
     let read = ibacm_urdma::reload::read_hosts(&cfg.hosts_file);
     let readable = read.problems.iter().all(|p| p.line != 0);
