@@ -38,6 +38,7 @@ pub fn wall_micros() -> u64 {
         .unwrap_or(0)
 }
 
+#[derive(Clone)]
 struct Key {
     id: u32,
     /// Keyed once; each message clones the state.
@@ -168,6 +169,9 @@ pub enum Rejection {
     /// Timestamp this many seconds away from the receiver's clock.
     Stale(i64),
     Replayed,
+    /// Older, by this many milliseconds, than the newest message accepted
+    /// from the same source address.
+    Older(u64),
     /// Too many recent messages remembered to check for replay.
     Busy,
 }
@@ -178,7 +182,7 @@ impl Rejection {
     pub fn is_replay(self) -> bool {
         matches!(
             self,
-            Rejection::Stale(_) | Rejection::Replayed | Rejection::Busy
+            Rejection::Stale(_) | Rejection::Replayed | Rejection::Older(_) | Rejection::Busy
         )
     }
 }
@@ -191,39 +195,26 @@ impl fmt::Display for Rejection {
             Rejection::BadMac => f.write_str("bad MAC"),
             Rejection::Stale(s) => write!(f, "timestamp {s:+} s from this host's clock"),
             Rejection::Replayed => f.write_str("replayed"),
+            Rejection::Older(ms) => write!(
+                f,
+                "{ms} ms older than the newest message from its source (replayed)"
+            ),
             Rejection::Busy => f.write_str("too many recent messages to check for replay"),
         }
     }
 }
 
-/// Seals outgoing and opens incoming datagrams.
-pub struct Auth {
-    ring: Keyring,
+/// Seals outgoing datagrams. Shared by whatever sends them; timestamps
+/// strictly increase across all of them, so no two messages from this host
+/// share a MAC, even a retried QUERY or the copies of one announcement.
+pub struct Sealer {
+    key: Key,
     clock: fn() -> u64,
-    /// The last timestamp sent. Timestamps strictly increase, so no two
-    /// messages from this host share a MAC, even a retried QUERY.
+    /// The last timestamp sent.
     last_sent: AtomicU64,
-    /// MAC → timestamp of recently accepted messages.
-    seen: Map<[u8; MAC_LEN], u64>,
-    /// When `seen` was last cleared of what left the window.
-    pruned_at: u64,
 }
 
-impl Auth {
-    pub fn new(ring: Keyring, clock: fn() -> u64) -> Auth {
-        Auth {
-            ring,
-            clock,
-            last_sent: AtomicU64::new(0),
-            seen: Map::default(),
-            pruned_at: 0,
-        }
-    }
-
-    pub fn keyring(&self) -> &Keyring {
-        &self.ring
-    }
-
+impl Sealer {
     /// Sets the AUTH flag of an encoded message and appends its trailer.
     pub fn seal(&self, mut bytes: Vec<u8>) -> Vec<u8> {
         let now = (self.clock)();
@@ -233,20 +224,79 @@ impl Auth {
             .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |l| Some(next(l)))
             .unwrap_or_else(|l| l);
         let ts = next(last);
-        let key = &self.ring.keys[0];
         bytes[6] |= (FLAG_AUTH >> 8) as u8;
         bytes.reserve(AUTH_TRAILER_LEN);
-        bytes.extend_from_slice(&key.id.to_be_bytes());
+        bytes.extend_from_slice(&self.key.id.to_be_bytes());
         bytes.extend_from_slice(&ts.to_be_bytes());
-        let mut mac = key.mac.clone();
+        let mut mac = self.key.mac.clone();
         mac.update(&bytes);
         bytes.extend_from_slice(&mac.finalize().into_bytes());
         bytes
     }
+}
 
-    /// Verifies a datagram and returns its message part (AUTH flag still
-    /// set) for `Message::decode_authenticated`.
-    pub fn open<'a>(&mut self, datagram: &'a [u8]) -> Result<&'a [u8], Rejection> {
+/// Sources whose newest timestamp is remembered. Only verified messages
+/// count, so only a key holder can fill it; beyond it, messages from new
+/// sources are refused until old entries leave the window.
+const MAX_SOURCES: usize = 1 << 16;
+
+/// Opens incoming datagrams (and seals outgoing ones, through its
+/// [`Sealer`]).
+pub struct Auth {
+    ring: Keyring,
+    clock: fn() -> u64,
+    sealer: std::sync::Arc<Sealer>,
+    /// MAC → timestamp of recently accepted messages.
+    seen: Map<[u8; MAC_LEN], u64>,
+    /// When `seen` was last cleared of what left the window.
+    pruned_at: u64,
+    /// Source address → the newest timestamp accepted from it. A host's
+    /// timestamps strictly increase, so an older one is a replay, even
+    /// inside the window: a captured announcement of a GID the host has
+    /// since left must not be taken again.
+    newest: Map<std::net::IpAddr, u64>,
+    newest_pruned_at: u64,
+}
+
+impl Auth {
+    pub fn new(ring: Keyring, clock: fn() -> u64) -> Auth {
+        let sealer = std::sync::Arc::new(Sealer {
+            key: ring.keys[0].clone(),
+            clock,
+            last_sent: AtomicU64::new(0),
+        });
+        Auth {
+            ring,
+            clock,
+            sealer,
+            seen: Map::default(),
+            pruned_at: 0,
+            newest: Map::default(),
+            newest_pruned_at: 0,
+        }
+    }
+
+    pub fn keyring(&self) -> &Keyring {
+        &self.ring
+    }
+
+    /// The sealer, for the thread that sends.
+    pub fn sealer(&self) -> std::sync::Arc<Sealer> {
+        self.sealer.clone()
+    }
+
+    /// [`Sealer::seal`].
+    pub fn seal(&self, bytes: Vec<u8>) -> Vec<u8> {
+        self.sealer.seal(bytes)
+    }
+
+    /// Verifies a datagram that came from `from` and returns its message
+    /// part (AUTH flag still set) for `Message::decode_authenticated`.
+    pub fn open<'a>(
+        &mut self,
+        datagram: &'a [u8],
+        from: std::net::IpAddr,
+    ) -> Result<&'a [u8], Rejection> {
         let flagged = datagram
             .get(6)
             .is_some_and(|f| f & (FLAG_AUTH >> 8) as u8 != 0);
@@ -274,10 +324,27 @@ impl Auth {
             let skew = (ts as i128 - now as i128) / 1_000_000;
             return Err(Rejection::Stale(skew as i64));
         }
+        if let Some(&newest) = self.newest.get(&from) {
+            if ts <= newest {
+                return Err(Rejection::Older((newest - ts) / 1000));
+            }
+        }
         let mut tag_bytes = [0u8; MAC_LEN];
         tag_bytes.copy_from_slice(tag);
         if self.seen.contains_key(&tag_bytes) {
             return Err(Rejection::Replayed);
+        }
+        if !self.newest.contains_key(&from)
+            && self.newest.len() >= MAX_SOURCES
+            && now.saturating_sub(self.newest_pruned_at) >= 1_000_000
+        {
+            // A source whose newest message left the window needs no
+            // entry: anything older than that is refused as stale.
+            self.newest.retain(|_, t| t.abs_diff(now) <= WINDOW_US);
+            self.newest_pruned_at = now;
+        }
+        if !self.newest.contains_key(&from) && self.newest.len() >= MAX_SOURCES {
+            return Err(Rejection::Busy);
         }
         if self.seen.len() >= MAX_REMEMBERED && now.saturating_sub(self.pruned_at) >= 1_000_000 {
             // What left the window is refused as stale anyway.
@@ -288,6 +355,7 @@ impl Auth {
             return Err(Rejection::Busy);
         }
         self.seen.insert(tag_bytes, ts);
+        self.newest.insert(from, ts);
         Ok(body)
     }
 
@@ -303,6 +371,9 @@ mod tests {
 
     const KEYS: &str = "# rotated 2026-11\n7 000102030405060708090a0b0c0d0e0f\n\
                         0x10 ffeeddccbbaa99887766554433221100ffeeddccbbaa99887766554433221100\n";
+
+    const SRC: std::net::IpAddr = std::net::IpAddr::V4(std::net::Ipv4Addr::new(10, 0, 0, 2));
+    const OTHER: std::net::IpAddr = std::net::IpAddr::V4(std::net::Ipv4Addr::new(10, 0, 0, 3));
 
     fn ring(text: &str) -> Keyring {
         Keyring::parse(text, "k").unwrap()
@@ -340,13 +411,18 @@ mod tests {
             &7u32.to_be_bytes(),
             "signed with the first key"
         );
-        let body = receiver.open(&sealed).unwrap();
+        let body = receiver.open(&sealed, SRC).unwrap();
         assert_eq!(body, &sealed[..20]);
-        assert_eq!(receiver.open(&sealed), Err(Rejection::Replayed));
+        assert_eq!(receiver.open(&sealed, SRC), Err(Rejection::Older(0)));
+        assert_eq!(
+            receiver.open(&sealed, OTHER),
+            Err(Rejection::Replayed),
+            "from another source, its MAC is remembered"
+        );
         // The same message sent again (a retried QUERY) is a new datagram.
         let again = sender.seal(message());
         assert_ne!(again, sealed);
-        assert!(receiver.open(&again).is_ok());
+        assert!(receiver.open(&again, SRC).is_ok());
     }
 
     #[test]
@@ -356,27 +432,60 @@ mod tests {
         let sender = Auth::new(ring(KEYS), now);
         let mut receiver = Auth::new(ring("0x10 ffeeddccbbaa99887766554433221100"), now);
         let sealed = sender.seal(message());
-        assert_eq!(receiver.open(&sealed), Err(Rejection::UnknownKey(7)));
+        assert_eq!(receiver.open(&sealed, SRC), Err(Rejection::UnknownKey(7)));
         let mut receiver = Auth::new(ring(KEYS), now);
         for i in 0..sealed.len() {
             let mut t = sealed.clone();
             t[i] ^= 0x01;
-            let r = receiver.open(&t);
+            let r = receiver.open(&t, SRC);
             assert!(r.is_err(), "flipping byte {i} went unnoticed");
         }
         let mut cut = sealed.clone();
         cut.pop();
-        assert!(receiver.open(&cut).is_err());
-        assert_eq!(receiver.open(&message()), Err(Rejection::Unauthenticated));
-        assert_eq!(receiver.open(&[]), Err(Rejection::Unauthenticated));
+        assert!(receiver.open(&cut, SRC).is_err());
+        assert_eq!(
+            receiver.open(&message(), SRC),
+            Err(Rejection::Unauthenticated)
+        );
+        assert_eq!(receiver.open(&[], SRC), Err(Rejection::Unauthenticated));
         // A wrong key with the right id.
         let forger = Auth::new(ring("7 0f0e0d0c0b0a09080706050403020100"), now);
         assert_eq!(
-            receiver.open(&forger.seal(message())),
+            receiver.open(&forger.seal(message()), SRC),
             Err(Rejection::BadMac)
         );
         assert_eq!(receiver.remembered(), 0, "nothing unverified is remembered");
-        assert!(receiver.open(&sealed).is_ok(), "the original still opens");
+        assert!(
+            receiver.open(&sealed, SRC).is_ok(),
+            "the original still opens"
+        );
+    }
+
+    #[test]
+    fn a_message_older_than_the_newest_from_its_source_is_refused() {
+        clock!(NOW);
+        let now = || NOW.load(Ordering::Relaxed);
+        let sender = Auth::new(ring(KEYS), now);
+        let mut receiver = Auth::new(ring(KEYS), now);
+        // A captured announcement of the host's old GID, then its new one.
+        let old = sender.seal(message());
+        NOW.fetch_add(2_000_000, Ordering::Relaxed);
+        let new = sender.seal(message());
+        assert!(receiver.open(&old, SRC).is_ok());
+        assert!(receiver.open(&new, SRC).is_ok());
+        // The old one, replayed inside the window, never seen by this
+        // receiver's replay memory under this MAC... still refused.
+        let mut fresh_receiver = Auth::new(ring(KEYS), now);
+        assert!(fresh_receiver.open(&new, SRC).is_ok());
+        assert_eq!(fresh_receiver.open(&old, SRC), Err(Rejection::Older(2000)));
+        assert!(Rejection::Older(1).is_replay());
+        // Each source has its own order.
+        assert!(fresh_receiver.open(&old, OTHER).is_ok());
+        // The copies of one message sent to several groups are sealed
+        // one by one, so none of them looks replayed.
+        let sealer = sender.sealer();
+        let (a, b) = (sealer.seal(message()), sealer.seal(message()));
+        assert!(receiver.open(&a, SRC).is_ok() && receiver.open(&b, OTHER).is_ok());
     }
 
     #[test]
@@ -387,14 +496,17 @@ mod tests {
         let mut receiver = Auth::new(ring(KEYS), now);
         let early = sender.seal(message());
         NOW.fetch_add(WINDOW_US + 1_000_000, Ordering::Relaxed);
-        assert_eq!(receiver.open(&early), Err(Rejection::Stale(-31)));
+        assert_eq!(receiver.open(&early, SRC), Err(Rejection::Stale(-31)));
         assert!(Rejection::Stale(-31).is_replay());
         let fresh = sender.seal(message());
         NOW.fetch_sub(2 * WINDOW_US, Ordering::Relaxed);
-        assert_eq!(receiver.open(&fresh), Err(Rejection::Stale(60)));
+        assert_eq!(receiver.open(&fresh, SRC), Err(Rejection::Stale(60)));
         // Now 29 s behind the sender.
         NOW.fetch_add(WINDOW_US + 1_000_000, Ordering::Relaxed);
-        assert!(receiver.open(&fresh).is_ok(), "29 s of skew is tolerated");
+        assert!(
+            receiver.open(&fresh, SRC).is_ok(),
+            "29 s of skew is tolerated"
+        );
     }
 
     #[test]

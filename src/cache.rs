@@ -4,6 +4,7 @@
 use crate::addr::Address;
 use crate::fastmap::Map;
 use crate::path::{Dest, PathRecord, PATH_RECORD_LEN};
+use std::collections::VecDeque;
 use std::time::Instant;
 
 /// Opaque endpoint key of the cache.
@@ -21,6 +22,8 @@ pub struct Entry {
     pub addr_expires: Option<Instant>,
     /// When the path must be rebuilt.
     pub route_expires: Option<Instant>,
+    /// Its place in the cache's insertion order.
+    seq: u64,
 }
 
 impl Entry {
@@ -37,6 +40,7 @@ impl Entry {
             dest,
             addr_expires,
             route_expires,
+            seq: 0,
         }
     }
 }
@@ -54,9 +58,27 @@ pub enum Lookup {
 /// A table per endpoint. Endpoints are few (one per partition of each
 /// port), so finding one by a short scan is cheaper than hashing its key on
 /// every request.
-#[derive(Default)]
+///
+/// Bounded: beside the tables, entries are kept in insertion order (which
+/// is expiry order, the address lifetime being one configured value), so
+/// the sweep removes what expired in time proportional to what it removes,
+/// and a full cache drops its oldest entry. Hits never touch the order.
 pub struct Cache {
     per_endpoint: Vec<(EndpointKey, Map<Address, Entry>)>,
+    order: VecDeque<(u64, EndpointKey, Address)>,
+    next_seq: u64,
+    len: usize,
+    cap: usize,
+    /// Entries dropped to make room.
+    pub evicted: u64,
+    /// Entries removed because their address lifetime ended.
+    pub expired: u64,
+}
+
+impl Default for Cache {
+    fn default() -> Self {
+        Cache::new(crate::config::Config::default().max_cached)
+    }
 }
 
 fn live(deadline: Option<Instant>, now: Instant) -> bool {
@@ -64,6 +86,18 @@ fn live(deadline: Option<Instant>, now: Instant) -> bool {
 }
 
 impl Cache {
+    pub fn new(cap: usize) -> Cache {
+        Cache {
+            per_endpoint: Vec::new(),
+            order: VecDeque::new(),
+            next_seq: 0,
+            len: 0,
+            cap: cap.max(1),
+            evicted: 0,
+            expired: 0,
+        }
+    }
+
     pub fn lookup(&mut self, ep: EndpointKey, dest: &Address, now: Instant) -> Lookup {
         let Some((_, map)) = self.per_endpoint.iter_mut().find(|(k, _)| *k == ep) else {
             return Lookup::Miss;
@@ -75,13 +109,15 @@ impl Cache {
             Some(e) if live(e.addr_expires, now) => Lookup::Address(e.dest),
             Some(_) => {
                 map.remove(dest);
+                self.len -= 1;
+                self.expired += 1;
                 Lookup::Miss
             }
             None => Lookup::Miss,
         }
     }
 
-    pub fn insert(&mut self, ep: EndpointKey, dest: Address, entry: Entry) {
+    pub fn insert(&mut self, ep: EndpointKey, dest: Address, mut entry: Entry) {
         let i = match self.per_endpoint.iter().position(|(k, _)| *k == ep) {
             Some(i) => i,
             None => {
@@ -89,20 +125,96 @@ impl Cache {
                 self.per_endpoint.len() - 1
             }
         };
-        self.per_endpoint[i].1.insert(dest, entry);
+        entry.seq = self.next_seq;
+        self.next_seq += 1;
+        self.order.push_back((entry.seq, ep, dest.clone()));
+        if self.per_endpoint[i].1.insert(dest, entry).is_none() {
+            self.len += 1;
+            if self.len > self.cap && self.pop_oldest() {
+                self.evicted += 1;
+            }
+        }
+        if self.order.len() > 2 * self.len + 64 {
+            let tables = &self.per_endpoint;
+            self.order
+                .retain(|(seq, ep, a)| Self::is_at(tables, *seq, *ep, a));
+        }
+    }
+
+    /// Whether the order's item (`seq`, `ep`, `a`) is the live entry.
+    fn is_at(
+        tables: &[(EndpointKey, Map<Address, Entry>)],
+        seq: u64,
+        ep: EndpointKey,
+        a: &Address,
+    ) -> bool {
+        tables
+            .iter()
+            .find(|(k, _)| *k == ep)
+            .and_then(|(_, m)| m.get(a))
+            .is_some_and(|e| e.seq == seq)
+    }
+
+    fn remove_at(&mut self, ep: EndpointKey, a: &Address) -> Option<Entry> {
+        let (_, m) = self.per_endpoint.iter_mut().find(|(k, _)| *k == ep)?;
+        let e = m.remove(a)?;
+        self.len -= 1;
+        Some(e)
+    }
+
+    /// Drops the oldest entry; false if there is none.
+    fn pop_oldest(&mut self) -> bool {
+        while let Some((seq, ep, a)) = self.order.pop_front() {
+            if Self::is_at(&self.per_endpoint, seq, ep, &a) {
+                self.remove_at(ep, &a);
+                return true;
+            }
+        }
+        false
+    }
+
+    /// Removes every entry whose address lifetime ended by `now`.
+    pub fn sweep(&mut self, now: Instant) {
+        while let Some((seq, ep, a)) = self.order.front() {
+            let state = self
+                .per_endpoint
+                .iter()
+                .find(|(k, _)| k == ep)
+                .and_then(|(_, m)| m.get(a))
+                .filter(|e| e.seq == *seq)
+                .map(|e| live(e.addr_expires, now));
+            match state {
+                Some(true) => break,
+                Some(false) => {
+                    let (_, ep, a) = self.order.pop_front().expect("front exists");
+                    self.remove_at(ep, &a);
+                    self.expired += 1;
+                }
+                None => {
+                    self.order.pop_front();
+                }
+            }
+        }
     }
 
     /// Drops `dest` from every endpoint: its binding changed.
     pub fn evict(&mut self, dest: &Address) -> usize {
-        self.per_endpoint
+        let n = self
+            .per_endpoint
             .iter_mut()
             .filter_map(|(_, m)| m.remove(dest))
-            .count()
+            .count();
+        self.len -= n;
+        n
     }
 
     pub fn flush_endpoint(&mut self, ep: EndpointKey) -> usize {
         match self.per_endpoint.iter().position(|(k, _)| *k == ep) {
-            Some(i) => self.per_endpoint.swap_remove(i).1.len(),
+            Some(i) => {
+                let n = self.per_endpoint.swap_remove(i).1.len();
+                self.len -= n;
+                n
+            }
             None => 0,
         }
     }
@@ -111,14 +223,20 @@ impl Cache {
     /// change, since any cached path may lead to them.
     pub fn flush_all(&mut self) {
         self.per_endpoint.clear();
+        self.order.clear();
+        self.len = 0;
     }
 
     pub fn len(&self) -> usize {
-        self.per_endpoint.iter().map(|(_, m)| m.len()).sum()
+        self.len
     }
 
     pub fn is_empty(&self) -> bool {
-        self.len() == 0
+        self.len == 0
+    }
+
+    pub fn capacity(&self) -> usize {
+        self.cap
     }
 }
 
@@ -173,5 +291,47 @@ mod tests {
         c.insert(1, dest.clone(), Entry::new(path, to, None, None));
         assert_eq!(c.flush_endpoint(1), 1);
         assert_eq!(c.lookup(1, &dest, now), Lookup::Miss);
+    }
+
+    #[test]
+    fn the_cache_is_bounded_and_swept() {
+        let now = Instant::now();
+        let to = Dest {
+            gid: Default::default(),
+            lid: 9,
+            mtu: None,
+            rate: None,
+        };
+        let entry = |secs: u64| {
+            Entry::new(
+                PathRecord::default(),
+                to,
+                Some(now + Duration::from_secs(secs)),
+                None,
+            )
+        };
+        let mut c = Cache::new(3);
+        for i in 0..5u8 {
+            c.insert(
+                1,
+                Address::Ip4([10, 0, 0, i].into()),
+                entry(u64::from(i) + 1),
+            );
+        }
+        assert_eq!((c.len(), c.evicted), (3, 2), "the two oldest made room");
+        assert_eq!(
+            c.lookup(1, &Address::Ip4([10, 0, 0, 0].into()), now),
+            Lookup::Miss
+        );
+        c.sweep(now + Duration::from_millis(3500));
+        assert_eq!((c.len(), c.expired), (2, 1), "10.0.0.2 expired at 3 s");
+        c.evict(&Address::Ip4([10, 0, 0, 3].into()));
+        c.sweep(now + Duration::from_secs(60));
+        assert_eq!((c.len(), c.expired), (0, 2));
+        // Replacing one destination again and again keeps the order small.
+        for _ in 0..10_000 {
+            c.insert(2, Address::Lid(5), entry(1000));
+        }
+        assert!(c.order.len() <= 2 * c.len() + 65);
     }
 }

@@ -69,6 +69,13 @@ pub struct Config {
     pub auth_key_file: Option<PathBuf>,
     /// Discovery replies per second to one source (0: no limit).
     pub reply_rate: u32,
+    /// Entries of the destination cache, all endpoints together.
+    pub max_cached: usize,
+    /// Bindings learned through discovery (and, as many, remembered
+    /// failures).
+    pub max_learned: usize,
+    /// Lookups in flight; a miss beyond them fails at once.
+    pub max_lookups: usize,
     /// The daemon's own `log_level`: decides what the log bridge formats.
     pub daemon_log_level: u8,
 }
@@ -140,6 +147,9 @@ impl Default for Config {
             derive: Vec::new(),
             auth_key_file: None,
             reply_rate: 5000,
+            max_cached: 1 << 16,
+            max_learned: 1 << 16,
+            max_lookups: 1 << 12,
             daemon_log_level: 0,
         }
     }
@@ -171,7 +181,7 @@ fn lifetime(v: &str) -> Result<Lifetime, String> {
 }
 
 /// Every `urdma_` key, for the unknown-key check and the documentation test.
-pub const KEYS: [&str; 17] = [
+pub const KEYS: [&str; 20] = [
     "urdma_hosts_file",
     "urdma_addr_timeout",
     "urdma_route_timeout",
@@ -189,6 +199,9 @@ pub const KEYS: [&str; 17] = [
     "urdma_derive",
     "urdma_auth_key_file",
     "urdma_reply_rate",
+    "urdma_max_cached",
+    "urdma_max_learned",
+    "urdma_max_lookups",
 ];
 
 /// Keys whose value decides whether discovery runs, where, and how it is
@@ -284,6 +297,9 @@ impl Config {
             }
             "urdma_derive" => self.derive = derivations(v).map_err(bad)?,
             "urdma_reply_rate" => self.reply_rate = ranged(v, 0, 1_000_000).map_err(bad)?,
+            "urdma_max_cached" => self.max_cached = ranged(v, 1, 1 << 26).map_err(bad)? as usize,
+            "urdma_max_learned" => self.max_learned = ranged(v, 1, 1 << 24).map_err(bad)? as usize,
+            "urdma_max_lookups" => self.max_lookups = ranged(v, 1, 1 << 20).map_err(bad)? as usize,
             _ => unreachable!("every key in KEYS has a case"),
         }
         Ok(true)
@@ -395,6 +411,9 @@ impl Config {
                 None => "none".to_string(),
             },
             "urdma_reply_rate" => self.reply_rate.to_string(),
+            "urdma_max_cached" => self.max_cached.to_string(),
+            "urdma_max_learned" => self.max_learned.to_string(),
+            "urdma_max_lookups" => self.max_lookups.to_string(),
             _ => return None,
         })
     }

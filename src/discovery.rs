@@ -2,11 +2,26 @@
 //! the discovery protocol (docs/protocol.md), as methods of the engine.
 //!
 //! A miss that only another host can answer becomes a [`Lookup`]: a QUERY
-//! (unicast to an IP destination, multicast for a name), retried every
-//! `urdma_timeout` ms up to `urdma_retries` more times, then the configured
-//! derivations in order. Requests for the same destination share one
-//! lookup. Everything here runs under the engine's lock and only queues
-//! effects; the worker thread and the boundary perform them.
+//! (unicast to an IP destination, to the discovery groups for a name),
+//! retried every `urdma_timeout` ms up to `urdma_retries` more times, then
+//! the configured derivations in order. Requests for the same destination
+//! share one lookup.
+//!
+//! Trust: the source address of a datagram proves nothing (anyone on the
+//! segment can forge it), but a reply to a unicast query with a fresh,
+//! unpredictable transaction id can only come from whoever receives what
+//! is sent to that address. So only such a reply binds an address, and
+//! only the address it was asked about:
+//! - an IP address is asked by unicast to itself;
+//! - a name is asked of the groups, and each host that answers is asked
+//!   again by unicast ([`Purpose::Claim`]) before its answer counts;
+//! - a query or an announcement that says something else about a learned
+//!   binding is a hint: the binding's holder is asked again
+//!   ([`Purpose::Check`]), and only its reply moves the binding; a refusal
+//!   or no answer removes it.
+//!
+//! Everything here runs under the engine's lock and only queues effects;
+//! the worker thread sends them.
 
 use crate::addr::{Address, Gid};
 use crate::auth::Auth;
@@ -16,13 +31,16 @@ use crate::fastmap::Set;
 use crate::host::Host;
 use crate::msg;
 use crate::path::Dest;
-use crate::resolver::{Learned, Lookup, NeighbourJob, Stage, Waiter};
+use crate::resolver::{
+    Learned, Lookup, NeighbourJob, Probe, Purpose, Stage, Waiter, MAX_CHECKS, MAX_CLAIMS,
+};
 use crate::wire::{
     Announce, Answer, EndpointRecord, Message, Query, Reply, WireAddress, MAX_ADDRESSES,
     MAX_ANNOUNCE_RECORDS, MAX_PKEYS,
 };
-use acm_prov_sys::{ACM_STATUS_ENODATA, ACM_STATUS_ETIMEDOUT};
+use acm_prov_sys::{ACM_STATUS_ENODATA, ACM_STATUS_ENOMEM, ACM_STATUS_ETIMEDOUT};
 use std::net::{IpAddr, SocketAddr};
+use std::num::NonZeroU64;
 use std::time::{Duration, Instant};
 
 /// Announcements after a change: soon, then twice more in case one is lost.
@@ -32,6 +50,12 @@ pub const NEIGHBOUR_POLL: Duration = Duration::from_millis(20);
 /// What distinguishes one endpoint record from another: GID, LID, MTU,
 /// rate and P_Key.
 pub(crate) type RecordKey = (Gid, u16, u8, u8, u16);
+/// After a check of an address, hints about it are ignored this long: a
+/// host sends each announcement three times, and a flood of forged hints
+/// must not become a flood of queries to the host they name.
+pub const CHECK_HOLDOFF: Duration = Duration::from_secs(1);
+/// How often what expired is swept from the tables.
+const SWEEP_EVERY: Duration = Duration::from_secs(1);
 
 /// Drops are summed up in the log at most this often, so a flood costs a
 /// line per interval, not a line per datagram.
@@ -54,6 +78,13 @@ fn ip_of(a: &Address) -> Option<IpAddr> {
         Address::Ip4(v4) => Some(IpAddr::V4(*v4)),
         Address::Ip6(v6) => Some(IpAddr::V6(*v6)),
         _ => None,
+    }
+}
+
+fn is_link_local(ip: IpAddr) -> bool {
+    match ip {
+        IpAddr::V4(v4) => v4.is_link_local(),
+        IpAddr::V6(v6) => v6.segments()[0] & 0xffc0 == 0xfe80,
     }
 }
 
@@ -81,22 +112,11 @@ pub(crate) struct Pending {
 /// Which of the drop counts a dropped datagram goes to.
 type DropReason = fn(&mut DropCounts) -> &mut u64;
 
-/// Where a record came from, which decides how much of it is believed.
-enum Learn<'a> {
-    /// A query answered FOUND, from this source address.
-    Query(IpAddr),
-    /// A FOUND reply to our query for this target.
-    Reply(&'a Address),
-    /// An announcement from this source address, which was bound to this
-    /// GID before the datagram (its first record may already have moved it).
-    Announce(IpAddr, Option<Gid>),
-}
-
 /// How a port's addresses travel: per datagram, the address lists of its
-/// records. A receiver believes a datagram's records only if one of them
-/// (with the same GID) lists the datagram's source, so every datagram
-/// leads with the port's IP addresses (up to half a record of them) and
-/// the names fill the rest; an address appears once per datagram.
+/// records. Every datagram leads with the port's IP addresses (up to half
+/// a record of them) and the names fill the rest, so a receiver sees in
+/// each one an address it can ask to confirm the rest; an address appears
+/// once per datagram.
 fn announce_chunks(addrs: Vec<WireAddress>) -> Vec<Vec<Vec<WireAddress>>> {
     let per_datagram = MAX_ADDRESSES * MAX_ANNOUNCE_RECORDS;
     let (ips, names): (Vec<_>, Vec<_>) = addrs
@@ -131,6 +151,12 @@ fn same_binding(a: &Learned, b: &Learned) -> bool {
     (a.gid, a.lid, a.mtu, a.rate, &a.partitions) == (b.gid, b.lid, b.mtu, b.rate, &b.partitions)
 }
 
+/// Whether a reply came from where its query went (the port too: a reply
+/// from another port of the host is not the provider's).
+fn same_place(a: SocketAddr, b: SocketAddr) -> bool {
+    a.ip() == b.ip() && a.port() == b.port()
+}
+
 impl<H: Host> Engine<H> {
     /// Called by the boundary when the discovery sockets are (or are not)
     /// open.
@@ -141,7 +167,8 @@ impl<H: Host> Engine<H> {
         }
     }
 
-    /// Authenticates every discovery datagram from now on.
+    /// Authenticates every discovery datagram received from now on (the
+    /// sender seals what leaves, each copy on its own).
     pub fn set_auth(&mut self, auth: Option<Auth>) {
         self.auth = auth;
     }
@@ -151,14 +178,6 @@ impl<H: Host> Engine<H> {
     pub fn disable_discovery(&mut self) {
         self.cfg.discovery = false;
         self.discovery_up = false;
-    }
-
-    /// A message as it goes on the wire: sealed when authentication is on.
-    fn encode(&self, m: Message) -> Vec<u8> {
-        match &self.auth {
-            Some(auth) => auth.seal(m.encode()),
-            None => m.encode(),
-        }
     }
 
     pub(crate) fn can_look_up(&self, key: &Address) -> bool {
@@ -173,6 +192,23 @@ impl<H: Host> Engine<H> {
         Duration::from_millis(u64::from(self.cfg.timeout_ms))
     }
 
+    /// How long the discovery stage of a lookup may take in all: its
+    /// tries, whoever answered meanwhile.
+    fn discovery_time(&self) -> Duration {
+        self.timeout() * (self.cfg.retries + 1)
+    }
+
+    /// Whether a lookup for `key` can be started or joined; counts one
+    /// refused when the table of lookups in flight is full.
+    pub(crate) fn lookup_room(&mut self, key: &Address) -> bool {
+        let room = self.resolver.lookups.contains_key(key)
+            || self.resolver.lookups.len() < self.resolver.max_lookups;
+        if !room {
+            self.resolver.lookups_refused += 1;
+        }
+        room
+    }
+
     /// Starts a lookup for `key`, or joins the one in flight.
     pub(crate) fn start_lookup(
         &mut self,
@@ -185,22 +221,30 @@ impl<H: Host> Engine<H> {
             l.waiters.extend(waiter);
             return;
         }
-        let txid = self.resolver.new_txid();
+        if self.resolver.lookups.len() >= self.resolver.max_lookups {
+            // Every request still gets its one answer, at once.
+            self.resolver.lookups_refused += 1;
+            if let Some(w) = waiter {
+                let reply = msg::resolve_error(&w.request, ACM_STATUS_ENOMEM as u8);
+                self.answer_waiter(&w, reply);
+            }
+            return;
+        }
         log::trace!("lookup {key}: started");
-        self.resolver.by_txid.insert(txid, key.clone());
         self.resolver.lookups.insert(
             key.clone(),
             Lookup {
-                txid,
-                stage: Stage::Discover { tries: 0 },
+                stage: Stage::Discover,
                 deadline: now,
                 endpoint: ep,
                 waiters: waiter.into_iter().collect(),
                 failure: ACM_STATUS_ENODATA as u8,
+                probes: Vec::new(),
+                confirmed: Vec::new(),
             },
         );
         let first = match self.discovery_up {
-            true => Stage::Discover { tries: 0 },
+            true => Stage::Discover,
             false => Stage::Derive(0),
         };
         self.run_stage(key, first, now);
@@ -208,34 +252,30 @@ impl<H: Host> Engine<H> {
 
     fn run_stage(&mut self, key: Address, stage: Stage, now: Instant) {
         let timeout = self.timeout();
+        let discovery_time = self.discovery_time();
         let Some(l) = self.resolver.lookups.get(&key) else {
             return;
         };
-        let (txid, ep, failure) = (l.txid, l.endpoint, l.failure);
+        let (ep, failure) = (l.endpoint, l.failure);
         match stage {
-            Stage::Discover { tries } => {
-                let query = self.query_datagram(&key, txid, ep);
-                let Some(datagram) = query else {
+            Stage::Discover => {
+                let to = ip_of(&key).map(|ip| SocketAddr::new(ip, self.cfg.discovery_port));
+                let Some(txid) = self.send_probe(key.clone(), to, Purpose::Lookup, ep, now) else {
                     log::debug!("lookup {key}: no record of the source endpoint to send");
                     return self.run_stage(key, Stage::Derive(0), now);
                 };
-                self.effects.datagrams.push(datagram);
                 if let Some(l) = self.resolver.lookups.get_mut(&key) {
-                    l.stage = Stage::Discover { tries: tries + 1 };
-                    l.deadline = now + timeout;
+                    l.stage = Stage::Discover;
+                    l.deadline = now + discovery_time;
+                    l.probes.push(txid);
                 }
-                // A lookup started on the daemon's thread: the worker may be
-                // asleep until a later deadline (or for a whole idle second)
-                // and must learn of this one, or the retry and the timeout
-                // come late.
-                self.effects.wake = true;
             }
             Stage::Derive(i) => match self.cfg.derive.get(i).copied() {
                 None => self.fail(&key, failure, now),
                 Some(Derivation::Ipv4Mapped) => match key {
                     Address::Ip4(v4) => {
                         let gid = Gid(v4.to_ipv6_mapped().octets());
-                        self.succeed(&key, Learned::derived(gid, self.addr_expiry(now)), now)
+                        self.succeed(&key, Learned::derived(gid), now)
                     }
                     _ => self.run_stage(key, Stage::Derive(i + 1), now),
                 },
@@ -261,49 +301,156 @@ impl<H: Host> Engine<H> {
         }
     }
 
-    /// The QUERY for `key`, carrying the record of the asking endpoint.
-    fn query_datagram(
-        &self,
-        key: &Address,
-        txid: std::num::NonZeroU64,
+    /// Sends a new query for `target`, to `to` (the groups if `None`),
+    /// carrying endpoint `ep`'s record, with a transaction id of its own.
+    fn send_probe(
+        &mut self,
+        target: Address,
+        to: Option<SocketAddr>,
+        purpose: Purpose,
         ep: Id,
-    ) -> Option<Datagram> {
-        let target = WireAddress::new(key.clone()).ok()?;
-        let sender = self.record_for(ep, None)?;
-        let bytes = self.encode(Query::new(txid, target, sender).into());
-        Some(match ip_of(key) {
-            Some(ip) => Datagram::Unicast {
-                to: SocketAddr::new(ip, self.cfg.discovery_port),
-                from: None,
+        now: Instant,
+    ) -> Option<NonZeroU64> {
+        let txid = self.resolver.new_txid();
+        let probe = Probe {
+            target,
+            to,
+            purpose,
+            tries: 0,
+            deadline: now,
+            endpoint: ep,
+            answered: false,
+        };
+        self.resolver.probes.insert(txid, probe);
+        if self.transmit(txid, now) {
+            Some(txid)
+        } else {
+            self.resolver.probes.remove(&txid);
+            None
+        }
+    }
+
+    /// Sends probe `txid`'s query (again: same txid, so a late reply to an
+    /// earlier try still counts). False if it cannot be built any more
+    /// (its endpoint is gone).
+    fn transmit(&mut self, txid: NonZeroU64, now: Instant) -> bool {
+        let timeout = self.timeout();
+        let Some(p) = self.resolver.probes.get(&txid) else {
+            return false;
+        };
+        let (Ok(target), Some(sender)) = (
+            WireAddress::new(p.target.clone()),
+            self.record_for(p.endpoint, None),
+        ) else {
+            return false;
+        };
+        let bytes = Message::from(Query::new(txid, target, sender)).encode();
+        let datagram = match p.to {
+            Some(to) => Datagram::Unicast {
+                to,
+                from: self.source_for(p.endpoint, to.ip()),
                 bytes,
             },
             None => Datagram::Multicast { bytes },
-        })
+        };
+        self.effects.datagrams.push(datagram);
+        if let Some(p) = self.resolver.probes.get_mut(&txid) {
+            p.tries += 1;
+            p.deadline = now + timeout;
+        }
+        // A probe started on the daemon's thread: the worker may be asleep
+        // until a later deadline and must learn of this one, or the retry
+        // and the timeout come late.
+        self.effects.wake = true;
+        true
+    }
+
+    /// An address of endpoint `ep` to send to `to` from, so the peer sees
+    /// the query come from an address the query's record lists. Link-local
+    /// destinations are left to the kernel, which picks the link's own.
+    fn source_for(&self, ep: Id, to: IpAddr) -> Option<IpAddr> {
+        if is_link_local(to) {
+            return None;
+        }
+        let e = self.endpoints.get(&ep)?;
+        e.addresses
+            .iter()
+            .filter_map(|id| ip_of(&self.addresses.get(id)?.address))
+            .find(|ip| ip.is_ipv4() == to.is_ipv4() && !is_link_local(*ip))
+    }
+
+    /// An endpoint to send a check from: one with an address of `to`'s
+    /// family if there is one.
+    fn endpoint_for(&self, to: IpAddr) -> Option<Id> {
+        let mut any = None;
+        for (&id, e) in &self.endpoints {
+            any.get_or_insert(id);
+            let same_family = e.addresses.iter().any(|a| {
+                self.addresses
+                    .get(a)
+                    .and_then(|a| ip_of(&a.address))
+                    .is_some_and(|ip| ip.is_ipv4() == to.is_ipv4())
+            });
+            if same_family {
+                return Some(id);
+            }
+        }
+        any
     }
 
     fn addr_expiry(&self, now: Instant) -> Option<Instant> {
         self.cfg.addr_timeout.duration().map(|d| now + d)
     }
 
-    /// Moves a lookup past a stage that failed with `status`.
+    /// Moves a lookup past a stage that failed with `status`; the stage's
+    /// probes end with it.
     fn next_stage(&mut self, key: &Address, status: u8, now: Instant) {
         let Some(l) = self.resolver.lookups.get_mut(key) else {
             return;
         };
         l.failure = status;
         let next = match l.stage {
-            Stage::Discover { .. } => Stage::Derive(0),
+            Stage::Discover => Stage::Derive(0),
             Stage::Derive(i) => Stage::Derive(i + 1),
         };
+        for t in std::mem::take(&mut l.probes) {
+            self.resolver.probes.remove(&t);
+        }
         self.run_stage(key.clone(), next, now);
+    }
+
+    /// Binds `key` (and, for a binding from a peer's record, its GID) to
+    /// `learned`. A binding that changed leaves the destination cache.
+    fn bind(&mut self, key: &Address, learned: Learned, now: Instant) {
+        let expires = self.addr_expiry(now);
+        let mut keys = vec![key.clone()];
+        if learned.via.is_some() && *key != Address::Gid(learned.gid) {
+            keys.push(Address::Gid(learned.gid));
+        }
+        self.resolver.failed.remove(key);
+        for k in keys {
+            match self.resolver.learned.get(&k) {
+                // The common case (asked again): only the lifetime changes.
+                Some(old) if same_binding(old, &learned) && old.via == learned.via => {
+                    self.resolver.learned.refresh(&k, expires);
+                    continue;
+                }
+                Some(old) if !same_binding(old, &learned) => {
+                    log::trace!("discovery: {k} is now {}", learned.gid);
+                    self.cache.evict(&k);
+                }
+                _ => {}
+            }
+            if let Some(dropped) = self.resolver.learned.insert(k, learned.clone(), expires) {
+                self.cache.evict(&dropped);
+            }
+        }
     }
 
     /// Completes a lookup: learns the binding and answers its waiters.
     fn succeed(&mut self, key: &Address, learned: Learned, now: Instant) {
         log::trace!("lookup {key}: {}", learned.gid);
-        self.resolver.failed.remove(key);
-        self.resolver.learned.insert(key.clone(), learned);
-        self.cache.evict(key);
+        self.bind(key, learned, now);
         let Some(l) = self.resolver.remove_lookup(key) else {
             return;
         };
@@ -325,7 +472,9 @@ impl<H: Host> Engine<H> {
         log::trace!("lookup {key}: failed with status {status}");
         if self.cfg.negative_timeout_ms > 0 {
             let until = now + Duration::from_millis(u64::from(self.cfg.negative_timeout_ms));
-            self.resolver.failed.insert(key.clone(), (status, until));
+            self.resolver
+                .failed
+                .insert(key.clone(), status, Some(until));
         }
         if let Some(l) = self.resolver.remove_lookup(key) {
             for w in l.waiters {
@@ -348,6 +497,7 @@ impl<H: Host> Engine<H> {
     pub(crate) fn abandon_waiters(&mut self, ep: Id, status: u8) {
         let mut orphaned = Vec::new();
         let mut gone = Vec::new();
+        let mut moved: Vec<(NonZeroU64, Id)> = Vec::new();
         for (key, l) in self.resolver.lookups.iter_mut() {
             let (theirs, rest): (Vec<Waiter>, Vec<Waiter>) =
                 l.waiters.drain(..).partition(|w| w.endpoint == ep);
@@ -356,13 +506,38 @@ impl<H: Host> Engine<H> {
             if l.endpoint == ep {
                 match l.waiters.first() {
                     // Retries carry the record of an endpoint still open.
-                    Some(w) => l.endpoint = w.endpoint,
+                    Some(w) => {
+                        l.endpoint = w.endpoint;
+                        moved.extend(l.probes.iter().map(|t| (*t, w.endpoint)));
+                    }
                     None => gone.push(key.clone()),
                 }
             }
         }
+        for (t, to) in moved {
+            if let Some(p) = self.resolver.probes.get_mut(&t) {
+                p.endpoint = to;
+            }
+        }
         for key in gone {
             self.resolver.remove_lookup(&key);
+        }
+        // Checks sent from it go on from another endpoint, or end.
+        let checks: Vec<NonZeroU64> = self
+            .resolver
+            .probes
+            .iter()
+            .filter(|(_, p)| p.endpoint == ep)
+            .map(|(t, _)| *t)
+            .collect();
+        for t in checks {
+            let other = self.endpoints.keys().copied().find(|&e| e != ep);
+            match (other, self.resolver.probes.get_mut(&t)) {
+                (Some(e), Some(p)) => p.endpoint = e,
+                _ => {
+                    self.resolver.remove_probe(t);
+                }
+            }
         }
         for w in orphaned {
             let reply = msg::resolve_error(&w.request, status);
@@ -387,22 +562,42 @@ impl<H: Host> Engine<H> {
         .min()
     }
 
-    /// Retries, stage changes and announcements that are due.
+    /// Retries, stage changes, announcements and sweeps that are due.
     pub fn on_timers(&mut self, now: Instant) {
-        let due: Vec<(Address, Stage)> = self
+        let due: Vec<NonZeroU64> = self
+            .resolver
+            .probes
+            .iter()
+            .filter(|(_, p)| p.deadline <= now)
+            .map(|(t, _)| *t)
+            .collect();
+        for txid in due {
+            self.probe_due(txid, now);
+        }
+        let due: Vec<Address> = self
             .resolver
             .lookups
             .iter()
             .filter(|(_, l)| l.deadline <= now)
-            .map(|(k, l)| (k.clone(), l.stage))
+            .map(|(k, _)| k.clone())
             .collect();
-        for (key, stage) in due {
-            match stage {
-                Stage::Discover { tries } if tries <= self.cfg.retries => {
-                    log::trace!("lookup {key}: try {} timed out, asking again", tries);
-                    self.run_stage(key, Stage::Discover { tries }, now);
+        for key in due {
+            // Claims not confirmed in time do not count; those confirmed
+            // decide.
+            let confirmed = self
+                .resolver
+                .lookups
+                .get(&key)
+                .is_some_and(|l| l.stage == Stage::Discover && !l.confirmed.is_empty());
+            if confirmed {
+                if let Some(l) = self.resolver.lookups.get_mut(&key) {
+                    for t in std::mem::take(&mut l.probes) {
+                        self.resolver.probes.remove(&t);
+                    }
                 }
-                _ => self.next_stage(&key, ACM_STATUS_ETIMEDOUT as u8, now),
+                self.settle(&key, now);
+            } else {
+                self.next_stage(&key, ACM_STATUS_ETIMEDOUT as u8, now);
             }
         }
         if self.withdraw_at.is_some_and(|t| t <= now) {
@@ -421,7 +616,137 @@ impl<H: Host> Engine<H> {
             );
             self.announcements_at = now + ANNOUNCE_PACE;
         }
+        if now >= self.next_sweep {
+            self.sweep(now);
+            self.next_sweep = now + SWEEP_EVERY;
+        }
         self.log_drops(now);
+        self.log_limits(now);
+    }
+
+    /// A probe whose try timed out: sent again while it has tries left
+    /// (and its lookup time), else given up.
+    fn probe_due(&mut self, txid: NonZeroU64, now: Instant) {
+        let Some(p) = self.resolver.probes.get(&txid) else {
+            return;
+        };
+        let in_time = match p.purpose {
+            Purpose::Check => true,
+            _ => self
+                .resolver
+                .lookups
+                .get(&p.target)
+                .is_some_and(|l| l.deadline > now),
+        };
+        if p.answered {
+            // A group query some host answered: the claims decide now.
+            let target = p.target.clone();
+            self.resolver.probes.remove(&txid);
+            return self.lookup_probe_ended(&target, txid, None, now);
+        }
+        if p.tries <= self.cfg.retries && in_time {
+            log::trace!(
+                "lookup {}: try {} timed out, asking again",
+                p.target,
+                p.tries
+            );
+            if self.transmit(txid, now) {
+                return;
+            }
+        }
+        self.probe_failed(txid, ACM_STATUS_ETIMEDOUT as u8, now);
+    }
+
+    /// A probe that got no answer it can use: a refusal (ENODATA), an ICMP
+    /// error (ENODATA) or silence (ETIMEDOUT).
+    fn probe_failed(&mut self, txid: NonZeroU64, status: u8, now: Instant) {
+        let Some(p) = self.resolver.remove_probe(txid) else {
+            return;
+        };
+        match p.purpose {
+            Purpose::Check => {
+                log::trace!(
+                    "discovery: check of {} failed ({status}); forgotten",
+                    p.target
+                );
+                if self.resolver.learned.remove(&p.target).is_some() {
+                    self.cache.evict(&p.target);
+                }
+            }
+            Purpose::Lookup | Purpose::Claim => {
+                self.lookup_probe_ended(&p.target, txid, Some(status), now)
+            }
+        }
+    }
+
+    /// One of a lookup's probes ended without a binding.
+    fn lookup_probe_ended(
+        &mut self,
+        key: &Address,
+        txid: NonZeroU64,
+        status: Option<u8>,
+        now: Instant,
+    ) {
+        let Some(l) = self.resolver.lookups.get_mut(key) else {
+            return;
+        };
+        l.probes.retain(|t| *t != txid);
+        if let Some(s) = status {
+            l.failure = s;
+        }
+        self.settle(key, now);
+    }
+
+    /// Decides a lookup's discovery stage once no claim is left to
+    /// confirm: the name goes to the hosts that confirmed it if they agree;
+    /// two hosts claiming one name with different GIDs get no answer (which
+    /// one is right cannot be told, and a wrong answer is worse than none);
+    /// with nothing confirmed and nothing more to wait for, the stage fails.
+    fn settle(&mut self, key: &Address, now: Instant) {
+        let Some(l) = self.resolver.lookups.get(key) else {
+            return;
+        };
+        if l.stage != Stage::Discover {
+            return;
+        }
+        let claims_pending = l
+            .probes
+            .iter()
+            .filter_map(|t| self.resolver.probes.get(t))
+            .any(|p| p.purpose == Purpose::Claim);
+        if claims_pending {
+            return;
+        }
+        if let Some((_, first)) = l.confirmed.first() {
+            let first = first.clone();
+            if l.confirmed.iter().all(|(_, c)| c.gid == first.gid) {
+                return self.succeed(key, first, now);
+            }
+            let who: Vec<String> = l
+                .confirmed
+                .iter()
+                .map(|(at, c)| format!("{} at {at}", c.gid))
+                .collect();
+            log::warn!(
+                "lookup {key}: claimed by hosts with different GIDs ({}); not answered",
+                who.join(", ")
+            );
+            self.conflicts += 1;
+            return self.next_stage(key, ACM_STATUS_ENODATA as u8, now);
+        }
+        if l.probes.is_empty() {
+            let status = l.failure;
+            self.next_stage(key, status, now);
+        }
+    }
+
+    /// Removes what expired from every table, so memory is given back
+    /// without a request for the same destination.
+    fn sweep(&mut self, now: Instant) {
+        self.cache.sweep(now);
+        self.resolver.learned.sweep(now, |_, _| {});
+        self.resolver.failed.sweep(now, |_, _| {});
+        self.resolver.checked.sweep(now, |_, _| {});
     }
 
     /// Says in the log, at the daemon's default level, how many datagrams
@@ -434,6 +759,37 @@ impl<H: Host> Engine<H> {
         }
         log::info!("discovery: datagrams dropped so far: {}", self.drops);
         self.drops_logged = (self.drops.clone(), Some(now));
+    }
+
+    /// What reached a table's bound so far: entries evicted to make room,
+    /// lookups refused, hints left unchecked.
+    pub fn limits(&self) -> [u64; 5] {
+        [
+            self.cache.evicted,
+            self.resolver.learned.evicted,
+            self.resolver.failed.evicted,
+            self.resolver.lookups_refused,
+            self.checks_skipped,
+        ]
+    }
+
+    /// Says in the log, like the drops, when tables reached their bounds.
+    fn log_limits(&mut self, now: Instant) {
+        let limits = self.limits();
+        let (logged, at) = &self.limits_logged;
+        if limits == *logged || at.is_some_and(|t| now < t + DROP_SUMMARY_EVERY) {
+            return;
+        }
+        let [cache, learned, failed, refused, skipped] = limits;
+        log::info!(
+            "tables at their bounds so far: destination cache {cache} evicted (of {}), \
+             bindings {learned} evicted (of {}), failures {failed} evicted, \
+             lookups refused {refused} (of {} in flight), hints left unchecked {skipped}",
+            self.cache.capacity(),
+            self.resolver.learned.capacity(),
+            self.resolver.max_lookups
+        );
+        self.limits_logged = (limits, Some(now));
     }
 
     pub(crate) fn schedule_announce(&mut self, now: Instant) {
@@ -504,15 +860,14 @@ impl<H: Host> Engine<H> {
             }
         }
         for a in announcements {
-            let bytes = self.encode(a.into());
-            self.announcements.push_back(bytes);
+            self.announcements.push_back(Message::from(a).encode());
         }
     }
 
     /// Queues the withdrawal of addresses of endpoint `ep` (`only` one, or
     /// all of them). The daemon removes an endpoint's addresses one call at
     /// a time; they leave together a moment later, in one record per
-    /// endpoint, so names travel with the IP addresses that vouch for them.
+    /// endpoint.
     pub(crate) fn withdraw(&mut self, ep: Id, only: Option<&Address>) {
         if !self.discovery_up {
             return;
@@ -569,8 +924,7 @@ impl<H: Host> Engine<H> {
         }
         for chunk in records.chunks(MAX_ANNOUNCE_RECORDS) {
             if let Ok(a) = Announce::new(chunk.to_vec(), true) {
-                let bytes = self.encode(a.into());
-                self.announcements.push_back(bytes);
+                self.announcements.push_back(Message::from(a).encode());
             }
         }
     }
@@ -588,58 +942,37 @@ impl<H: Host> Engine<H> {
         log::trace!("discovery: dropped a datagram from {from}: {why} ({total} dropped so far)");
     }
 
-    /// Learns a peer's record, trusting it only as far as it can be
-    /// checked (docs/protocol.md, Caching). A binding that changed leaves
-    /// the destination cache.
-    fn learn(&mut self, record: &EndpointRecord, how: Learn, now: Instant) {
-        let new = Learned::from_record(record, self.addr_expiry(now));
-        let mut keys: Vec<(Address, bool)> = Vec::new();
-        match how {
-            // Only the address the query came from is verified.
-            Learn::Query(src) => keys.push((src.into(), true)),
-            // The target, verified by the query; the owner's other
-            // addresses only where nothing else is bound.
-            Learn::Reply(target) => {
-                keys.push((target.clone(), true));
-                for w in record.addresses() {
-                    let a = w.address();
-                    if a != target && !self.resolver.learned.contains_key(a) {
-                        keys.push((a.clone(), true));
-                    }
-                }
-            }
-            // Updates only: the source address, and addresses bound to the
-            // same host as the source was, so a host can move its own names
-            // to a new GID but never take another host's.
-            Learn::Announce(src, host) => {
-                let src = Address::from(src);
-                for w in record.addresses() {
-                    let a = w.address();
-                    let same_host =
-                        host.is_some() && self.resolver.learned.get(a).map(|l| l.gid) == host;
-                    if *a == src || same_host {
-                        keys.push((a.clone(), false));
-                    }
-                }
-            }
+    /// A hint that the binding of `key` changed: asks its holder again by
+    /// unicast, unless it was asked very recently or is being asked now.
+    /// Only the holder's reply changes the binding (see [`Purpose::Check`]).
+    fn check(&mut self, key: &Address, now: Instant) {
+        if !self.discovery_up || self.resolver.checking.contains_key(key) {
+            return;
         }
-        keys.push((Address::Gid(record.gid()), true));
-        for (key, insert) in keys {
-            match self.resolver.learned.get_mut(&key) {
-                // The common case (a peer re-announcing what is known):
-                // only the lifetime changes, without a copy of the record.
-                Some(old) if same_binding(old, &new) => {
-                    old.expires = new.expires;
-                    continue;
-                }
-                Some(_) => {
-                    log::trace!("discovery: {key} is now {}", new.gid);
-                    self.cache.evict(&key);
-                }
-                None if insert => {}
-                None => continue,
-            }
-            self.resolver.learned.insert(key, new.clone());
+        if self.resolver.checked.get_live(key, now).is_some() {
+            return;
+        }
+        let Some(via) = self.resolver.learned.get(key).and_then(|l| l.via) else {
+            // Derived bindings are not discovery's to check.
+            return;
+        };
+        if self.resolver.checking.len() >= MAX_CHECKS {
+            self.checks_skipped += 1;
+            return;
+        }
+        let to = match ip_of(key) {
+            Some(ip) => SocketAddr::new(ip, self.cfg.discovery_port),
+            None => via,
+        };
+        let Some(ep) = self.endpoint_for(to.ip()) else {
+            return;
+        };
+        log::trace!("discovery: checking {key} at {to}");
+        if let Some(txid) = self.send_probe(key.clone(), Some(to), Purpose::Check, ep, now) {
+            self.resolver.checking.insert(key.clone(), txid);
+            self.resolver
+                .checked
+                .insert(key.clone(), (), Some(now + CHECK_HOLDOFF));
         }
     }
 
@@ -654,7 +987,7 @@ impl<H: Host> Engine<H> {
     ) {
         let decoded = match &mut self.auth {
             None => Message::decode(bytes),
-            Some(auth) => match auth.open(bytes) {
+            Some(auth) => match auth.open(bytes, from.ip()) {
                 Ok(body) => Message::decode_authenticated(body),
                 Err(r) => {
                     let reason: DropReason = match r.is_replay() {
@@ -679,6 +1012,26 @@ impl<H: Host> Engine<H> {
         if self.is_own_gid(q.sender().gid()) {
             return self.drop_datagram(|d| &mut d.own, from, "our own query");
         }
+        // The asker's record is a hint about the address it asked from,
+        // never a binding: a changed record is checked with its holder.
+        let source = Address::from(from.ip());
+        let lists_source = q
+            .sender()
+            .addresses()
+            .iter()
+            .any(|w| *w.address() == source);
+        if lists_source
+            && self
+                .resolver
+                .learned
+                .get(&source)
+                .is_some_and(|l| l.differs_from(q.sender()))
+        {
+            self.check(&source, now);
+        }
+        // Where the socket cannot say, the query may have been a group's:
+        // never refuse it then.
+        let group = to.is_none_or(|ip| ip.is_multicast());
         let target = q.target().address().clone();
         let holder = self
             .local
@@ -687,8 +1040,9 @@ impl<H: Host> Engine<H> {
             .map(|id| self.addresses[id].endpoint);
         let answer = match holder.and_then(|ep| self.record_for(ep, Some(&target))) {
             Some(record) => Answer::Found(record),
-            // Names are asked by multicast: only their owner answers.
-            None if ip_of(&target).is_none() => return,
+            // Every host of the segment gets a group query: only the
+            // holder answers, or one query would bring a reply from each.
+            None if group => return,
             None => Answer::Refused,
         };
         let found = matches!(answer, Answer::Found(_));
@@ -704,148 +1058,170 @@ impl<H: Host> Engine<H> {
         );
         // A reply to a unicast query comes from the queried address, the
         // only source the asker accepts.
-        let from_addr = ip_of(&target).filter(|ip| Some(*ip) == to);
+        let from_addr = to.filter(|ip| !ip.is_multicast());
         self.effects.datagrams.push(Datagram::Unicast {
             to: from,
             from: from_addr,
-            bytes: self.encode(reply.into()),
+            bytes: Message::from(reply).encode(),
         });
-        // Both sides cache each other, as acmp does; only a sender that
-        // speaks from one of its own addresses is believed.
-        if found
-            && q.sender()
-                .addresses()
-                .iter()
-                .any(|w| ip_of(w.address()) == Some(from.ip()))
-        {
-            self.learn(q.sender(), Learn::Query(from.ip()), now);
-        }
     }
 
     fn on_reply(&mut self, r: Reply, from: SocketAddr, now: Instant) {
-        let Some(key) = self.resolver.by_txid.get(&r.txid()).cloned() else {
+        let txid = r.txid();
+        let Some(p) = self.resolver.probes.get(&txid) else {
             return self.drop_datagram(
                 |d| &mut d.unsolicited,
                 from,
                 "no query with that transaction id",
             );
         };
-        let expected = self.resolver.lookups.get(&key).map(|l| l.stage);
-        if !matches!(expected, Some(Stage::Discover { .. })) || r.target().address() != &key {
+        if r.target().address() != &p.target {
             return self.drop_datagram(
                 |d| &mut d.unsolicited,
                 from,
                 "reply does not match its query",
             );
         }
-        if ip_of(&key).is_some_and(|ip| ip != from.ip() || from.port() != self.cfg.discovery_port) {
-            return self.drop_datagram(
-                |d| &mut d.wrong_source,
-                from,
-                "reply not from the queried address",
-            );
+        match p.to {
+            Some(to) if !same_place(to, from) => {
+                return self.drop_datagram(
+                    |d| &mut d.wrong_source,
+                    from,
+                    "reply not from the queried address",
+                )
+            }
+            Some(_) => {}
+            None => return self.on_claim(txid, r, from, now),
         }
         match r.answer() {
             Answer::Found(record) => {
-                let learned = Learned::from_record(record, self.addr_expiry(now));
-                self.learn(record, Learn::Reply(&key), now);
-                self.succeed(&key, learned, now);
+                let learned = Learned::from_record(record, from);
+                let p = self.resolver.remove_probe(txid).expect("probe exists");
+                match p.purpose {
+                    Purpose::Lookup => self.succeed(&p.target, learned, now),
+                    Purpose::Claim => {
+                        log::trace!("lookup {}: {from} confirms {}", p.target, learned.gid);
+                        if let Some(l) = self.resolver.lookups.get_mut(&p.target) {
+                            l.probes.retain(|t| *t != txid);
+                            l.confirmed.push((from, learned));
+                        }
+                        self.settle(&p.target, now);
+                    }
+                    Purpose::Check => self.check_confirmed(&p.target, learned, now),
+                }
             }
             Answer::Refused => {
-                log::trace!("lookup {key}: refused by {from}");
-                self.next_stage(&key, ACM_STATUS_ENODATA as u8, now);
+                log::trace!("discovery: {from} refused {}", r.target().address());
+                self.probe_failed(txid, ACM_STATUS_ENODATA as u8, now);
             }
         }
     }
 
-    fn on_announce(&mut self, a: Announce, from: SocketAddr, now: Instant) {
-        // The GIDs the source vouches for: those of records listing it. A
-        // port with many names needs several records; one of them lists
-        // the source for all of the same GID.
-        let vouched: Vec<Gid> = a
-            .records()
+    /// A host answered a lookup's group query: it claims the name. Anyone
+    /// who can read the group's traffic could answer in its place, so the
+    /// claim counts only once the host confirms it by unicast.
+    fn on_claim(&mut self, group: NonZeroU64, r: Reply, from: SocketAddr, now: Instant) {
+        if matches!(r.answer(), Answer::Refused) || from.port() != self.cfg.discovery_port {
+            return self.drop_datagram(
+                |d| &mut d.unsolicited,
+                from,
+                "not an answer to a group query",
+            );
+        }
+        let key = r.target().address().clone();
+        let Some(l) = self.resolver.lookups.get(&key) else {
+            return;
+        };
+        let claims: Vec<&Probe> = l
+            .probes
             .iter()
-            .filter(|r| {
-                r.addresses()
-                    .iter()
-                    .any(|w| ip_of(w.address()) == Some(from.ip()))
-            })
-            .map(EndpointRecord::gid)
+            .filter_map(|t| self.resolver.probes.get(t))
+            .filter(|p| p.purpose == Purpose::Claim)
             .collect();
-        let source = Address::from(from.ip());
-        let host_before = self.resolver.learned.get(&source).map(|l| l.gid);
-        for record in a.records() {
-            if self.is_own_gid(record.gid()) {
-                self.drop_datagram(|d| &mut d.own, from, "our own announcement");
-                continue;
-            }
-            let listed = vouched.contains(&record.gid());
-            // A withdrawal may also come from another address of the same
-            // host (the withdrawn one may be gone from its interface).
-            let same_host = a.withdrawn()
-                && self
-                    .resolver
-                    .learned
-                    .get(&source)
-                    .is_some_and(|l| l.gid == record.gid());
-            if !listed && !same_host {
-                self.drop_datagram(
-                    |d| &mut d.wrong_source,
-                    from,
-                    "announcement not from an address it lists",
-                );
-                continue;
-            }
-            if a.withdrawn() {
-                for w in record.addresses() {
-                    let key = w.address();
-                    if self
-                        .resolver
-                        .learned
-                        .get(key)
-                        .is_some_and(|l| l.gid == record.gid())
-                    {
-                        log::trace!("discovery: {key} withdrawn by {from}");
-                        self.resolver.learned.remove(key);
-                        self.cache.evict(key);
-                    }
-                }
-            } else {
-                self.learn(record, Learn::Announce(from.ip(), host_before), now);
+        if claims
+            .iter()
+            .any(|p| p.to.is_some_and(|to| to.ip() == from.ip()))
+        {
+            // Already asked (the host answered a try sent again).
+            return;
+        }
+        if claims.len() >= MAX_CLAIMS {
+            return self.drop_datagram(
+                |d| &mut d.unsolicited,
+                from,
+                "too many hosts claim the name",
+            );
+        }
+        let ep = l.endpoint;
+        if let Some(p) = self.resolver.probes.get_mut(&group) {
+            p.answered = true;
+        }
+        log::trace!("lookup {key}: claimed by {from}; asking it to confirm");
+        if let Some(txid) = self.send_probe(key.clone(), Some(from), Purpose::Claim, ep, now) {
+            if let Some(l) = self.resolver.lookups.get_mut(&key) {
+                l.probes.push(txid);
             }
         }
-        // A host that came back with a new GID (after a crash, so nothing
-        // was withdrawn) moved the names this datagram carries. Those in
-        // its other datagrams cannot follow (they no longer see the source
-        // at the old GID), and the old GID is gone: forget them.
-        let host_now = self.resolver.learned.get(&source).map(|l| l.gid);
-        if let (Some(old), Some(new), false) = (host_before, host_now, a.withdrawn()) {
-            if old != new {
+    }
+
+    /// A binding's holder answered a check.
+    fn check_confirmed(&mut self, key: &Address, learned: Learned, now: Instant) {
+        let before = self.resolver.learned.get(key).map(|l| l.gid);
+        let gid = learned.gid;
+        log::trace!("discovery: {key} confirmed at {gid}");
+        self.bind(key, learned, now);
+        // The host at this address has a new GID (back after a crash with
+        // new hardware, so nothing was withdrawn): what is still bound to
+        // the old one went with it, and is asked again when needed.
+        if let (Some(old), true) = (before, ip_of(key).is_some()) {
+            if old != gid {
                 for gone in self.resolver.forget_gid(old) {
-                    log::trace!("discovery: {gone} forgotten: its host moved to {new}");
+                    log::trace!("discovery: {gone} forgotten: its host moved to {gid}");
                     self.cache.evict(&gone);
                 }
             }
         }
     }
 
+    fn on_announce(&mut self, a: Announce, from: SocketAddr, now: Instant) {
+        // Never believed, whatever its source says: each address it says
+        // something new about that this host has a binding for is checked
+        // with its holder. Addresses never asked about are ignored.
+        let mut hints: Vec<Address> = Vec::new();
+        for record in a.records() {
+            if self.is_own_gid(record.gid()) {
+                self.drop_datagram(|d| &mut d.own, from, "our own announcement");
+                continue;
+            }
+            for w in record.addresses() {
+                let key = w.address();
+                let hint = match self.resolver.learned.get(key) {
+                    Some(l) if a.withdrawn() => l.gid == record.gid(),
+                    Some(l) => l.differs_from(record),
+                    None => false,
+                };
+                if hint {
+                    hints.push(key.clone());
+                }
+            }
+        }
+        for key in hints {
+            self.check(&key, now);
+        }
+    }
+
     /// An ICMP error for a datagram sent to `dest`; `payload` is that
-    /// datagram. An unreachable host or port fails its lookup at once.
+    /// datagram. An unreachable host or port ends its probe at once.
     pub fn on_unreachable(&mut self, dest: SocketAddr, payload: &[u8], now: Instant) {
         let Some(txid) = Message::query_txid(payload) else {
             return;
         };
-        let Some(key) = self.resolver.by_txid.get(&txid).cloned() else {
+        let Some(p) = self.resolver.probes.get(&txid) else {
             return;
         };
-        if ip_of(&key) == Some(dest.ip())
-            && matches!(
-                self.resolver.lookups.get(&key).map(|l| l.stage),
-                Some(Stage::Discover { .. })
-            )
-        {
-            log::trace!("lookup {key}: {dest} unreachable");
-            self.next_stage(&key, ACM_STATUS_ENODATA as u8, now);
+        if p.to.is_some_and(|to| same_place(to, dest)) {
+            log::trace!("lookup {}: {dest} unreachable", p.target);
+            self.probe_failed(txid, ACM_STATUS_ENODATA as u8, now);
         }
     }
 
@@ -865,7 +1241,7 @@ impl<H: Host> Engine<H> {
         }
         match mac {
             Some(mac) => {
-                let learned = Learned::derived(eui64_gid(mac), self.addr_expiry(now));
+                let learned = Learned::derived(eui64_gid(mac));
                 self.succeed(&job.dest.clone(), learned, now);
             }
             None if now < l.deadline => {
@@ -979,20 +1355,7 @@ mod tests {
 
     /// The one QUERY among the effects, and where it went.
     fn sent_query(fx: &Effects) -> (Query, Option<SocketAddr>) {
-        let queries: Vec<_> = fx
-            .datagrams
-            .iter()
-            .filter_map(|d| {
-                let (to, bytes) = match d {
-                    Datagram::Unicast { to, bytes, .. } => (Some(*to), bytes),
-                    Datagram::Multicast { bytes } => (None, bytes),
-                };
-                match Message::decode(bytes) {
-                    Ok(Message::Query(q)) => Some((q, to)),
-                    _ => None,
-                }
-            })
-            .collect();
+        let queries = sent_queries(fx);
         assert_eq!(queries.len(), 1, "{fx:?}");
         queries.into_iter().next().unwrap()
     }
@@ -1007,8 +1370,69 @@ mod tests {
         f.e.take_effects();
     }
 
+    /// The fixture asks for `node-b` by name; the peer claims it in answer
+    /// to the group query and confirms it by unicast: the name is learned,
+    /// confirmed at the peer's address.
+    fn learn_peer_name(f: &mut Fixture, tid: u64) {
+        let by_name = request(
+            &[addr_entry(ACM_EP_FLAG_DEST, ACM_ADDRESS_NAME, b"node-b")],
+            false,
+            tid,
+        );
+        assert_eq!(f.e.resolve(f.addr, &by_name, tid), None);
+        let (group, to) = sent_query(&f.e.take_effects());
+        assert_eq!(to, None, "names are asked of the groups");
+        let claim = reply_bytes(&group, Answer::Found(peer_record(PEER)));
+        f.e.on_datagram(peer(), None, &claim, f.t0);
+        let (confirm, to) = sent_query(&f.e.take_effects());
+        assert_eq!(to, Some(peer()), "the claimant is asked by unicast");
+        assert_ne!(confirm.txid(), group.txid(), "with a fresh transaction id");
+        let found = reply_bytes(&confirm, Answer::Found(peer_record(PEER)));
+        f.e.on_datagram(peer(), None, &found, f.t0);
+        let fx = f.e.take_effects();
+        assert_eq!(fx.replies.len(), 1, "{fx:?}");
+        assert_eq!(dgid(&fx.replies[0].msg), PEER.parse().unwrap());
+    }
+
     fn reply_bytes(q: &Query, answer: Answer) -> Vec<u8> {
         Message::from(q.reply(answer).unwrap()).encode()
+    }
+
+    const ATTACKER: &str = "fe80::bad:0:0:66";
+
+    /// What a forger puts in its datagrams: its own GID for the peer's
+    /// addresses.
+    fn forged_record() -> EndpointRecord {
+        peer_record(ATTACKER)
+    }
+
+    fn node_b() -> Address {
+        Address::name("node-b").unwrap()
+    }
+
+    fn peer_ip() -> Address {
+        Address::Ip4(PEER_IP.into())
+    }
+
+    /// The queries among the effects, with where they went.
+    fn sent_queries(fx: &Effects) -> Vec<(Query, Option<SocketAddr>)> {
+        fx.datagrams
+            .iter()
+            .filter_map(|d| {
+                let (to, bytes) = match d {
+                    Datagram::Unicast { to, bytes, .. } => (Some(*to), bytes),
+                    Datagram::Multicast { bytes } => (None, bytes),
+                };
+                match Message::decode(bytes) {
+                    Ok(Message::Query(q)) => Some((q, to)),
+                    _ => None,
+                }
+            })
+            .collect()
+    }
+
+    fn bound_gid(e: &Engine<FakeHost>, a: &Address) -> Option<Gid> {
+        e.learned_dest(a).map(|d| d.gid)
     }
 
     fn dgid(m: &MsgBuf) -> Gid {
@@ -1028,11 +1452,19 @@ mod tests {
         assert!(fx.wake, "the worker must learn of the new deadline");
         let (q, to) = sent_query(&fx);
         assert_eq!(to, Some(peer()));
-        assert_eq!(q.target().address(), &Address::Ip4(PEER_IP.into()));
+        assert_eq!(q.target().address(), &peer_ip());
         assert_eq!(
             q.sender().gid(),
             OWN.parse().unwrap(),
             "the query carries the asker's record"
+        );
+        let [Datagram::Unicast { from, .. }] = &fx.datagrams[..] else {
+            panic!("{fx:?}")
+        };
+        assert_eq!(
+            *from,
+            Some(IpAddr::V4([10, 0, 0, 1].into())),
+            "sent from the asking endpoint's own address"
         );
         assert_eq!(f.e.resolve(f.addr, &ip_request(PEER_IP, 0, 2), 12), None);
         assert!(
@@ -1059,16 +1491,14 @@ mod tests {
                 "the peer's MTU and rate bound the path"
             );
         }
-        // Learned: the peer's other address and its GID answer at once.
-        let by_name = request(
-            &[addr_entry(ACM_EP_FLAG_DEST, ACM_ADDRESS_NAME, b"node-b")],
-            false,
-            3,
-        );
+        // Learned: the address asked about and the peer's GID; not the
+        // other address its record lists, which nobody confirmed.
+        assert_eq!(bound_gid(&f.e, &peer_ip()), Some(PEER.parse().unwrap()));
         assert_eq!(
-            dgid(&f.e.resolve(f.addr, &by_name, 13).unwrap()),
-            PEER.parse().unwrap()
+            bound_gid(&f.e, &Address::Gid(PEER.parse().unwrap())),
+            Some(PEER.parse().unwrap())
         );
+        assert_eq!(bound_gid(&f.e, &node_b()), None);
         assert_eq!(f.e.lookups_in_flight(), 0);
         // A second reply to the same query is dropped.
         f.e.on_datagram(peer(), None, &reply_bytes(&q, Answer::Refused), f.t0);
@@ -1264,77 +1694,115 @@ mod tests {
         );
     }
 
-    #[test]
-    fn queries_are_answered_by_the_owner_only() {
-        let mut f = fixture(Config::default());
-        let asker = peer_record(PEER);
-        let txid = std::num::NonZeroU64::new(7).unwrap();
-        let own_ip = IpAddr::V4([10, 0, 0, 1].into());
-        let ask = |target: Address| {
-            Message::from(Query::new(
-                txid,
-                WireAddress::new(target).unwrap(),
-                asker.clone(),
-            ))
-            .encode()
-        };
+    /// A query for `target` from the peer's address carrying `sender`,
+    /// sent to `to` (a unicast address of this host, or a group).
+    fn query_from_peer(
+        e: &mut Engine<FakeHost>,
+        target: Address,
+        sender: EndpointRecord,
+        to: IpAddr,
+        t: Instant,
+    ) {
+        let q = Message::from(Query::new(
+            std::num::NonZeroU64::new(7).unwrap(),
+            WireAddress::new(target).unwrap(),
+            sender,
+        ))
+        .encode();
+        e.on_datagram(peer(), Some(to), &q, t);
+    }
 
-        f.e.on_datagram(
-            peer(),
-            Some(own_ip),
-            &ask(Address::Ip4([10, 0, 0, 1].into())),
-            f.t0,
-        );
-        let fx = f.e.take_effects();
+    fn own_ip() -> IpAddr {
+        IpAddr::V4([10, 0, 0, 1].into())
+    }
+
+    fn group() -> IpAddr {
+        IpAddr::V4(crate::wire::V4_GROUP)
+    }
+
+    /// The one reply among the effects: where it went, from, and its answer.
+    fn sent_reply(fx: &Effects) -> (SocketAddr, Option<IpAddr>, Answer) {
         let [Datagram::Unicast { to, from, bytes }] = &fx.datagrams[..] else {
-            panic!("{fx:?}")
+            panic!("one reply expected: {fx:?}")
         };
-        assert_eq!(
-            (*to, *from),
-            (peer(), Some(own_ip)),
-            "answered from the queried address"
-        );
-        let Ok(Message::Reply(r)) = Message::decode(bytes) else {
-            panic!()
-        };
-        assert!(matches!(r.answer(), Answer::Found(rec) if rec.gid() == OWN.parse().unwrap()));
         assert!(
             bytes.len() <= crate::wire::QUERY_LEN,
             "never larger than the query"
         );
-        // The asker was learned at the address it asked from, and only
-        // there: the name its record claims is not verified.
-        let r = f.e.resolve(f.addr, &ip_request(PEER_IP, 0, 1), 1).unwrap();
-        assert_eq!(dgid(&r), PEER.parse().unwrap());
-        assert_eq!(f.e.learned_dest(&Address::name("node-b").unwrap()), None);
-
-        f.e.on_datagram(
-            peer(),
-            Some(own_ip),
-            &ask(Address::Ip4([10, 0, 0, 50].into())),
-            f.t0,
-        );
-        let fx = f.e.take_effects();
-        let [Datagram::Unicast { bytes, .. }] = &fx.datagrams[..] else {
+        let Ok(Message::Reply(r)) = Message::decode(bytes) else {
             panic!("{fx:?}")
         };
-        assert!(
-            matches!(Message::decode(bytes), Ok(Message::Reply(r)) if matches!(r.answer(), Answer::Refused))
-        );
+        (*to, *from, r.answer().clone())
+    }
 
-        f.e.on_datagram(peer(), None, &ask(Address::name("node-z").unwrap()), f.t0);
-        assert!(
-            f.e.take_effects().datagrams.is_empty(),
-            "other hosts' names: silence"
+    #[test]
+    fn queries_are_answered_by_the_owner_only_and_group_queries_never_refused() {
+        let mut f = fixture(Config::default());
+        query_from_peer(
+            &mut f.e,
+            Address::Ip4([10, 0, 0, 1].into()),
+            peer_record(PEER),
+            own_ip(),
+            f.t0,
         );
+        let (to, from, answer) = sent_reply(&f.e.take_effects());
+        assert_eq!(
+            (to, from),
+            (peer(), Some(own_ip())),
+            "answered from the queried address"
+        );
+        assert!(matches!(answer, Answer::Found(rec) if rec.gid() == OWN.parse().unwrap()));
+        // The asker's record binds nothing: nobody confirmed it.
+        assert_eq!(bound_gid(&f.e, &peer_ip()), None);
+        assert_eq!(
+            f.e.resolve(f.addr, &ip_request(PEER_IP, 0, 1), 1),
+            None,
+            "asked like any"
+        );
+        f.e.take_effects();
+
+        // By unicast, what this host does not hold is refused, names too.
+        for target in [
+            Address::Ip4([10, 0, 0, 50].into()),
+            Address::name("node-z").unwrap(),
+        ] {
+            query_from_peer(&mut f.e, target, peer_record(PEER), own_ip(), f.t0);
+            let (_, from, answer) = sent_reply(&f.e.take_effects());
+            assert_eq!(from, Some(own_ip()));
+            assert!(matches!(answer, Answer::Refused));
+        }
+        // A group query reaches every host: only the holder answers, or
+        // one forged query would bring a reply from each.
+        for to in [group(), IpAddr::V6(crate::wire::V6_GROUP)] {
+            for target in [
+                Address::Ip4([10, 0, 0, 50].into()),
+                Address::name("node-z").unwrap(),
+            ] {
+                query_from_peer(&mut f.e, target, peer_record(PEER), to, f.t0);
+                assert!(f.e.take_effects().datagrams.is_empty(), "silence");
+            }
+        }
+        query_from_peer(
+            &mut f.e,
+            Address::name("node-a").unwrap(),
+            peer_record(PEER),
+            group(),
+            f.t0,
+        );
+        let (_, from, answer) = sent_reply(&f.e.take_effects());
+        assert_eq!(
+            from, None,
+            "a group's reply leaves from the kernel's choice"
+        );
+        assert!(matches!(answer, Answer::Found(_)));
 
         let mine = Message::from(Query::new(
-            txid,
+            std::num::NonZeroU64::new(7).unwrap(),
             WireAddress::new(Address::name("node-a").unwrap()).unwrap(),
             f.e.record_for(f.ep, None).unwrap(),
         ))
         .encode();
-        f.e.on_datagram(peer(), None, &mine, f.t0);
+        f.e.on_datagram(peer(), Some(group()), &mine, f.t0);
         assert!(
             f.e.take_effects().datagrams.is_empty(),
             "our own multicast, looped back"
@@ -1343,87 +1811,122 @@ mod tests {
     }
 
     #[test]
-    fn announcements_update_what_is_cached_and_nothing_else() {
+    fn a_forged_query_never_changes_a_binding() {
         let mut f = fixture(Config::default());
         learn_peer(&mut f, 1);
-        let announce = |gid: &str, withdrawn: bool| {
-            Message::from(Announce::new(vec![peer_record(gid)], withdrawn).unwrap()).encode()
-        };
-
-        // From an address the record does not list: not believed.
-        let elsewhere = SocketAddr::new(IpAddr::V4([10, 0, 0, 66].into()), 6126);
-        f.e.on_datagram(elsewhere, None, &announce("fe80::bad", false), f.t0);
-        assert_eq!(f.e.drops().wrong_source, 1);
-        assert_eq!(
-            dgid(&f.e.resolve(f.addr, &ip_request(PEER_IP, 0, 2), 2).unwrap()),
-            PEER.parse().unwrap()
+        // From B's address, the attacker's GID as sender record.
+        query_from_peer(
+            &mut f.e,
+            Address::Ip4([10, 0, 0, 1].into()),
+            forged_record(),
+            own_ip(),
+            f.t0,
         );
-
-        // The peer restarted with a new GID: the cached path follows.
-        f.e.on_datagram(peer(), None, &announce("fe80::c", false), f.t0);
-        assert_eq!(
-            dgid(&f.e.resolve(f.addr, &ip_request(PEER_IP, 0, 3), 3).unwrap()),
-            "fe80::c".parse().unwrap()
+        let fx = f.e.take_effects();
+        assert_eq!(bound_gid(&f.e, &peer_ip()), Some(PEER.parse().unwrap()));
+        // It is a hint: B is asked at its own address, with a fresh txid.
+        let checks: Vec<_> = sent_queries(&fx);
+        assert_eq!(checks.len(), 1, "{fx:?}");
+        let (check, to) = &checks[0];
+        assert_eq!((*to, check.target().address()), (Some(peer()), &peer_ip()));
+        // The attacker, who cannot see that query, answers a guess.
+        let guess = Query::new(
+            std::num::NonZeroU64::new(check.txid().get() ^ 0x5a5a).unwrap(),
+            check.target().clone(),
+            forged_record(),
         );
-
-        // Withdrawing a GID that is no longer bound changes nothing...
-        f.e.on_datagram(peer(), None, &announce(PEER, true), f.t0);
-        assert_eq!(
-            f.e.learned_dest(&Address::Ip4(PEER_IP.into())).unwrap().gid,
-            "fe80::c".parse().unwrap()
-        );
-        // ...withdrawing the bound one forgets it.
-        f.e.on_datagram(peer(), None, &announce("fe80::c", true), f.t0);
-        assert_eq!(f.e.learned_dest(&Address::Ip4(PEER_IP.into())), None);
-
-        // Another host cannot take a name bound to someone else.
-        learn_peer(&mut f, 4);
-        let thief_ip = Ipv4Addr::new(10, 0, 0, 66);
-        let thief = EndpointRecord::new(
-            "fe80::666".parse().unwrap(),
-            0,
-            5,
-            16,
-            vec![0xffff],
-            vec![
-                WireAddress::from(thief_ip),
-                WireAddress::new(Address::name("node-b").unwrap()).unwrap(),
-            ],
-        )
-        .unwrap();
-        let from_thief = SocketAddr::new(IpAddr::V4(thief_ip), 6126);
         f.e.on_datagram(
-            from_thief,
+            peer(),
             None,
-            &Message::from(Announce::new(vec![thief.clone()], false).unwrap()).encode(),
+            &reply_bytes(&guess, Answer::Found(forged_record())),
             f.t0,
         );
-        assert_eq!(
-            f.e.learned_dest(&Address::name("node-b").unwrap())
-                .unwrap()
-                .gid,
-            PEER.parse().unwrap()
-        );
-        let asks = Message::from(Query::new(
-            std::num::NonZeroU64::new(9).unwrap(),
-            WireAddress::from(Ipv4Addr::new(10, 0, 0, 1)),
-            thief,
-        ))
-        .encode();
+        assert_eq!(f.e.drops().unsolicited, 1);
+        assert_eq!(bound_gid(&f.e, &peer_ip()), Some(PEER.parse().unwrap()));
+        // B's own answer keeps its binding.
         f.e.on_datagram(
-            from_thief,
-            Some(IpAddr::V4([10, 0, 0, 1].into())),
-            &asks,
+            peer(),
+            None,
+            &reply_bytes(check, Answer::Found(peer_record(PEER))),
             f.t0,
         );
+        let r =
+            f.e.resolve(f.addr, &ip_request(PEER_IP, ACM_FLAGS_NODELAY, 2), 2)
+                .unwrap();
+        assert_eq!(dgid(&r), PEER.parse().unwrap());
+        // More forgeries soon after ask B nothing more.
+        for _ in 0..100 {
+            query_from_peer(
+                &mut f.e,
+                Address::Ip4([10, 0, 0, 1].into()),
+                forged_record(),
+                own_ip(),
+                f.t0,
+            );
+        }
         assert_eq!(
-            f.e.learned_dest(&Address::name("node-b").unwrap())
-                .unwrap()
-                .gid,
-            PEER.parse().unwrap()
+            sent_queries(&f.e.take_effects()).len(),
+            0,
+            "checked at most once per holdoff"
         );
+    }
 
-        // Addresses never asked about are not learned from announcements.
+    #[test]
+    fn a_forged_announcement_never_moves_a_hosts_names() {
+        let mut f = fixture(Config::default());
+        learn_peer(&mut f, 1);
+        learn_peer_name(&mut f, 2);
+        let forged = Message::from(Announce::new(vec![forged_record()], false).unwrap()).encode();
+        f.e.on_datagram(peer(), None, &forged, f.t0);
+        let fx = f.e.take_effects();
+        for a in [peer_ip(), node_b()] {
+            assert_eq!(bound_gid(&f.e, &a), Some(PEER.parse().unwrap()), "{a}");
+        }
+        // Each binding it contradicts is checked where it was confirmed:
+        // B's address, for the address and for the name.
+        let checks = sent_queries(&fx);
+        let mut asked: Vec<(String, Option<SocketAddr>)> = checks
+            .iter()
+            .map(|(q, to)| (q.target().address().to_string(), *to))
+            .collect();
+        asked.sort();
+        assert_eq!(
+            asked,
+            [
+                ("10.0.0.2".to_string(), Some(peer())),
+                ("node-b".to_string(), Some(peer()))
+            ]
+        );
+        for (q, _) in &checks {
+            f.e.on_datagram(
+                peer(),
+                None,
+                &reply_bytes(q, Answer::Found(peer_record(PEER))),
+                f.t0,
+            );
+        }
+        for a in [peer_ip(), node_b()] {
+            assert_eq!(bound_gid(&f.e, &a), Some(PEER.parse().unwrap()), "{a}");
+        }
+        // A forged withdrawal, later: checked too, and B still holds both.
+        let later = f.t0 + CHECK_HOLDOFF * 2;
+        let withdrawal =
+            Message::from(Announce::new(vec![peer_record(PEER)], true).unwrap()).encode();
+        let elsewhere = SocketAddr::new(IpAddr::V4([10, 0, 0, 66].into()), 6126);
+        f.e.on_datagram(elsewhere, None, &withdrawal, later);
+        for (q, to) in sent_queries(&f.e.take_effects()) {
+            assert_eq!(to, Some(peer()));
+            f.e.on_datagram(
+                peer(),
+                None,
+                &reply_bytes(&q, Answer::Found(peer_record(PEER))),
+                later,
+            );
+        }
+        for a in [peer_ip(), node_b()] {
+            assert_eq!(bound_gid(&f.e, &a), Some(PEER.parse().unwrap()), "{a}");
+        }
+        // Addresses this host never asked about are not learned either.
         let stranger = EndpointRecord::new(
             "fe80::d".parse().unwrap(),
             0,
@@ -1438,37 +1941,189 @@ mod tests {
             from4,
             None,
             &Message::from(Announce::new(vec![stranger], false).unwrap()).encode(),
-            f.t0,
+            later,
         );
+        assert!(f.e.take_effects().datagrams.is_empty());
         assert_eq!(f.e.learned_dest(&Address::Ip4([10, 0, 0, 4].into())), None);
     }
 
     #[test]
-    fn names_are_asked_by_multicast_and_this_host_announces_itself() {
+    fn a_host_with_a_new_gid_is_followed_once_it_confirms_it() {
+        let mut f = fixture(Config::default());
+        learn_peer(&mut f, 1);
+        learn_peer_name(&mut f, 2);
+        let cached = f.e.resolve(f.addr, &ip_request(PEER_IP, 0, 3), 3).unwrap();
+        assert_eq!(dgid(&cached), PEER.parse().unwrap());
+        // B came back with new hardware and announces it.
+        let moved =
+            Message::from(Announce::new(vec![peer_record("fe80::c")], false).unwrap()).encode();
+        f.e.on_datagram(peer(), None, &moved, f.t0);
+        let checks = sent_queries(&f.e.take_effects());
+        assert_eq!(checks.len(), 2);
+        for (q, _) in &checks {
+            f.e.on_datagram(
+                peer(),
+                None,
+                &reply_bytes(q, Answer::Found(peer_record("fe80::c"))),
+                f.t0,
+            );
+        }
+        for a in [peer_ip(), node_b()] {
+            assert_eq!(bound_gid(&f.e, &a), Some("fe80::c".parse().unwrap()), "{a}");
+        }
+        assert_eq!(
+            bound_gid(&f.e, &Address::Gid(PEER.parse().unwrap())),
+            None,
+            "nothing is left at the old GID"
+        );
+        let r =
+            f.e.resolve(f.addr, &ip_request(PEER_IP, ACM_FLAGS_NODELAY, 4), 4)
+                .unwrap();
+        assert_eq!(
+            dgid(&r),
+            "fe80::c".parse().unwrap(),
+            "the cached path followed"
+        );
+    }
+
+    #[test]
+    fn a_withdrawal_forgets_what_its_holder_no_longer_confirms() {
+        let mut f = fixture(Config::default());
+        learn_peer(&mut f, 1);
+        learn_peer_name(&mut f, 2);
+        let withdrawal =
+            Message::from(Announce::new(vec![peer_record(PEER)], true).unwrap()).encode();
+        f.e.on_datagram(peer(), None, &withdrawal, f.t0);
+        let checks = sent_queries(&f.e.take_effects());
+        assert_eq!(checks.len(), 2);
+        let (first, second) = (&checks[0].0, &checks[1].0);
+        f.e.on_datagram(peer(), None, &reply_bytes(first, Answer::Refused), f.t0);
+        assert_eq!(bound_gid(&f.e, first.target().address()), None);
+        // No answer at all forgets too (after the check's tries).
+        let cfg_timeout = Duration::from_millis(u64::from(f.e.config().timeout_ms));
+        for i in 1..=3 {
+            f.e.on_timers(f.t0 + cfg_timeout * i + Duration::from_millis(1));
+        }
+        assert_eq!(bound_gid(&f.e, second.target().address()), None);
+        let r =
+            f.e.resolve(f.addr, &ip_request(PEER_IP, ACM_FLAGS_NODELAY, 3), 3)
+                .unwrap();
+        assert_eq!(
+            r.status(),
+            ACM_STATUS_ENODATA as u8,
+            "not served from the cache"
+        );
+    }
+
+    #[test]
+    fn a_claim_counts_only_once_its_host_confirms_it() {
+        let mut f = fixture(Config::default());
+        let by_name = |name: &[u8], tid| {
+            request(
+                &[addr_entry(ACM_EP_FLAG_DEST, ACM_ADDRESS_NAME, name)],
+                false,
+                tid,
+            )
+        };
+        // The attacker reads the group query and answers first, in B's
+        // name, with its own GID: B is asked, and B's answer counts.
+        f.e.resolve(f.addr, &by_name(b"node-b", 1), 1);
+        let (g, _) = sent_query(&f.e.take_effects());
+        f.e.on_datagram(
+            peer(),
+            None,
+            &reply_bytes(&g, Answer::Found(forged_record())),
+            f.t0,
+        );
+        let (confirm, to) = sent_query(&f.e.take_effects());
+        assert_eq!(to, Some(peer()));
+        f.e.on_datagram(
+            peer(),
+            None,
+            &reply_bytes(&confirm, Answer::Found(peer_record(PEER))),
+            f.t0,
+        );
+        let fx = f.e.take_effects();
+        assert_eq!(dgid(&fx.replies[0].msg), PEER.parse().unwrap());
+
+        // A name B does not hold, claimed in B's name: B refuses, and the
+        // lookup fails once its group query's time is up.
+        f.e.resolve(f.addr, &by_name(b"node-c", 2), 2);
+        let (g, _) = sent_query(&f.e.take_effects());
+        let c_record = EndpointRecord::new(
+            ATTACKER.parse().unwrap(),
+            0,
+            5,
+            16,
+            vec![0xffff],
+            vec![WireAddress::new(Address::name("node-c").unwrap()).unwrap()],
+        )
+        .unwrap();
+        f.e.on_datagram(
+            peer(),
+            None,
+            &reply_bytes(&g, Answer::Found(c_record)),
+            f.t0,
+        );
+        let (confirm, _) = sent_query(&f.e.take_effects());
+        f.e.on_datagram(peer(), None, &reply_bytes(&confirm, Answer::Refused), f.t0);
+        f.e.on_timers(f.t0 + Duration::from_secs(2));
+        let fx = f.e.take_effects();
+        assert_eq!(fx.replies.len(), 1);
+        assert_eq!(fx.replies[0].msg.status(), ACM_STATUS_ENODATA as u8);
+        assert_eq!(bound_gid(&f.e, &Address::name("node-c").unwrap()), None);
+    }
+
+    #[test]
+    fn a_name_two_hosts_confirm_with_different_gids_gets_no_answer() {
         let mut f = fixture(Config::default());
         let by_name = request(
             &[addr_entry(ACM_EP_FLAG_DEST, ACM_ADDRESS_NAME, b"node-b")],
             false,
-            3,
+            1,
         );
-        assert_eq!(f.e.resolve(f.addr, &by_name, 1), None);
-        let (q, to) = sent_query(&f.e.take_effects());
-        assert_eq!(
-            (to, q.target().address()),
-            (None, &Address::name("node-b").unwrap())
-        );
-        // A name's owner may answer from any of its addresses.
-        let from = SocketAddr::new(IpAddr::V4([10, 0, 0, 77].into()), 6126);
+        f.e.resolve(f.addr, &by_name, 1);
+        let (g, _) = sent_query(&f.e.take_effects());
+        // The attacker claims the name from its own address too.
+        let attacker = SocketAddr::new(IpAddr::V4([10, 0, 0, 66].into()), 6126);
         f.e.on_datagram(
-            from,
+            attacker,
             None,
-            &reply_bytes(&q, Answer::Found(peer_record(PEER))),
+            &reply_bytes(&g, Answer::Found(forged_record())),
             f.t0,
         );
-        assert_eq!(
-            dgid(&f.e.take_effects().replies[0].msg),
-            PEER.parse().unwrap()
+        f.e.on_datagram(
+            peer(),
+            None,
+            &reply_bytes(&g, Answer::Found(peer_record(PEER))),
+            f.t0,
         );
+        let confirms = sent_queries(&f.e.take_effects());
+        assert_eq!(confirms.len(), 2);
+        for (q, to) in &confirms {
+            let (from, record) = match *to == Some(attacker) {
+                true => (attacker, forged_record()),
+                false => (peer(), peer_record(PEER)),
+            };
+            f.e.on_datagram(from, None, &reply_bytes(q, Answer::Found(record)), f.t0);
+        }
+        let fx = f.e.take_effects();
+        assert_eq!(fx.replies.len(), 1);
+        assert_eq!(fx.replies[0].msg.status(), ACM_STATUS_ENODATA as u8);
+        assert_eq!(bound_gid(&f.e, &node_b()), None);
+        assert_eq!(f.e.conflicts, 1);
+    }
+
+    #[test]
+    fn names_are_asked_of_the_groups_and_this_host_announces_itself() {
+        let mut f = fixture(Config::default());
+        learn_peer_name(&mut f, 3);
+        // Learned: the name, confirmed where the peer answered.
+        assert_eq!(
+            f.e.resolver.learned.get(&node_b()).unwrap().via,
+            Some(peer())
+        );
+        assert_eq!(bound_gid(&f.e, &peer_ip()), None, "only the name was asked");
 
         f.e.schedule_announce(f.t0);
         assert!(f.e.next_wake().unwrap() <= f.t0 + Duration::from_millis(50));
@@ -1530,24 +2185,11 @@ mod tests {
     fn with_a_key_only_authenticated_fresh_messages_count() {
         let mut f = fixture(Config::default());
         f.e.set_auth(Some(auth(KEY)));
-        let mut peer_auth = auth(KEY);
+        let peer_auth = auth(KEY);
         f.e.resolve(f.addr, &ip_request(PEER_IP, 0, 1), 11);
-        let fx = f.e.take_effects();
-        let [Datagram::Unicast { bytes: sent, .. }] = &fx.datagrams[..] else {
-            panic!("{fx:?}")
-        };
-        assert_eq!(
-            sent.len(),
-            crate::wire::QUERY_LEN + crate::wire::AUTH_TRAILER_LEN
-        );
-        assert!(
-            Message::decode(sent).is_err(),
-            "a receiver without the key drops it"
-        );
-        let body = peer_auth.open(sent).expect("sealed with the shared key");
-        let Ok(Message::Query(q)) = Message::decode_authenticated(body) else {
-            panic!()
-        };
+        // The engine makes the message; the sender seals each copy as it
+        // leaves (net.rs).
+        let (q, _) = sent_query(&f.e.take_effects());
         let found = Message::from(q.reply(Answer::Found(peer_record(PEER))).unwrap()).encode();
 
         // A reply that is right in every way but unsealed, or sealed with
@@ -1562,7 +2204,10 @@ mod tests {
         assert_eq!(f.e.lookups_in_flight(), 1);
 
         let sealed = peer_auth.seal(found);
-        assert!(sealed.len() <= sent.len(), "no larger than the query");
+        assert!(
+            sealed.len() <= crate::wire::QUERY_LEN + crate::wire::AUTH_TRAILER_LEN,
+            "no larger than the sealed query"
+        );
         f.e.on_datagram(peer(), None, &sealed, f.t0);
         let fx = f.e.take_effects();
         assert_eq!(fx.replies.len(), 1);
@@ -1576,31 +2221,23 @@ mod tests {
     }
 
     #[test]
-    fn with_a_key_queries_are_answered_sealed_and_plain_ones_ignored() {
+    fn with_a_key_queries_are_answered_and_plain_or_replayed_ones_ignored() {
         let mut f = fixture(Config::default());
         f.e.set_auth(Some(auth(KEY)));
-        let mut peer_auth = auth(KEY);
+        let peer_auth = auth(KEY);
         let q = Message::from(Query::new(
             std::num::NonZeroU64::new(9).unwrap(),
             WireAddress::new(Address::Ip4([10, 0, 0, 1].into())).unwrap(),
             peer_record(PEER),
         ))
         .encode();
-        f.e.on_datagram(peer(), None, &q, f.t0);
+        f.e.on_datagram(peer(), Some(own_ip()), &q, f.t0);
         assert!(f.e.take_effects().datagrams.is_empty());
         let sealed = peer_auth.seal(q);
-        f.e.on_datagram(peer(), None, &sealed, f.t0);
-        let fx = f.e.take_effects();
-        let [Datagram::Unicast { bytes, .. }] = &fx.datagrams[..] else {
-            panic!("{fx:?}")
-        };
-        assert!(bytes.len() <= sealed.len(), "never larger than the query");
-        let body = peer_auth.open(bytes).unwrap();
-        assert!(matches!(
-            Message::decode_authenticated(body),
-            Ok(Message::Reply(r)) if matches!(r.answer(), Answer::Found(_))
-        ));
-        f.e.on_datagram(peer(), None, &sealed, f.t0);
+        f.e.on_datagram(peer(), Some(own_ip()), &sealed, f.t0);
+        let (_, _, answer) = sent_reply(&f.e.take_effects());
+        assert!(matches!(answer, Answer::Found(_)));
+        f.e.on_datagram(peer(), Some(own_ip()), &sealed, f.t0);
         assert!(
             f.e.take_effects().datagrams.is_empty(),
             "a replay is not answered"
@@ -1625,7 +2262,7 @@ mod tests {
         let answered = |e: &mut Engine<FakeHost>, from: SocketAddr, n: u64, t: Instant| {
             (1..=n)
                 .filter(|&txid| {
-                    e.on_datagram(from, None, &ask(txid), t);
+                    e.on_datagram(from, Some(own_ip()), &ask(txid), t);
                     !e.take_effects().datagrams.is_empty()
                 })
                 .count()
@@ -1636,6 +2273,56 @@ mod tests {
         assert_eq!(answered(&mut f.e, other, 5, f.t0), 5);
         let later = f.t0 + Duration::from_secs(1);
         assert_eq!(answered(&mut f.e, peer(), 100, later), 10, "then 10/s");
+    }
+
+    #[test]
+    fn every_table_the_network_or_clients_fill_is_bounded() {
+        let mut f = fixture(Config {
+            max_learned: 2,
+            max_lookups: 1,
+            max_cached: 2,
+            ..Config::default()
+        });
+        // Lookups in flight: one; the next miss is answered at once.
+        f.e.resolve(f.addr, &ip_request([10, 0, 0, 7], 0, 1), 1);
+        let (q, _) = sent_query(&f.e.take_effects());
+        let r =
+            f.e.resolve(f.addr, &ip_request([10, 0, 0, 8], 0, 2), 2)
+                .unwrap();
+        assert_eq!(r.status(), ACM_STATUS_ENOMEM as u8);
+        assert_eq!(f.e.limits()[3], 1, "counted");
+        // Learned bindings: at most two (an address and a GID per answer).
+        let from7 = SocketAddr::new(IpAddr::V4([10, 0, 0, 7].into()), 6126);
+        let rec = |last: u8| {
+            EndpointRecord::new(
+                format!("fe80::{last}").parse().unwrap(),
+                0,
+                5,
+                16,
+                vec![0xffff],
+                vec![WireAddress::from(Ipv4Addr::new(10, 0, 0, last))],
+            )
+            .unwrap()
+        };
+        f.e.on_datagram(from7, None, &reply_bytes(&q, Answer::Found(rec(7))), f.t0);
+        f.e.take_effects();
+        for last in [8, 9] {
+            f.e.resolve(f.addr, &ip_request([10, 0, 0, last], 0, 3), 3);
+            let (q, _) = sent_query(&f.e.take_effects());
+            let from = SocketAddr::new(IpAddr::V4([10, 0, 0, last].into()), 6126);
+            f.e.on_datagram(from, None, &reply_bytes(&q, Answer::Found(rec(last))), f.t0);
+            assert_eq!(f.e.take_effects().replies.len(), 1, "answered");
+        }
+        assert_eq!(f.e.resolver.learned.len(), 2);
+        assert_eq!(f.e.limits()[1], 4, "the oldest made room, two per answer");
+        assert_eq!(
+            f.e.cached(),
+            1,
+            "what left the bindings left the cache (a hint could not be checked)"
+        );
+        // What expires is swept without being asked for.
+        f.e.on_timers(f.t0 + Duration::from_secs(24 * 3600 + 1));
+        assert_eq!((f.e.resolver.learned.len(), f.e.cached()), (0, 0));
     }
 
     #[test]
@@ -1659,7 +2346,7 @@ mod tests {
     }
 
     #[test]
-    fn many_announcements_leave_in_paced_batches() {
+    fn many_announcements_leave_in_paced_batches_and_peers_check_each_binding_once() {
         let mut f = fixture(Config::default());
         // 401 names: 27 datagrams of 10.0.0.1 and 15 names (two records).
         for i in 0..400 {
@@ -1680,64 +2367,62 @@ mod tests {
         let last = f.e.take_effects().datagrams;
         assert_eq!(last.len(), 27 - ANNOUNCE_BATCH);
         assert_eq!(announced(&mut f.e, first + 2 * ANNOUNCE_PACE), 0);
-        // Every datagram can be believed: it lists the address it comes from.
+        // Every datagram names an address a peer can ask.
         let own = WireAddress::from(Ipv4Addr::new(10, 0, 0, 1));
-        let Datagram::Multicast { bytes } = &last[0] else {
-            panic!()
-        };
-        let Ok(Message::Announce(a)) = Message::decode(bytes) else {
-            panic!()
-        };
-        assert!(a.records()[0].holds(&own), "{a:?}");
-        assert_eq!(a.records().len(), 2);
-        // And a peer that knows this host takes every record of it.
-        let mut peer = fixture_with_gid(Config::default(), PEER);
-        let mut names = Vec::new();
-        for d in &last {
+        let decode = |d: &Datagram| {
             let Datagram::Multicast { bytes } = d else {
                 panic!()
             };
             let Ok(Message::Announce(a)) = Message::decode(bytes) else {
                 panic!()
             };
-            for r in a.records() {
-                names.extend(r.addresses().iter().filter(|w| **w != own).cloned());
+            a
+        };
+        assert!(decode(&last[0]).records()[0].holds(&own));
+        // A peer holding old bindings for this host's address and for ten
+        // of its names, each confirmed at that address, checks each once,
+        // however many datagrams name it.
+        let mut peer = fixture_with_gid(Config::default(), PEER);
+        let old: Gid = "fe80::9".parse().unwrap();
+        let at = SocketAddr::new(IpAddr::V4([10, 0, 0, 1].into()), 6126);
+        let mut known: Vec<Address> = vec![own.address().clone()];
+        for d in &last {
+            for r in decode(d).records() {
+                known.extend(
+                    r.addresses()
+                        .iter()
+                        .map(|w| w.address().clone())
+                        .filter(|a| matches!(a, Address::Name(_)))
+                        .take(1),
+                );
             }
         }
-        let from = SocketAddr::new(IpAddr::V4([10, 0, 0, 1].into()), 6126);
-        let old: Gid = "fe80::9".parse().unwrap();
-        for w in &names {
-            peer.e
-                .resolver
-                .learned
-                .insert(w.address().clone(), Learned::derived(old, None));
+        for a in &known {
+            let mut l = Learned::derived(old);
+            l.via = Some(at);
+            peer.e.resolver.learned.insert(a.clone(), l, None);
         }
-        peer.e
-            .resolver
-            .learned
-            .insert(own.address().clone(), Learned::derived(old, None));
         for d in &last {
             let Datagram::Multicast { bytes } = d else {
                 panic!()
             };
-            peer.e.on_datagram(from, None, bytes, f.t0);
+            peer.e.on_datagram(at, None, bytes, f.t0);
+            peer.e.on_datagram(at, None, bytes, f.t0);
         }
-        assert_eq!(peer.e.drops(), &Default::default());
-        // Moved with their host if in the datagram that moved it, forgotten
-        // otherwise: never left at a GID that is gone.
-        let moved = names
-            .iter()
-            .filter(|w| {
-                let now = peer.e.learned_dest(w.address()).map(|d| d.gid);
-                assert_ne!(now, Some(old), "{w:?}");
-                now.is_some()
-            })
-            .count();
-        assert_eq!(moved, 15, "the first datagram's names");
+        let checks = sent_queries(&peer.e.take_effects());
+        assert_eq!(checks.len(), known.len(), "one check per binding");
+        assert!(checks.iter().all(|(_, to)| *to == Some(at)));
+        for a in &known {
+            assert_eq!(
+                bound_gid(&peer.e, a),
+                Some(old),
+                "unchanged until confirmed"
+            );
+        }
     }
 
     /// What the engine holds, table by table.
-    fn footprint(e: &Engine<FakeHost>) -> [usize; 12] {
+    fn footprint(e: &Engine<FakeHost>) -> [usize; 13] {
         [
             e.ports.len(),
             e.endpoints.len(),
@@ -1745,7 +2430,8 @@ mod tests {
             e.local.len(),
             e.cache.len(),
             e.resolver.lookups.len(),
-            e.resolver.by_txid.len(),
+            e.resolver.probes.len(),
+            e.resolver.checking.len(),
             e.resolver.learned.len(),
             e.resolver.failed.len(),
             e.resolver.neighbour_jobs.len(),

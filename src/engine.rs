@@ -17,8 +17,8 @@ use crate::msg::{self, MsgBuf, Rejected, ResolveRequest, Target};
 use crate::path::{self, Dest, PathRecord, PATH_RECORD_LEN};
 use crate::resolver::{Resolver, Waiter};
 use acm_prov_sys::{
-    ACM_STATUS_EDESTADDR, ACM_STATUS_EINVAL, ACM_STATUS_ENODATA, ACM_STATUS_ENOTCONN,
-    ACM_STATUS_ESRCADDR, ACM_STATUS_SUCCESS,
+    ACM_STATUS_EDESTADDR, ACM_STATUS_EINVAL, ACM_STATUS_ENODATA, ACM_STATUS_ENOMEM,
+    ACM_STATUS_ENOTCONN, ACM_STATUS_ESRCADDR, ACM_STATUS_SUCCESS,
 };
 use std::net::{IpAddr, SocketAddr};
 use std::time::Instant;
@@ -211,6 +211,16 @@ pub struct Engine<H: Host> {
     pub(crate) drops: DropCounts,
     /// What the last drop summary in the log said, and when.
     pub(crate) drops_logged: (DropCounts, Option<Instant>),
+    /// Hints not checked because [`crate::resolver::MAX_CHECKS`] checks
+    /// were in flight.
+    pub(crate) checks_skipped: u64,
+    /// Name lookups left unanswered because hosts with different GIDs
+    /// confirmed the name.
+    pub(crate) conflicts: u64,
+    /// What the last summary of tables at their bounds said, and when.
+    pub(crate) limits_logged: ([u64; 5], Option<Instant>),
+    /// When the tables are swept of what expired next.
+    pub(crate) next_sweep: Instant,
     /// Seals and opens discovery datagrams when authentication is on.
     pub(crate) auth: Option<crate::auth::Auth>,
     pub(crate) reply_limit: crate::ratelimit::RateLimiter,
@@ -222,6 +232,8 @@ pub struct Engine<H: Host> {
 
 impl<H: Host> Engine<H> {
     pub fn new(host: H, cfg: Config, hosts: Hosts) -> Self {
+        let (cache_size, max_learned, max_lookups) =
+            (cfg.max_cached, cfg.max_learned, cfg.max_lookups);
         Engine {
             reply_limit: crate::ratelimit::RateLimiter::new(cfg.reply_rate),
             host,
@@ -233,8 +245,8 @@ impl<H: Host> Engine<H> {
             endpoints: Map::default(),
             addresses: Map::default(),
             local: Map::default(),
-            cache: Cache::default(),
-            resolver: Resolver::default(),
+            cache: Cache::new(cache_size),
+            resolver: Resolver::new(max_learned, max_lookups),
             effects: Effects::default(),
             discovery_up: false,
             announce_at: Vec::new(),
@@ -244,6 +256,10 @@ impl<H: Host> Engine<H> {
             announcements_at: Instant::now(),
             drops: DropCounts::default(),
             drops_logged: (DropCounts::default(), None),
+            checks_skipped: 0,
+            conflicts: 0,
+            limits_logged: ([0; 5], None),
+            next_sweep: Instant::now(),
             auth: None,
             counters: Vec::new(),
             next_id: 1,
@@ -266,6 +282,16 @@ impl<H: Host> Engine<H> {
     /// Replies and datagrams produced since the last call.
     pub fn take_effects(&mut self) -> Effects {
         std::mem::take(&mut self.effects)
+    }
+
+    /// The replies produced since the last call, and whether the worker
+    /// has something to do (datagrams to send, a new deadline): what the
+    /// daemon's thread takes. Datagrams stay for the worker, which alone
+    /// sends, so they leave in the order they were made.
+    pub fn take_replies(&mut self) -> (Vec<Outgoing>, bool) {
+        let wake = self.effects.wake || !self.effects.datagrams.is_empty();
+        self.effects.wake = false;
+        (std::mem::take(&mut self.effects.replies), wake)
     }
 
     fn new_id(&mut self) -> Id {
@@ -598,6 +624,12 @@ impl<H: Host> Engine<H> {
                             return Err(Rejected {
                                 status: ACM_STATUS_ENODATA as u8,
                                 why: format!("{key} is unknown"),
+                            });
+                        }
+                        if !self.lookup_room(&key) {
+                            return Err(Rejected {
+                                status: ACM_STATUS_ENOMEM as u8,
+                                why: format!("{key}: too many lookups in flight"),
                             });
                         }
                         // NODELAY: start the lookup for next time, answer now.

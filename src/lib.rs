@@ -10,6 +10,7 @@
 
 pub mod addr;
 pub mod auth;
+pub mod bounded;
 pub mod cache;
 pub mod config;
 pub mod discovery;

@@ -3,6 +3,7 @@
 //! read from the sockets' error queues so an unreachable peer fails a lookup
 //! at once. Safe Rust over `std` and `nix`.
 
+use crate::auth::Sealer;
 use crate::engine::Datagram;
 use crate::wire::{RECV_BUF_LEN, V4_GROUP, V6_GROUP};
 use nix::ifaddrs::getifaddrs;
@@ -18,7 +19,7 @@ use std::io::{self, IoSlice, IoSliceMut};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, SocketAddrV4, SocketAddrV6, UdpSocket};
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::os::unix::net::UnixDatagram;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 /// `SO_EE_ORIGIN_ICMP` / `SO_EE_ORIGIN_ICMP6`: the error came from the
@@ -57,6 +58,10 @@ pub struct Net {
     v4: UdpSocket,
     v6: Option<UdpSocket>,
     port: u16,
+    /// Seals each datagram as it leaves (authentication on): each copy of
+    /// a multicast datagram on its own, so a receiver that gets two (one
+    /// per group) never takes the second for a replay.
+    sealer: Option<Arc<Sealer>>,
     wake_tx: UnixDatagram,
     wake_rx: UnixDatagram,
     interfaces: Mutex<Interfaces>,
@@ -107,7 +112,7 @@ fn std_addr(s: &SockaddrStorage) -> Option<SocketAddr> {
 }
 
 impl Net {
-    pub fn open(port: u16) -> io::Result<Net> {
+    pub fn open(port: u16, sealer: Option<Arc<Sealer>>) -> io::Result<Net> {
         let v4 = udp_socket(AddressFamily::Inet, port)?;
         let v6 = match udp_socket(AddressFamily::Inet6, port) {
             Ok(s) => Some(s),
@@ -123,6 +128,7 @@ impl Net {
             v4,
             v6,
             port,
+            sealer,
             wake_tx,
             wake_rx,
             interfaces: Mutex::default(),
@@ -193,23 +199,32 @@ impl Net {
         }
     }
 
+    /// The bytes of one copy of a message, sealed if authentication is on.
+    fn wire<'a>(&self, bytes: &'a [u8]) -> std::borrow::Cow<'a, [u8]> {
+        match &self.sealer {
+            Some(s) => s.seal(bytes.to_vec()).into(),
+            None => bytes.into(),
+        }
+    }
+
     /// Sends one datagram; failures are logged, never fatal: the lookup's
     /// retries and timeout cover a lost send.
     pub fn send(&self, d: &Datagram) {
         let result = match d {
-            Datagram::Unicast {
-                to,
-                from: None,
-                bytes,
-            } => match self.socket_for(to.ip()) {
-                Some(s) => s.send_to(bytes, to).map(|_| ()),
-                None => Err(io::ErrorKind::Unsupported.into()),
-            },
-            Datagram::Unicast {
-                to,
-                from: Some(src),
-                bytes,
-            } => self.send_from(*to, *src, bytes),
+            Datagram::Unicast { to, from, bytes } => {
+                let bytes = self.wire(bytes);
+                let pinned = from.map(|src| self.send_from(*to, src, &bytes));
+                match pinned {
+                    Some(Ok(())) => Ok(()),
+                    // Not an address of this host (an address file can
+                    // list one no interface has): the kernel's choice.
+                    Some(Err(e)) if e.raw_os_error() == Some(libc::EINVAL) => {
+                        self.send_to(*to, &bytes)
+                    }
+                    Some(Err(e)) => Err(e),
+                    None => self.send_to(*to, &bytes),
+                }
+            }
             Datagram::Multicast { bytes } => {
                 self.send_multicast(bytes);
                 Ok(())
@@ -217,6 +232,13 @@ impl Net {
         };
         if let Err(e) = result {
             log::trace!("discovery: send failed: {e}");
+        }
+    }
+
+    fn send_to(&self, to: SocketAddr, bytes: &[u8]) -> io::Result<()> {
+        match self.socket_for(to.ip()) {
+            Some(s) => s.send_to(bytes, to).map(|_| ()),
+            None => Err(io::ErrorKind::Unsupported.into()),
         }
     }
 
@@ -272,9 +294,10 @@ impl Net {
             .unwrap_or_else(|p| p.into_inner())
             .list
             .clone();
-        let iov = [IoSlice::new(bytes)];
         for (index, v4s, has_v6) in list {
             if let Some(src) = v4s.first() {
+                let copy = self.wire(bytes);
+                let iov = [IoSlice::new(&copy)];
                 let info = libc::in_pktinfo {
                     ipi_ifindex: index as i32,
                     ipi_spec_dst: libc::in_addr {
@@ -296,7 +319,7 @@ impl Net {
             }
             if let (true, Some(v6)) = (has_v6, &self.v6) {
                 let group = SocketAddrV6::new(V6_GROUP, self.port, 0, index);
-                if let Err(e) = v6.send_to(bytes, group) {
+                if let Err(e) = v6.send_to(&self.wire(bytes), group) {
                     log::trace!("discovery: multicast on interface {index} failed: {e}");
                 }
             }

@@ -1,19 +1,28 @@
-//! What the provider knows about remote hosts beyond the hosts file, and the
-//! lookups it has in flight: bindings learned through discovery, recently
-//! failed destinations, and the requests waiting for each lookup.
+//! What the provider knows about remote hosts beyond the hosts file, and
+//! what it is asking them: bindings learned through discovery, recently
+//! failed destinations, the lookups in flight with the requests waiting
+//! for them, and the probes (queries) that work for them.
 //!
 //! Plain data with explicit time, so the engine's asynchronous behaviour is
-//! unit-testable without sockets or threads.
+//! unit-testable without sockets or threads. Every table has a bound.
 
 use crate::addr::{Address, Gid};
+use crate::bounded::Expiring;
 use crate::engine::Id;
 use crate::fastmap::Map;
 use crate::msg::MsgBuf;
 use crate::wire::EndpointRecord;
 use std::hash::{BuildHasher, RandomState};
-use std::net::IpAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::num::NonZeroU64;
 use std::time::Instant;
+
+/// Hosts that may claim one name in answer to a group query and be asked
+/// to confirm it; more claimants than this are dropped.
+pub const MAX_CLAIMS: usize = 4;
+/// Checks of learned bindings in flight at once; hints beyond it wait for
+/// a later hint.
+pub const MAX_CHECKS: usize = 1024;
 
 /// A remote endpoint as discovery describes it.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -26,34 +35,51 @@ pub struct Learned {
     /// Partitions the remote endpoint is in (membership bit cleared); empty
     /// when unknown (derived GIDs).
     pub partitions: Vec<u16>,
-    pub expires: Option<Instant>,
+    /// Who confirmed the binding: the address and port that answered the
+    /// query (for an IP address, that address itself). A check asks
+    /// there again. `None` for derived GIDs.
+    pub via: Option<SocketAddr>,
 }
 
 impl Learned {
-    pub fn from_record(r: &EndpointRecord, expires: Option<Instant>) -> Learned {
+    pub fn from_record(r: &EndpointRecord, via: SocketAddr) -> Learned {
         Learned {
             gid: r.gid(),
             lid: r.lid(),
             mtu: Some(r.mtu()),
             rate: Some(r.rate()),
             partitions: r.pkeys().iter().map(|p| p & 0x7fff).collect(),
-            expires,
+            via: Some(via),
         }
     }
 
-    pub fn derived(gid: Gid, expires: Option<Instant>) -> Learned {
+    pub fn derived(gid: Gid) -> Learned {
         Learned {
             gid,
             lid: 0,
             mtu: None,
             rate: None,
             partitions: Vec::new(),
-            expires,
+            via: None,
         }
     }
 
     pub fn in_partition(&self, pkey: u16) -> bool {
         self.partitions.is_empty() || self.partitions.contains(&(pkey & 0x7fff))
+    }
+
+    /// Whether `record` says anything else about the endpoint than this
+    /// binding (where it was confirmed aside).
+    pub fn differs_from(&self, record: &EndpointRecord) -> bool {
+        let partitions: Vec<u16> = record.pkeys().iter().map(|p| p & 0x7fff).collect();
+        (self.gid, self.lid, self.mtu, self.rate, &self.partitions)
+            != (
+                record.gid(),
+                record.lid(),
+                Some(record.mtu()),
+                Some(record.rate()),
+                &partitions,
+            )
     }
 }
 
@@ -70,22 +96,64 @@ pub struct Waiter {
 /// Where a lookup is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Stage {
-    /// Asking by discovery; `tries` sends so far.
-    Discover { tries: u32 },
+    /// Asking by discovery.
+    Discover,
     /// Trying the derivation at this index of the configured list.
     Derive(usize),
 }
 
 #[derive(Debug)]
 pub struct Lookup {
-    pub txid: NonZeroU64,
     pub stage: Stage,
+    /// When the stage gives up: for discovery, `urdma_timeout ×
+    /// (urdma_retries + 1)` after it began, however many hosts answered.
     pub deadline: Instant,
-    /// The endpoint whose record the query carries.
+    /// The endpoint whose record the queries carry.
     pub endpoint: Id,
     pub waiters: Vec<Waiter>,
     /// The status to fail with if no later stage succeeds.
     pub failure: u8,
+    /// The probes working for this lookup: its own query, then the hosts
+    /// asked to confirm a claim.
+    pub probes: Vec<NonZeroU64>,
+    /// Name lookups: the hosts that confirmed a claim, and what they said.
+    pub confirmed: Vec<(SocketAddr, Learned)>,
+}
+
+/// Why a query is out.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Purpose {
+    /// A lookup's own query: by unicast to an IP address, or to the
+    /// discovery groups for a name. Only a reply from the queried address
+    /// binds it; an answer to a group query is a claim to confirm.
+    Lookup,
+    /// Asks a host that answered a group query, by unicast, whether it
+    /// holds the name: its reply, which nobody else can see to forge,
+    /// binds the name.
+    Claim,
+    /// Asks the holder of a learned binding again, because a query or an
+    /// announcement said something else about it. Only the holder's
+    /// reply changes the binding; no answer removes it.
+    Check,
+}
+
+/// A query in flight, by its transaction id.
+#[derive(Clone, Debug)]
+pub struct Probe {
+    /// The address asked about.
+    pub target: Address,
+    /// Where the query went; `None`: the discovery groups. A reply must
+    /// come from there.
+    pub to: Option<SocketAddr>,
+    pub purpose: Purpose,
+    /// Sends so far.
+    pub tries: u32,
+    /// When it is sent again or given up.
+    pub deadline: Instant,
+    /// The endpoint whose record the query carries.
+    pub endpoint: Id,
+    /// A group query that some host answered: it is not sent again.
+    pub answered: bool,
 }
 
 /// A neighbour-table lookup the worker thread must make (netlink is not
@@ -98,27 +166,58 @@ pub struct NeighbourJob {
     pub poked: bool,
 }
 
-#[derive(Default)]
 pub struct Resolver {
-    pub learned: Map<Address, Learned>,
-    /// Destinations whose last lookup failed: (status, until).
-    pub failed: Map<Address, (u8, Instant)>,
+    pub learned: Expiring<Address, Learned>,
+    /// Destinations whose last lookup failed, with the status.
+    pub failed: Expiring<Address, u8>,
     pub lookups: Map<Address, Lookup>,
-    pub by_txid: Map<NonZeroU64, Address>,
+    pub probes: Map<NonZeroU64, Probe>,
+    /// Checks in flight, by the address checked.
+    pub checking: Map<Address, NonZeroU64>,
+    /// When each address was last checked: a binding is checked again
+    /// only after [`crate::discovery::CHECK_HOLDOFF`], so hints cannot
+    /// turn into a stream of queries to one host.
+    pub checked: Expiring<Address, ()>,
     pub neighbour_jobs: Vec<NeighbourJob>,
+    /// Lookups refused because [`Resolver::max_lookups`] were in flight.
+    pub lookups_refused: u64,
+    pub max_lookups: usize,
     txid_key: RandomState,
     txid_counter: u64,
 }
 
+impl Default for Resolver {
+    fn default() -> Self {
+        let cfg = crate::config::Config::default();
+        Resolver::new(cfg.max_learned, cfg.max_lookups)
+    }
+}
+
 impl Resolver {
+    pub fn new(max_learned: usize, max_lookups: usize) -> Resolver {
+        Resolver {
+            learned: Expiring::new(max_learned),
+            failed: Expiring::new(max_learned),
+            lookups: Map::default(),
+            probes: Map::default(),
+            checking: Map::default(),
+            checked: Expiring::new(MAX_CHECKS * 4),
+            neighbour_jobs: Vec::new(),
+            lookups_refused: 0,
+            max_lookups,
+            txid_key: RandomState::new(),
+            txid_counter: 0,
+        }
+    }
+
     /// Transaction ids are what keeps an off-path host from forging replies,
     /// so they must not be guessable: a keyed hash (SipHash with a random
-    /// key) of a counter.
+    /// key) of a counter. Every probe has its own.
     pub fn new_txid(&mut self) -> NonZeroU64 {
         loop {
             self.txid_counter += 1;
             if let Some(t) = NonZeroU64::new(self.txid_key.hash_one(self.txid_counter)) {
-                if !self.by_txid.contains_key(&t) {
+                if !self.probes.contains_key(&t) {
                     return t;
                 }
             }
@@ -127,36 +226,36 @@ impl Resolver {
 
     /// A live learned binding.
     pub fn learned(&mut self, a: &Address, now: Instant) -> Option<&Learned> {
-        if self
-            .learned
-            .get(a)
-            .is_some_and(|l| l.expires.is_some_and(|e| now >= e))
-        {
-            self.learned.remove(a);
-        }
-        self.learned.get(a)
+        self.learned.get_live(a, now)
     }
 
     /// A remembered failure still in force.
     pub fn failure(&mut self, a: &Address, now: Instant) -> Option<u8> {
-        match self.failed.get(a) {
-            Some(&(status, until)) if now < until => Some(status),
-            Some(_) => {
-                self.failed.remove(a);
-                None
-            }
-            None => None,
-        }
+        self.failed.get_live(a, now).copied()
     }
 
+    /// Ends a lookup, with every probe working for it.
     pub fn remove_lookup(&mut self, dest: &Address) -> Option<Lookup> {
         let l = self.lookups.remove(dest)?;
-        self.by_txid.remove(&l.txid);
+        for t in &l.probes {
+            self.probes.remove(t);
+        }
         Some(l)
     }
 
+    /// Ends a probe; a check also leaves `checking`.
+    pub fn remove_probe(&mut self, txid: NonZeroU64) -> Option<Probe> {
+        let p = self.probes.remove(&txid)?;
+        if p.purpose == Purpose::Check && self.checking.get(&p.target) == Some(&txid) {
+            self.checking.remove(&p.target);
+        }
+        Some(p)
+    }
+
     pub fn next_deadline(&self) -> Option<Instant> {
-        self.lookups.values().map(|l| l.deadline).min()
+        let lookups = self.lookups.values().map(|l| l.deadline);
+        let probes = self.probes.values().map(|p| p.deadline);
+        lookups.chain(probes).min()
     }
 
     /// Forgets every binding to `gid` (a withdrawn or replaced endpoint).
@@ -195,19 +294,20 @@ mod tests {
         let a = Address::name("node2").unwrap();
         r.learned.insert(
             a.clone(),
-            Learned::derived(Gid([1; 16]), Some(now + Duration::from_secs(1))),
+            Learned::derived(Gid([1; 16])),
+            Some(now + Duration::from_secs(1)),
         );
         assert!(r.learned(&a, now).is_some());
         assert!(r.learned(&a, now + Duration::from_secs(2)).is_none());
         r.failed
-            .insert(a.clone(), (6, now + Duration::from_millis(10)));
+            .insert(a.clone(), 6, Some(now + Duration::from_millis(10)));
         assert_eq!(r.failure(&a, now), Some(6));
         assert_eq!(r.failure(&a, now + Duration::from_millis(10)), None);
     }
 
     #[test]
     fn partitions_ignore_the_membership_bit() {
-        let mut l = Learned::derived(Gid([1; 16]), None);
+        let mut l = Learned::derived(Gid([1; 16]));
         assert!(l.in_partition(0x8001), "unknown partitions do not exclude");
         l.partitions = vec![0x7fff];
         assert!(l.in_partition(0xffff));

@@ -901,7 +901,7 @@ fn sigterm_stops_the_daemon_and_a_restart_serves_again() {
 
     // The restarted daemon (same namespaces, stale socket and lock file
     // left behind) serves again: what A knew is gone with the process and
-    // is asked anew; B still knows A.
+    // is asked anew, and it answers B.
     a.restart(&a_cfg);
     resolve_node(&a, Node::A, Node::B, &["-f", "i", "-d", "10.0.0.2"]);
     a.expect_log("urdma: lookup 10.0.0.2: started", WAIT);
@@ -911,7 +911,7 @@ fn sigterm_stops_the_daemon_and_a_restart_serves_again() {
         Node::B,
         &["-f", "n", "-s", "node-a", "-d", "node-b"],
     );
-    resolve_node(&b, Node::B, Node::A, &["-c", "-f", "i", "-d", "10.0.0.1"]);
+    resolve_node(&b, Node::B, Node::A, &["-f", "i", "-d", "10.0.0.1"]);
     assert!(a.daemon_alive() && b.daemon_alive(), "{}", a.diagnostics());
 }
 
@@ -948,13 +948,19 @@ fn replayed_forged_and_misaddressed_replies_are_dropped_and_counted() {
     fake.send(0, a_port, &reply);
     expect_drops(&a, &src, unsolicited, 1);
 
-    // The endpoint moves to a new GID: it withdraws the old binding and A
-    // asks again. While that query is in flight, the old reply is
+    // The endpoint moves to a new GID: it withdraws the old binding, A
+    // checks with it (a withdrawal is only a hint), the endpoint refuses,
+    // and A asks again. While that query is in flight, the old reply is
     // replayed, a reply with a wrong transaction id is sent, and the
     // right one comes from another address: all dropped, and the lookup
     // still ends with the real answer.
     let withdrawal = Announce::new(vec![FakePeer::record(0, 0)], true).unwrap();
     fake.send(0, a_port, &Message::from(withdrawal).encode());
+    let check = fake.expect_query(&a);
+    assert_eq!(check.index, 0, "checked at the address itself");
+    assert_ne!(check.query.txid(), first_txid);
+    let refused = check.query.reply(Answer::Refused).unwrap();
+    fake.send(0, check.from, &Message::from(refused).encode());
     let deadline = Instant::now() + common::scaled(WAIT);
     while a.acme(&["-c", "-f", "i", "-d", &target]).0 == 0 {
         assert!(

@@ -57,17 +57,29 @@ fn engine() -> Option<MutexGuard<'static, Engine<Daemon>>> {
 }
 
 /// Runs `f` on the engine, then, with the engine unlocked, sends the
-/// replies and datagrams it produced: the daemon's own locks are never
-/// taken while the engine is held.
+/// replies it produced: the daemon's own locks are never taken while the
+/// engine is held. Datagrams are left to the worker thread, which it wakes:
+/// the daemon's thread never touches a socket, and everything sent leaves
+/// from one thread in the order it was made (which authenticated peers
+/// rely on: they refuse a message older than one they took).
 fn with_engine<R>(f: impl FnOnce(&mut Engine<Daemon>) -> R) -> Option<R> {
-    let (r, host, fx) = {
+    let (r, host, taken) = {
         let mut e = engine()?;
         let r = f(&mut e);
-        // Most calls (every cache hit) produce nothing to send.
-        (r, *e.host(), e.effects_pending().then(|| e.take_effects()))
+        // Most calls (every cache hit) produce nothing.
+        (r, *e.host(), e.effects_pending().then(|| e.take_replies()))
     };
-    if let Some(fx) = fx {
-        worker::perform(&host, NET.get().and_then(Option::as_deref), fx);
+    if let Some((replies, wake)) = taken {
+        let fx = crate::engine::Effects {
+            replies,
+            ..Default::default()
+        };
+        worker::perform(&host, None, fx);
+        if wake {
+            if let Some(net) = NET.get().and_then(Option::as_deref) {
+                net.wake();
+            }
+        }
     }
     Some(r)
 }
@@ -83,6 +95,7 @@ fn start_discovery() {
             .config()
             .clone();
         let mut discovery = cfg.discovery;
+        let mut sealer = None;
         if let (true, Some(path)) = (discovery, &cfg.auth_key_file) {
             let auth = crate::auth::Keyring::load(path);
             let mut e = engine.lock().unwrap_or_else(|p| p.into_inner());
@@ -93,7 +106,9 @@ fn start_discovery() {
                         ring.signing_id(),
                         ring.len()
                     );
-                    e.set_auth(Some(crate::auth::Auth::new(ring, crate::auth::wall_micros)));
+                    let auth = crate::auth::Auth::new(ring, crate::auth::wall_micros);
+                    sealer = Some(auth.sealer());
+                    e.set_auth(Some(auth));
                 }
                 Err(err) => {
                     log::error!("{err}; discovery disabled");
@@ -106,7 +121,7 @@ fn start_discovery() {
             log::info!("discovery disabled; only local and static data resolve");
             return None;
         }
-        let net = match Net::open(cfg.discovery_port) {
+        let net = match Net::open(cfg.discovery_port, sealer) {
             Ok(n) => Arc::new(n),
             Err(e) => {
                 log::error!(

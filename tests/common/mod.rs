@@ -25,6 +25,7 @@ use std::sync::Mutex;
 use std::thread::sleep;
 use std::time::{Duration, Instant};
 
+pub mod forger;
 pub mod nodes;
 
 pub const IBACM: &str = "/usr/sbin/ibacm";

@@ -1,0 +1,523 @@
+//! The attacker of the threat model against real daemons: a host on the
+//! segment that forges source addresses and reads the discovery groups
+//! (`common::forger`). Whatever it sends, a client of a daemon never gets
+//! a GID the destination does not hold, and no query brings more than one
+//! reply. Without keys, unless a test says otherwise. Needs root and
+//! `cargo build --workspace` (see `common`).
+
+mod common;
+
+use common::forger::{Forger, GROUP_V4};
+use common::nodes::{
+    poll_until_resolved, resolve_fails, resolve_node, resolves_by_every_kind, Node, DISCOVERY_PORT,
+    WAIT,
+};
+use common::{Host, HostConfig, Net};
+use ibacm_urdma::addr::{Address, Gid};
+use ibacm_urdma::wire::{Announce, Answer, EndpointRecord, Message, Query, WireAddress};
+use std::net::{IpAddr, Ipv4Addr, SocketAddr, SocketAddrV4};
+use std::num::NonZeroU64;
+use std::thread::sleep;
+use std::time::{Duration, Instant};
+
+/// The attacker's own GID, which it wants clients to use for others.
+const ATTACKER_GID: &str = "fe80::bad:0:0:66";
+const FORGER_IP: Ipv4Addr = Ipv4Addr::new(10, 0, 0, 66);
+
+fn v4(node: Node) -> Ipv4Addr {
+    node.ip4().parse().unwrap()
+}
+
+fn at(ip: Ipv4Addr) -> SocketAddrV4 {
+    SocketAddrV4::new(ip, DISCOVERY_PORT)
+}
+
+fn wire(a: &str) -> WireAddress {
+    WireAddress::new(Address::parse_host(a).unwrap()).unwrap()
+}
+
+/// An endpoint record with the attacker's GID for `addresses`.
+fn attacker_record(addresses: &[String]) -> EndpointRecord {
+    EndpointRecord::new(
+        ATTACKER_GID.parse::<Gid>().unwrap(),
+        0,
+        5,
+        16,
+        vec![0xffff],
+        addresses.iter().map(|a| wire(a)).collect(),
+    )
+    .unwrap()
+}
+
+/// `node`'s three addresses.
+fn addresses(node: Node) -> Vec<String> {
+    vec![node.ip4(), node.ip6(), node.name()]
+}
+
+fn query(txid: u64, target: &str, sender: EndpointRecord) -> Query {
+    Query::new(NonZeroU64::new(txid).unwrap(), wire(target), sender)
+}
+
+fn bytes(m: impl Into<Message>) -> Vec<u8> {
+    m.into().encode()
+}
+
+/// `host` (node `from`) still resolves `to` by every kind of address to
+/// `to`'s own GID, from its cache (NODELAY) and anew.
+fn still_resolves(host: &Host, from: Node, to: Node) {
+    for (f, d) in [("i", to.ip4()), ("n", to.name())] {
+        resolve_node(
+            host,
+            from,
+            to,
+            &["-c", "-f", f, "-s", &src(from, f), "-d", &d],
+        );
+    }
+    resolve_node(
+        host,
+        from,
+        to,
+        &["-c", "-f", "i", "-s", &from.ip6(), "-d", &to.ip6()],
+    );
+    let log = host.log();
+    assert!(
+        !log.contains(&format!("is now {ATTACKER_GID}")),
+        "a binding moved to the attacker:\n{log}"
+    );
+}
+
+fn src(from: Node, format: &str) -> String {
+    match format {
+        "n" => from.name(),
+        _ => from.ip4(),
+    }
+}
+
+/// Two hosts that know each other by every kind of address, and the
+/// forger beside them.
+fn pair(opts: &[&str]) -> (Net, Host, Host, Forger) {
+    let net = Net::new();
+    let a = Node::A.start(&net, opts);
+    let b = Node::B.start(&net, opts);
+    let f = Forger::start(&net, FORGER_IP, DISCOVERY_PORT);
+    resolves_by_every_kind(&a, Node::A, Node::B);
+    (net, a, b, f)
+}
+
+/// Waits for what a forged datagram may have set off (checks with the
+/// holder) to be over.
+fn settle() {
+    sleep(Duration::from_millis(300));
+}
+
+// 1 ------------------------------------------------------------------------
+
+#[test]
+fn a_forged_query_never_changes_an_answer() {
+    let (_net, a, _b, f) = pair(&[]);
+    // A query for one of A's addresses, in B's name (source address), with
+    // the attacker's GID as sender record for all of B's addresses.
+    let q = query(0x1234, &Node::A.ip4(), attacker_record(&addresses(Node::B)));
+    for _ in 0..3 {
+        f.send(at(v4(Node::B)), at(v4(Node::A)), &bytes(q.clone()));
+    }
+    settle();
+    still_resolves(&a, Node::A, Node::B);
+    // It was taken as a hint: A asked B, which confirmed what A knew.
+    a.expect_log("urdma: discovery: checking 10.0.0.2 at 10.0.0.2:6126", WAIT);
+    a.expect_log("urdma: discovery: 10.0.0.2 confirmed at ", WAIT);
+}
+
+#[test]
+fn a_forged_announcement_never_moves_a_hosts_names() {
+    let (_net, a, _b, f) = pair(&[]);
+    let forged = Announce::new(vec![attacker_record(&addresses(Node::B))], false).unwrap();
+    // To the group and to A directly, in B's name.
+    f.send(at(v4(Node::B)), at(GROUP_V4), &bytes(forged.clone()));
+    f.send(at(v4(Node::B)), at(v4(Node::A)), &bytes(forged));
+    settle();
+    still_resolves(&a, Node::A, Node::B);
+    // A forged withdrawal of B, later (after the checks' hold-off):
+    // checked too, and B still holds everything.
+    sleep(Duration::from_millis(1100));
+    let b_record = EndpointRecord::new(
+        Node::B.gid().parse::<Gid>().unwrap(),
+        0,
+        5,
+        16,
+        vec![0xffff],
+        addresses(Node::B).iter().map(|a| wire(a)).collect(),
+    )
+    .unwrap();
+    let withdrawal = Announce::new(vec![b_record], true).unwrap();
+    f.send(at(FORGER_IP), at(GROUP_V4), &bytes(withdrawal));
+    settle();
+    still_resolves(&a, Node::A, Node::B);
+}
+
+#[test]
+fn a_reply_binds_only_the_address_that_was_asked() {
+    let net = Net::new();
+    let a = Node::A.start(&net, &[]);
+    let _b = Node::B.start(&net, &[]);
+    let f = Forger::start(&net, FORGER_IP, DISCOVERY_PORT);
+    // A asks the attacker's own address; its answer also lists B's
+    // addresses (piggy-back).
+    let mut listed = vec![FORGER_IP.to_string()];
+    listed.extend(addresses(Node::B));
+    let record = attacker_record(&listed);
+    let forger_ip = FORGER_IP.to_string();
+    std::thread::scope(|s| {
+        let asked = s.spawn(|| a.acme(&["-f", "i", "-d", &forger_ip]));
+        let deadline = Instant::now() + WAIT;
+        loop {
+            assert!(
+                Instant::now() < deadline,
+                "never asked\n{}",
+                a.diagnostics()
+            );
+            let Some((from, data)) = f.recv(Duration::from_millis(100)) else {
+                continue;
+            };
+            let Ok(Message::Query(q)) = Message::decode(&data) else {
+                continue;
+            };
+            if q.target().address() == &Address::Ip4(FORGER_IP) {
+                let reply = q.reply(Answer::Found(record.clone())).unwrap();
+                f.listener.send_to(&bytes(reply), from).unwrap();
+                break;
+            }
+        }
+        let (code, out) = asked.join().unwrap();
+        assert_eq!(code, 0, "{out}");
+    });
+    // The attacker's own address leads to the attacker: that answer is
+    // right.
+    let (path, out) = a.acme_path(&["-c", "-f", "i", "-d", &forger_ip]);
+    assert_eq!(path.get("dgid"), ATTACKER_GID, "{out}");
+    // None of B's addresses was bound by it.
+    for args in [
+        vec!["-c", "-f", "i", "-d", "10.0.0.2"],
+        vec!["-c", "-f", "n", "-s", "node-a", "-d", "node-b"],
+    ] {
+        resolve_fails(&a, &args, "No data available");
+    }
+    resolves_by_every_kind(&a, Node::A, Node::B);
+}
+
+#[test]
+fn a_forged_claim_of_a_name_is_confirmed_with_its_claimant() {
+    let net = Net::new();
+    let a = Node::A.start(&net, &[]);
+    let _b = Node::B.start(&net, &[]);
+    let f = Forger::start(&net, FORGER_IP, DISCOVERY_PORT);
+    // The attacker reads A's group query for node-b and answers it at
+    // once, in B's name, with its own GID.
+    std::thread::scope(|s| {
+        let asked = s.spawn(|| {
+            resolve_node(
+                &a,
+                Node::A,
+                Node::B,
+                &["-f", "n", "-s", "node-a", "-d", "node-b"],
+            )
+        });
+        let deadline = Instant::now() + WAIT;
+        while !asked.is_finished() {
+            assert!(
+                Instant::now() < deadline,
+                "never answered\n{}",
+                a.diagnostics()
+            );
+            let Some((from, data)) = f.recv(Duration::from_millis(50)) else {
+                continue;
+            };
+            let Ok(Message::Query(q)) = Message::decode(&data) else {
+                continue;
+            };
+            if q.target().address() != &Address::name("node-b").unwrap() {
+                continue;
+            }
+            let SocketAddr::V4(from) = from else { continue };
+            let claim = q
+                .reply(Answer::Found(attacker_record(&addresses(Node::B))))
+                .unwrap();
+            f.send(at(v4(Node::B)), from, &bytes(claim));
+        }
+        asked.join().expect("resolved to B's own GID");
+    });
+    // Only the name was asked: it comes from A's cache now, still B's.
+    resolve_node(
+        &a,
+        Node::A,
+        Node::B,
+        &["-c", "-f", "n", "-s", "node-a", "-d", "node-b"],
+    );
+    assert!(
+        !a.log().contains(&format!("is now {ATTACKER_GID}")),
+        "{}",
+        a.diagnostics()
+    );
+}
+
+// 2 ------------------------------------------------------------------------
+
+#[test]
+fn a_forged_group_query_gets_at_most_one_reply_from_the_owner() {
+    let net = Net::new();
+    let _a = Node::A.start(&net, &[]);
+    let _b = Node::B.start(&net, &[]);
+    let _c = Node::C.start(&net, &[]);
+    let f = Forger::start(&net, FORGER_IP, DISCOVERY_PORT);
+    let sender = attacker_record(&[FORGER_IP.to_string()]);
+    // The victim is the forger's own address, so it can count.
+    let count_replies = |target: &str| {
+        for i in 0..100u64 {
+            let q = query(1000 + i, target, sender.clone());
+            f.send(at(FORGER_IP), at(GROUP_V4), &bytes(q));
+        }
+        let mut from = Vec::new();
+        while let Some((src, data)) = f.recv(Duration::from_millis(500)) {
+            if let Ok(Message::Reply(r)) = Message::decode(&data) {
+                assert!(matches!(r.answer(), Answer::Found(_)), "{r:?}");
+                from.push(src.ip());
+            }
+        }
+        from
+    };
+    // Nobody holds it: nobody answers.
+    assert_eq!(count_replies("10.0.0.99"), Vec::<IpAddr>::new());
+    assert_eq!(count_replies("node-z"), Vec::<IpAddr>::new());
+    // B holds it: one reply per query, all from B.
+    let replies = count_replies("10.0.0.2");
+    assert_eq!(replies.len(), 100, "{replies:?}");
+    assert!(replies.iter().all(|ip| *ip == IpAddr::V4(v4(Node::B))));
+}
+
+// 3 ------------------------------------------------------------------------
+
+/// Node `n` with IPv6 addresses only, on the bridge and on its endpoint.
+fn ipv6_only(n: Node) -> HostConfig {
+    let mut cfg = n.config(&[]);
+    cfg.ip_addrs = vec![format!("{}/64", n.ip6())];
+    cfg.addr_lines = vec![
+        format!("{} urdma0 1 default", n.ip6()),
+        format!("{} urdma0 1 default", n.name()),
+    ];
+    cfg
+}
+
+fn link_local_ready(host: &Host) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let (_, out) = host.exec(&[
+            "ip",
+            "-6",
+            "addr",
+            "show",
+            "dev",
+            "eth0",
+            "scope",
+            "link",
+            "-tentative",
+        ]);
+        if out.contains("fe80::") {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no usable link-local address: {out}"
+        );
+        sleep(Duration::from_millis(100));
+    }
+}
+
+#[test]
+fn a_host_on_an_ipv6_only_segment_that_changes_gid_is_followed() {
+    let net = Net::new();
+    let a = Host::start_on(&net, "eth0", ipv6_only(Node::A));
+    let c = Host::start_on(&net, "eth0", ipv6_only(Node::C));
+    let (old, new) = (Node::C, Node::C.next_generation());
+    let by_ip = ["-f", "i", "-s", "fd00::1", "-d", "fd00::3"];
+    let by_name = ["-f", "n", "-s", "node-a", "-d", "node-c"];
+    resolve_node(&a, Node::A, old, &by_ip);
+    resolve_node(&a, Node::A, old, &by_name);
+    // Until its link-local address has passed DAD, the kernel sends from
+    // the global one; afterwards it prefers fe80::, which no record lists.
+    link_local_ready(&c);
+    let mut cfg = ipv6_only(new);
+    cfg.ip_addrs.clear();
+    c.restart(&cfg);
+    let took = poll_until_resolved(
+        &a,
+        &[
+            "-c", by_ip[0], by_ip[1], by_ip[2], by_ip[3], by_ip[4], by_ip[5],
+        ],
+        &new.gid(),
+    );
+    eprintln!("A followed C to its new GID over IPv6 after {took:?}");
+    assert!(took < Duration::from_secs(5), "{took:?}");
+    poll_until_resolved(&a, &by_name, &new.gid());
+    assert!(
+        !a.log().contains("not from an address it lists"),
+        "{}",
+        a.diagnostics()
+    );
+}
+
+#[test]
+fn queries_leave_from_the_asking_endpoints_own_address() {
+    let net = Net::new();
+    // The kernel would pick 10.0.0.11, the interface's first address; the
+    // endpoint holds 10.0.0.1.
+    let mut cfg = Node::A.config(&[]);
+    cfg.ip_addrs = vec![
+        "10.0.0.11/24".into(),
+        "10.0.0.1/24".into(),
+        "fd00::1/64".into(),
+    ];
+    let a = Host::start_on(&net, "eth0", cfg);
+    let f = Forger::start(&net, FORGER_IP, DISCOVERY_PORT);
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            a.acme(&[
+                "-f",
+                "i",
+                "-s",
+                &Node::A.ip4(),
+                "-d",
+                &FORGER_IP.to_string(),
+            ])
+        });
+        let deadline = Instant::now() + WAIT;
+        loop {
+            assert!(
+                Instant::now() < deadline,
+                "never asked\n{}",
+                a.diagnostics()
+            );
+            if let Some((from, data)) = f.recv(Duration::from_millis(100)) {
+                if let Ok(Message::Query(q)) = Message::decode(&data) {
+                    assert_eq!(from.ip(), IpAddr::V4(v4(Node::A)), "{q:?}");
+                    let refused = q.reply(Answer::Refused).unwrap();
+                    f.listener.send_to(&bytes(refused), from).unwrap();
+                    break;
+                }
+            }
+        }
+    });
+}
+
+/// A key file shared by the tests' hosts, removed on drop.
+struct KeyFile(std::path::PathBuf);
+
+impl KeyFile {
+    fn new(name: &str) -> KeyFile {
+        use std::os::unix::fs::PermissionsExt;
+        let dir =
+            std::env::temp_dir().join(format!("urdma-attack-key-{}-{name}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("urdma.key");
+        std::fs::write(&path, "1 000102030405060708090a0b0c0d0e0f\n").unwrap();
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).unwrap();
+        KeyFile(path)
+    }
+
+    fn opt(&self) -> String {
+        format!("urdma_auth_key_file {}", self.0.display())
+    }
+}
+
+impl Drop for KeyFile {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(self.0.parent().unwrap());
+    }
+}
+
+/// The replayed count of `host`'s latest drop summary (0 without one).
+fn replayed(host: &Host) -> u64 {
+    host.log()
+        .lines()
+        .rev()
+        .filter(|l| l.contains("datagrams dropped so far"))
+        .find_map(|l| l.split_once("replayed ").map(|(_, r)| r.to_string()))
+        .and_then(|r| r.split(|c: char| !c.is_ascii_digit()).next()?.parse().ok())
+        .unwrap_or(0)
+}
+
+#[test]
+fn with_keys_normal_operation_counts_nothing_as_replayed() {
+    let key = KeyFile::new("normal");
+    let opt = key.opt();
+    let net = Net::new();
+    let a = Node::A.start(&net, &[&opt]);
+    let b = Node::B.start(&net, &[&opt]);
+    // Announcements go to both groups, queries and replies both ways.
+    resolves_by_every_kind(&a, Node::A, Node::B);
+    resolves_by_every_kind(&b, Node::B, Node::A);
+    b.restart(&Node::B.next_generation().config(&[&opt]));
+    poll_until_resolved(
+        &a,
+        &["-c", "-f", "i", "-d", "10.0.0.2"],
+        &Node::B.next_generation().gid(),
+    );
+    sleep(Duration::from_secs(3));
+    for h in [&a, &b] {
+        assert_eq!(replayed(h), 0, "{}", h.diagnostics());
+    }
+}
+
+#[test]
+fn with_keys_a_captured_announcement_of_an_old_gid_is_refused() {
+    let key = KeyFile::new("replay");
+    let opt = key.opt();
+    let net = Net::new();
+    let a = Node::A.start(&net, &[&opt]);
+    let c = Node::C.start(&net, &[&opt]);
+    let f = Forger::start(&net, FORGER_IP, DISCOVERY_PORT);
+    resolves_by_every_kind(&a, Node::A, Node::C);
+    // The attacker records C's announcements (it reads the group), then C
+    // comes back with a new GID.
+    c.restart(&Node::C.config(&[&opt]));
+    let mut captured = Vec::new();
+    let deadline = Instant::now() + Duration::from_secs(2);
+    while Instant::now() < deadline {
+        if let Some((from, data)) = f.recv(Duration::from_millis(50)) {
+            if from.ip() == IpAddr::V4(v4(Node::C)) {
+                captured.push(data);
+            }
+        }
+    }
+    assert!(!captured.is_empty(), "no announcement captured");
+    let new = Node::C.next_generation();
+    c.restart(&new.config(&[&opt]));
+    // A restarts too, so it has no memory of the captured datagrams
+    // themselves, and learns C's new GID by asking.
+    a.restart(&Node::A.config(&[&opt]));
+    resolve_node(&a, Node::A, new, &["-f", "i", "-d", "10.0.0.3"]);
+    let before = replayed(&a);
+    let rolled_back = format!("is now {}", Node::C.gid());
+    let rollbacks = a.log_count(&rolled_back);
+    // Replayed within the 30 s window, in C's name.
+    for data in &captured {
+        f.send(at(v4(Node::C)), at(v4(Node::A)), data);
+    }
+    settle();
+    assert_eq!(
+        a.log_count(&rolled_back),
+        rollbacks,
+        "rolled back:\n{}",
+        a.log()
+    );
+    resolve_node(&a, Node::A, new, &["-c", "-f", "i", "-d", "10.0.0.3"]);
+    let deadline = Instant::now() + Duration::from_secs(12);
+    while replayed(&a) < before + captured.len() as u64 {
+        assert!(
+            Instant::now() < deadline,
+            "the replays were not all refused as replayed ({} before)\n{}",
+            before,
+            a.diagnostics()
+        );
+        sleep(Duration::from_millis(200));
+    }
+}
