@@ -8,6 +8,8 @@ cd "$(dirname "$0")/.."
 scripts/deps.sh
 cargo fmt --all --check
 cargo clippy --workspace --all-targets -- -D warnings
+# The test-only build that injects faults (tests/supervision.rs).
+cargo clippy --all-targets --features fault-injection -- -D warnings
 # The end-to-end tests load the simulator and the librdmacm client, which
 # `cargo test` of the root package does not build by itself.
 cargo build --workspace

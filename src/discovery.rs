@@ -493,6 +493,34 @@ impl<H: Host> Engine<H> {
         });
     }
 
+    /// Ends every lookup and check at once and answers each waiting
+    /// request with `status`; returns how many were answered. For after the
+    /// discovery thread failed: the state of what was in flight cannot be
+    /// trusted, and a request never answered would hang its client (no
+    /// failure is remembered: the next request asks again).
+    pub fn abandon_all(&mut self, status: u8) -> usize {
+        let keys: Vec<Address> = self.resolver.lookups.keys().cloned().collect();
+        let mut answered = 0;
+        for key in keys {
+            if let Some(l) = self.resolver.remove_lookup(&key) {
+                for w in l.waiters {
+                    let reply = msg::resolve_error(&w.request, status);
+                    self.answer_waiter(&w, reply);
+                    answered += 1;
+                }
+            }
+        }
+        self.resolver.probes.clear();
+        self.resolver.checking.clear();
+        self.resolver.neighbour_jobs.clear();
+        answered
+    }
+
+    /// Whether a lookup of `key` is in flight.
+    pub fn looking_up(&self, key: &Address) -> bool {
+        self.resolver.lookups.contains_key(key)
+    }
+
     /// Answers, with `status`, every request waiting on endpoint `ep`.
     pub(crate) fn abandon_waiters(&mut self, ep: Id, status: u8) {
         let mut orphaned = Vec::new();

@@ -16,6 +16,8 @@ pub mod config;
 pub mod discovery;
 pub mod engine;
 pub mod fastmap;
+#[cfg(feature = "fault-injection")]
+pub mod fault;
 mod ffi;
 pub mod host;
 pub mod hosts;
@@ -28,5 +30,6 @@ pub mod ratelimit;
 pub mod reload;
 pub mod resolver;
 pub mod text;
+pub mod threads;
 pub mod wire;
 pub mod worker;

@@ -12,6 +12,10 @@ pub const BURST_SECONDS: u32 = 4;
 /// Sources tracked one by one; beyond that (a spoofed flood), the rest
 /// share one bucket, so memory stays bounded.
 const MAX_SOURCES: usize = 4096;
+/// The shortest time between two sweeps of a full table: without it, a
+/// flood from new sources while every tracked one is busy would scan the
+/// whole table once per datagram.
+const SWEEP_EVERY: std::time::Duration = std::time::Duration::from_millis(100);
 
 #[derive(Clone, Copy)]
 struct Bucket {
@@ -33,6 +37,7 @@ pub struct RateLimiter {
     burst: f64,
     buckets: Map<IpAddr, Bucket>,
     overflow: Option<Bucket>,
+    swept_at: Option<Instant>,
 }
 
 impl RateLimiter {
@@ -42,6 +47,7 @@ impl RateLimiter {
             burst: f64::from(per_second) * f64::from(BURST_SECONDS),
             buckets: Map::default(),
             overflow: None,
+            swept_at: None,
         }
     }
 
@@ -52,10 +58,14 @@ impl RateLimiter {
         }
         let (rate, burst) = (self.rate, self.burst);
         let known = self.buckets.contains_key(&src);
-        if !known && self.buckets.len() >= MAX_SOURCES {
+        let sweep_due = self
+            .swept_at
+            .is_none_or(|t| now.saturating_duration_since(t) >= SWEEP_EVERY);
+        if !known && self.buckets.len() >= MAX_SOURCES && sweep_due {
             // A full bucket is the same as none: forget idle sources.
             self.buckets
                 .retain(|_, b| b.level(rate, burst, now) < burst);
+            self.swept_at = Some(now);
         }
         let tracked = known || self.buckets.len() < MAX_SOURCES;
         let fresh = Bucket {

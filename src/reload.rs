@@ -7,6 +7,7 @@ use crate::config::Diagnostic;
 use crate::engine::Engine;
 use crate::host::Host;
 use crate::hosts::Hosts;
+use crate::threads::Threads;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
@@ -148,23 +149,31 @@ fn lock<H: Host>(engine: &Mutex<Engine<H>>) -> std::sync::MutexGuard<'_, Engine<
 /// Starts the thread that watches `path`, whose version `loaded` is in
 /// force.
 pub fn spawn<H: Host + 'static>(
+    threads: &Threads,
     engine: &'static Mutex<Engine<H>>,
     path: PathBuf,
     loaded: Option<Stamp>,
 ) -> std::io::Result<()> {
-    std::thread::Builder::new()
-        .name("urdma-hosts".into())
-        .spawn(move || {
-            let mut w = Watcher::new(path, loaded);
-            loop {
-                std::thread::sleep(POLL);
+    let stop = threads.stop_flag();
+    // Outside the body, so that a restart after a panic goes on from the
+    // version last put in force.
+    let mut w = Watcher::new(path, loaded);
+    threads.spawn(
+        "hosts file watcher",
+        "urdma-hosts",
+        move || {
+            while !stop.sleep(POLL) {
                 if w.due() {
+                    #[cfg(feature = "fault-injection")]
+                    crate::fault::in_watcher(&w.path);
                     let (_, stamp) = reload(engine, &w.path);
                     w.loaded(stamp);
                 }
             }
-        })
-        .map(|_| ())
+        },
+        // It holds no request: nothing to answer.
+        || {},
+    )
 }
 
 #[cfg(test)]

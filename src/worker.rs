@@ -5,6 +5,8 @@
 use crate::engine::{Effects, Engine};
 use crate::host::Host;
 use crate::net::{Net, NetEvent};
+use crate::threads::{Stop, Threads};
+use acm_prov_sys::ACM_STATUS_ENOMEM;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
@@ -40,19 +42,39 @@ pub fn perform<H: Host>(host: &H, net: Option<&Net>, fx: Effects) {
     }
 }
 
-/// Starts the worker thread.
+/// Starts the worker thread, supervised: if it panics, the requests
+/// waiting on discovery are answered with an error at once and the thread
+/// starts again.
 pub fn spawn<H: Host + Clone + 'static>(
+    threads: &Threads,
     engine: &'static Mutex<Engine<H>>,
     net: Arc<Net>,
 ) -> std::io::Result<()> {
-    std::thread::Builder::new()
-        .name("urdma-discovery".into())
-        .spawn(move || run(engine, &net))
-        .map(|_| ())
+    let stop = threads.stop_flag();
+    let for_recovery = net.clone();
+    threads.spawn(
+        "discovery",
+        "urdma-discovery",
+        move || run(engine, &net, &stop),
+        move || recover(engine, &for_recovery),
+    )
 }
 
-fn run<H: Host + Clone>(engine: &'static Mutex<Engine<H>>, net: &Net) {
-    loop {
+/// After a panic of the worker: what it was doing is abandoned, and every
+/// request waiting for it is answered (librdmacm waits for the daemon's
+/// reply without a timeout, so an unanswered request hangs its client).
+fn recover<H: Host + Clone>(engine: &'static Mutex<Engine<H>>, net: &Net) {
+    let (host, fx) = {
+        let mut e = lock(engine);
+        let answered = e.abandon_all(ACM_STATUS_ENOMEM as u8);
+        log::error!("discovery thread: {answered} waiting requests answered with an error");
+        (e.host().clone(), e.take_effects())
+    };
+    perform(&host, Some(net), fx);
+}
+
+fn run<H: Host + Clone>(engine: &'static Mutex<Engine<H>>, net: &Net, stop: &Stop) {
+    while !stop.requested() {
         let timeout = lock(engine)
             .next_wake()
             .map(|t| t.saturating_duration_since(Instant::now()))
@@ -71,6 +93,8 @@ fn run<H: Host + Clone>(engine: &'static Mutex<Engine<H>>, net: &Net) {
                 }
             }
             e.on_timers(now);
+            #[cfg(feature = "fault-injection")]
+            crate::fault::in_worker(&e);
             (e.host().clone(), e.take_effects(), e.take_neighbour_jobs())
         };
         perform(&host, Some(net), fx);

@@ -12,7 +12,7 @@ use common::nodes::{
     poll_until_resolved, resolve_fails, resolve_node, resolves_by_every_kind, Node, DISCOVERY_PORT,
     WAIT,
 };
-use common::{Host, HostConfig, Net};
+use common::{Host, HostConfig, KeyFile, Net};
 use ibacm_urdma::addr::{Address, Gid};
 use ibacm_urdma::wire::{Announce, Answer, EndpointRecord, Message, Query, WireAddress};
 use std::net::{IpAddr, Ipv4Addr, SocketAddr, SocketAddrV4};
@@ -22,6 +22,7 @@ use std::time::{Duration, Instant};
 
 /// The attacker's own GID, which it wants clients to use for others.
 const ATTACKER_GID: &str = "fe80::bad:0:0:66";
+const KEY: &str = "1 000102030405060708090a0b0c0d0e0f\n";
 const FORGER_IP: Ipv4Addr = Ipv4Addr::new(10, 0, 0, 66);
 
 fn v4(node: Node) -> Ipv4Addr {
@@ -176,10 +177,7 @@ fn a_reply_binds_only_the_address_that_was_asked() {
                 "never asked\n{}",
                 a.diagnostics()
             );
-            let Some((from, data)) = f.recv(Duration::from_millis(100)) else {
-                continue;
-            };
-            let Ok(Message::Query(q)) = Message::decode(&data) else {
+            let Some((from, q)) = f.recv_query(Duration::from_millis(100)) else {
                 continue;
             };
             if q.target().address() == &Address::Ip4(FORGER_IP) {
@@ -229,10 +227,7 @@ fn a_forged_claim_of_a_name_is_confirmed_with_its_claimant() {
                 "never answered\n{}",
                 a.diagnostics()
             );
-            let Some((from, data)) = f.recv(Duration::from_millis(50)) else {
-                continue;
-            };
-            let Ok(Message::Query(q)) = Message::decode(&data) else {
+            let Some((from, q)) = f.recv_query(Duration::from_millis(50)) else {
                 continue;
             };
             if q.target().address() != &Address::name("node-b").unwrap() {
@@ -389,49 +384,13 @@ fn queries_leave_from_the_asking_endpoints_own_address() {
                 &FORGER_IP.to_string(),
             ])
         });
-        let deadline = Instant::now() + WAIT;
-        loop {
-            assert!(
-                Instant::now() < deadline,
-                "never asked\n{}",
-                a.diagnostics()
-            );
-            if let Some((from, data)) = f.recv(Duration::from_millis(100)) {
-                if let Ok(Message::Query(q)) = Message::decode(&data) {
-                    assert_eq!(from.ip(), IpAddr::V4(v4(Node::A)), "{q:?}");
-                    let refused = q.reply(Answer::Refused).unwrap();
-                    f.listener.send_to(&bytes(refused), from).unwrap();
-                    break;
-                }
-            }
-        }
+        let (from, q) = f
+            .recv_query(WAIT)
+            .unwrap_or_else(|| panic!("never asked\n{}", a.diagnostics()));
+        assert_eq!(from.ip(), IpAddr::V4(v4(Node::A)), "{q:?}");
+        let refused = q.reply(Answer::Refused).unwrap();
+        f.listener.send_to(&bytes(refused), from).unwrap();
     });
-}
-
-/// A key file shared by the tests' hosts, removed on drop.
-struct KeyFile(std::path::PathBuf);
-
-impl KeyFile {
-    fn new(name: &str) -> KeyFile {
-        use std::os::unix::fs::PermissionsExt;
-        let dir =
-            std::env::temp_dir().join(format!("urdma-attack-key-{}-{name}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let path = dir.join("urdma.key");
-        std::fs::write(&path, "1 000102030405060708090a0b0c0d0e0f\n").unwrap();
-        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).unwrap();
-        KeyFile(path)
-    }
-
-    fn opt(&self) -> String {
-        format!("urdma_auth_key_file {}", self.0.display())
-    }
-}
-
-impl Drop for KeyFile {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(self.0.parent().unwrap());
-    }
 }
 
 /// The replayed count of `host`'s latest drop summary (0 without one).
@@ -447,7 +406,7 @@ fn replayed(host: &Host) -> u64 {
 
 #[test]
 fn with_keys_normal_operation_counts_nothing_as_replayed() {
-    let key = KeyFile::new("normal");
+    let key = KeyFile::new("normal", KEY, 0o600);
     let opt = key.opt();
     let net = Net::new();
     let a = Node::A.start(&net, &[&opt]);
@@ -469,7 +428,7 @@ fn with_keys_normal_operation_counts_nothing_as_replayed() {
 
 #[test]
 fn with_keys_a_captured_announcement_of_an_old_gid_is_refused() {
-    let key = KeyFile::new("replay");
+    let key = KeyFile::new("replay", KEY, 0o600);
     let opt = key.opt();
     let net = Net::new();
     let a = Node::A.start(&net, &[&opt]);
@@ -520,4 +479,109 @@ fn with_keys_a_captured_announcement_of_an_old_gid_is_refused() {
         );
         sleep(Duration::from_millis(200));
     }
+}
+
+// 5 ------------------------------------------------------------------------
+
+/// The number after `field ` in the last summary line that has it.
+fn summary(host: &Host, line: &str, field: &str) -> u64 {
+    host.log()
+        .lines()
+        .rev()
+        .filter(|l| l.contains(line))
+        .find_map(|l| {
+            l.split_once(&format!("{field} "))
+                .map(|(_, r)| r.to_string())
+        })
+        .and_then(|r| r.split(|c: char| !c.is_ascii_digit()).next()?.parse().ok())
+        .unwrap_or(0)
+}
+
+const FLOOD: u32 = 1_000_000;
+/// What a flood may add to the daemon's resident memory: the provider's
+/// tables at their bounds for this traffic (docs/reliability.md).
+const FLOOD_RSS_KB: u64 = 8 * 1024;
+
+#[test]
+fn a_flood_from_a_million_forged_sources_leaves_memory_bounded_and_peers_resolvable() {
+    let net = Net::new();
+    let a = Node::A.start(&net, &[]);
+    let b = Node::B.start(&net, &[]);
+    let _c = Node::C.start(&net, &[]);
+    let f = Forger::start(&net, FORGER_IP, DISCOVERY_PORT);
+    // A takes datagrams from sources it has no route to (the kernel's
+    // reverse-path filter would drop them before the provider saw them).
+    for conf in ["all", "default", "eth0"] {
+        let (code, out) = a.exec(&[
+            "sysctl",
+            "-qw",
+            &format!("net.ipv4.conf.{conf}.rp_filter=0"),
+        ]);
+        assert_eq!(code, 0, "sysctl: {out}");
+    }
+    resolves_by_every_kind(&a, Node::A, Node::B);
+    let rss_before = a.daemon_rss_kb();
+    let started = Instant::now();
+    let to = at(v4(Node::A));
+    for i in 0..FLOOD {
+        // Each from its own address in 100.64.0.0/10.
+        let src = SocketAddrV4::new(Ipv4Addr::from(0x6440_0000 + i), DISCOVERY_PORT);
+        let own = src.ip().to_string();
+        let txid = u64::from(i) + 1;
+        let data = match i % 4 {
+            // Asks A's own address: answered, until the source's allowance
+            // (or the shared one of untracked sources) runs out.
+            0 => bytes(query(txid, &Node::A.ip4(), attacker_record(&[own]))),
+            // Moves B's addresses to the attacker: a hint to check B, held
+            // off after once a second.
+            1 => bytes(Announce::new(vec![attacker_record(&addresses(Node::B))], false).unwrap()),
+            // Announces an address nobody asked for.
+            2 => bytes(Announce::new(vec![attacker_record(&[own])], false).unwrap()),
+            // A reply to nothing A asked.
+            _ => bytes(
+                query(txid, &own, attacker_record(std::slice::from_ref(&own)))
+                    .reply(Answer::Refused)
+                    .unwrap(),
+            ),
+        };
+        f.send(src, to, &data);
+        // Paced so that A's socket buffer keeps up: the point is what the
+        // provider keeps, not what the kernel drops.
+        if i % 1000 == 999 {
+            sleep(Duration::from_millis(2));
+        }
+    }
+    eprintln!("sent {FLOOD} forged datagrams in {:?}", started.elapsed());
+    // The forged replies are counted as unsolicited once A has read them;
+    // on a loaded machine the kernel drops some before A reads them.
+    let want = u64::from(FLOOD / 4) / 2;
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while summary(&a, "datagrams dropped so far", "unsolicited") < want {
+        assert!(
+            Instant::now() < deadline,
+            "A did not read the flood ({} unsolicited)\n{}",
+            summary(&a, "datagrams dropped so far", "unsolicited"),
+            a.diagnostics()
+        );
+        sleep(Duration::from_millis(200));
+    }
+    let rss_after = a.daemon_rss_kb();
+    eprintln!(
+        "daemon RSS {rss_before} KiB before, {rss_after} KiB after; {}",
+        a.log()
+            .lines()
+            .rev()
+            .find(|l| l.contains("datagrams dropped so far"))
+            .unwrap_or("")
+    );
+    assert!(
+        rss_after <= rss_before + FLOOD_RSS_KB,
+        "RSS grew from {rss_before} to {rss_after} KiB\n{}",
+        a.diagnostics()
+    );
+    // The real peers: B as before (a check of it may have run), C asked
+    // for the first time now.
+    still_resolves(&a, Node::A, Node::B);
+    resolves_by_every_kind(&a, Node::A, Node::C);
+    assert!(b.daemon_alive());
 }

@@ -17,7 +17,7 @@ use common::nodes::{
     add_silent_neighbour, load_summary, poll_until_resolved, resolve, resolve_fails, resolve_node,
     timed, Node, DISCOVERY_PORT, WAIT,
 };
-use common::{Host, Net};
+use common::{Host, KeyFile, Net};
 use std::net::UdpSocket;
 use std::time::{Duration, Instant};
 
@@ -700,33 +700,6 @@ fn a_port_going_down_is_withdrawn_from_its_peers() {
 }
 
 // 11 -----------------------------------------------------------------------
-
-/// A key file with `keys`, mode `mode`, in a directory of its own that is
-/// removed on drop. It lives outside the hosts' temp directories because
-/// it must exist before the daemons start.
-struct KeyFile(std::path::PathBuf);
-
-impl KeyFile {
-    fn new(name: &str, keys: &str, mode: u32) -> KeyFile {
-        use std::os::unix::fs::PermissionsExt;
-        let dir = std::env::temp_dir().join(format!("urdma-key-{}-{name}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let path = dir.join("urdma.key");
-        std::fs::write(&path, keys).unwrap();
-        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(mode)).unwrap();
-        KeyFile(path)
-    }
-
-    fn opt(&self) -> String {
-        format!("urdma_auth_key_file {}", self.0.display())
-    }
-}
-
-impl Drop for KeyFile {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(self.0.parent().unwrap());
-    }
-}
 
 /// The cumulative counts of A's latest drop summary in the log.
 fn drop_summary(host: &Host) -> Option<String> {

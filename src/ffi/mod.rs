@@ -14,6 +14,7 @@ use crate::host::{Host, COUNTERS};
 use crate::msg::{self, MsgBuf};
 use crate::net::Net;
 use crate::reload;
+use crate::threads::{panic_message, Threads};
 use crate::worker;
 use acm_prov_sys::{
     acm_address, acm_device, acm_endpoint, acm_msg, acm_port, acm_provider, ibv_context, ibv_gid,
@@ -27,12 +28,10 @@ use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 /// Runs an entry point's body; a panic is logged and becomes `on_panic`.
 fn guard<T>(entry: &str, on_panic: T, body: impl FnOnce() -> T) -> T {
     catch_unwind(AssertUnwindSafe(body)).unwrap_or_else(|payload| {
-        let what = payload
-            .downcast_ref::<&str>()
-            .map(|s| s.to_string())
-            .or_else(|| payload.downcast_ref::<String>().cloned())
-            .unwrap_or_else(|| "unknown panic".into());
-        log::error!("{entry}: internal error, request failed: {what}");
+        log::error!(
+            "{entry}: internal error, request failed: {}",
+            panic_message(&*payload)
+        );
         on_panic
     })
 }
@@ -45,6 +44,41 @@ static NET: OnceLock<Option<Arc<Net>>> = OnceLock::new();
 static HOSTS_STAMP: OnceLock<Option<reload::Stamp>> = OnceLock::new();
 /// Set once the hosts-file watcher runs (or could not be started).
 static WATCHING: OnceLock<()> = OnceLock::new();
+/// The provider's own threads (discovery worker, hosts-file watcher):
+/// started at the first port, stopped when the library is unloaded. Not
+/// when the last device closes: the daemon closes a device whose last port
+/// went down and opens it again when the port comes back, and the
+/// withdrawal of the port's addresses still has to go out.
+static THREADS: OnceLock<Threads> = OnceLock::new();
+
+fn threads() -> &'static Threads {
+    THREADS.get_or_init(Threads::default)
+}
+
+/// Stops the provider's threads and waits for them to end: a thread must
+/// not run on in code that is about to be unmapped.
+fn stop_threads() {
+    if let Some(t) = THREADS.get() {
+        t.stop(|| {
+            if let Some(net) = NET.get().and_then(Option::as_deref) {
+                net.wake();
+            }
+        });
+    }
+}
+
+/// Runs when the library is unloaded (`dlclose`) or the process exits
+/// normally.
+extern "C" fn on_unload() {
+    guard("unload", (), stop_threads);
+}
+
+// SAFETY: an entry in .fini_array is called once, with no arguments, by
+// the dynamic loader at unload or by exit(); `on_unload` has exactly that
+// signature and never unwinds (it runs inside the guard).
+#[used]
+#[link_section = ".fini_array"]
+static ON_UNLOAD: extern "C" fn() = on_unload;
 
 /// The engine, also after a panic poisoned its lock: its state is kept
 /// consistent per operation, and refusing every later request would be worse.
@@ -131,7 +165,10 @@ fn start_discovery() {
                 return None;
             }
         };
-        if let Err(e) = worker::spawn(engine, net.clone()) {
+        if threads().stopped() {
+            return None;
+        }
+        if let Err(e) = worker::spawn(threads(), engine, net.clone()) {
             log::error!("discovery: cannot start its thread: {e}; discovery disabled");
             return None;
         }
@@ -162,7 +199,10 @@ fn watch_hosts_file() {
             .hosts_file
             .clone();
         let loaded = HOSTS_STAMP.get().copied().flatten();
-        if let Err(e) = reload::spawn(engine, path, loaded) {
+        if threads().stopped() {
+            return;
+        }
+        if let Err(e) = reload::spawn(threads(), engine, path, loaded) {
             log::error!("cannot start the hosts file watcher: {e}; changes need a restart");
         }
     });

@@ -9,6 +9,7 @@
 //! unicast keeps going where it belongs.
 
 use super::{Host, Net};
+use ibacm_urdma::wire::{Message, Query};
 use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4, UdpSocket};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::time::{Duration, Instant};
@@ -95,6 +96,19 @@ impl Forger {
             "raw send: {}",
             std::io::Error::last_os_error()
         );
+    }
+
+    /// The next discovery QUERY read on the listener within `timeout`,
+    /// and its source; other datagrams are skipped.
+    pub fn recv_query(&self, timeout: Duration) -> Option<(SocketAddr, Query)> {
+        let deadline = Instant::now() + timeout;
+        while let Some((from, data)) = self.recv(deadline.saturating_duration_since(Instant::now()))
+        {
+            if let Ok(Message::Query(q)) = Message::decode(&data) {
+                return Some((from, q));
+            }
+        }
+        None
     }
 
     /// The next datagram read on the listener within `timeout`: its

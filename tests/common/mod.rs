@@ -951,3 +951,30 @@ impl PathInfo {
             .unwrap_or_else(|| panic!("no `{field}:` line in the path {:?}", self.0))
     }
 }
+
+/// A key file with `keys`, mode `mode`, in a directory of its own that is
+/// removed on drop. It lives outside the hosts' temp directories because
+/// it must exist before the daemons start.
+pub struct KeyFile(pub std::path::PathBuf);
+
+impl KeyFile {
+    pub fn new(name: &str, keys: &str, mode: u32) -> KeyFile {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = std::env::temp_dir().join(format!("urdma-key-{}-{name}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("urdma.key");
+        std::fs::write(&path, keys).unwrap();
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(mode)).unwrap();
+        KeyFile(path)
+    }
+
+    pub fn opt(&self) -> String {
+        format!("urdma_auth_key_file {}", self.0.display())
+    }
+}
+
+impl Drop for KeyFile {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(self.0.parent().unwrap());
+    }
+}
