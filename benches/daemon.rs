@@ -263,6 +263,7 @@ impl Daemon {
     }
 
     /// SIGTERM, then waits (callgrind writes its last part at exit).
+    #[allow(unsafe_code)] // a test fixture's syscall, not the provider
     fn stop(&mut self) {
         if let Some(mut child) = self.child.take() {
             // SAFETY: kill(2) on our own child's pid.
