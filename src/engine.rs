@@ -28,7 +28,8 @@ use std::time::Instant;
 pub type Id = u64;
 
 /// `IBV_EVENT_CLIENT_REREGISTER`, the only event the daemon forwards.
-pub const EVENT_CLIENT_REREGISTER: u32 = 17;
+pub const EVENT_CLIENT_REREGISTER: acm_prov_sys::ibv_event_type =
+    acm_prov_sys::ibv_event_type_IBV_EVENT_CLIENT_REREGISTER;
 
 /// What the boundary learns about a port from verbs.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -575,7 +576,7 @@ impl<H: Host> Engine<H> {
                 msg::query_reply(req, e.status, None)
             }
         };
-        self.count_status(ep, reply.0[2]);
+        self.count_status(ep, reply.status());
         Reply(reply)
     }
 
