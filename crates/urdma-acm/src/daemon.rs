@@ -68,9 +68,14 @@ impl Options {
     /// comment; ordinary keys are the first two blank-separated tokens,
     /// case-insensitive, the last line winning; a line whose first token
     /// merely starts with `provider` is a provider line, split on spaces.
-    pub fn parse(text: &str) -> Options {
+    /// Bytes, line by line, as the daemon reads them: a byte that is not
+    /// UTF-8 (a Latin-1 comment) spoils its own line at most, never the file.
+    pub fn parse(bytes: impl AsRef<[u8]>) -> Options {
         let mut o = Options::default();
-        for (n, line) in text.lines().enumerate() {
+        for (number, raw) in ibacm_urdma::text::lines(bytes.as_ref()) {
+            let n = number - 1;
+            let line = String::from_utf8_lossy(raw);
+            let line = line.as_ref();
             if line.starts_with('#') {
                 continue;
             }
@@ -250,6 +255,15 @@ mod tests {
             subnets,
             vec![("ibacmp", 0xfe80_0000_0000_0000, 3), ("urdma", 0x10, 6)]
         );
+    }
+
+    #[test]
+    fn a_byte_that_is_not_utf8_spoils_no_other_line() {
+        let mut bytes = b"# caf\xe9 (Latin-1)\nprovider_lib_path /opt/prov\n".to_vec();
+        bytes.extend_from_slice(b"provider urdma default\n");
+        let o = Options::parse(&bytes);
+        assert_eq!(o.provider_dir, PathBuf::from("/opt/prov"));
+        assert_eq!(o.default, Some(("urdma".to_string(), 3)));
     }
 
     #[test]

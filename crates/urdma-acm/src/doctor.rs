@@ -67,9 +67,7 @@ impl Setup {
 impl Setup {
     /// Reads what the daemon would read.
     pub fn load(args: &Args) -> Setup {
-        let opts = std::fs::read_to_string(&args.opts)
-            .ok()
-            .map(|t| Options::parse(&t));
+        let opts = std::fs::read(&args.opts).ok().map(Options::parse);
         let dir = opts.clone().unwrap_or_default().provider_dir;
         Setup {
             opts_file: args.opts.display().to_string(),
