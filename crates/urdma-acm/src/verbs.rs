@@ -17,9 +17,9 @@ extern "C" {
     fn ibv_query_gid(context: *mut ibv_context, port: u8, index: c_int, gid: *mut ibv_gid)
         -> c_int;
     fn ibv_query_pkey(context: *mut ibv_context, port: u8, index: c_int, pkey: *mut u16) -> c_int;
-    /// `src/verbs_shim.c`.
-    fn urdma_acm_query_port(context: *mut ibv_context, port: u8, attr: *mut ibv_port_attr)
-        -> c_int;
+    /// The provider's shim (`src/ffi/verbs_shim.c` of ibacm-urdma), linked
+    /// in with that crate.
+    fn urdma_query_port(context: *mut ibv_context, port: u8, attr: *mut ibv_port_attr) -> c_int;
 }
 
 /// One port as `ibv_query_port`, `ibv_query_gid` and `ibv_query_pkey` see it.
@@ -127,7 +127,7 @@ fn port(ctx: *mut ibv_context, num: u8) -> Result<PortAttrs, String> {
     let mut attr = ibv_port_attr::default();
     // SAFETY: an open context and a zeroed out-struct of the size the shim
     // was compiled with (the same header).
-    let rc = unsafe { urdma_acm_query_port(ctx, num, &mut attr) };
+    let rc = unsafe { urdma_query_port(ctx, num, &mut attr) };
     if rc != 0 {
         return Err(format!(
             "ibv_query_port failed: {}",
