@@ -15,6 +15,75 @@ use std::collections::VecDeque;
 use std::hash::Hash;
 use std::time::Instant;
 
+/// Keys in the order they were last stamped, for a table that stores each
+/// entry's stamp beside it. Replacing or removing an entry leaves its old
+/// item here; `current` (does this stamp still belong to this key's entry?)
+/// tells the live items from those, which are dropped when they reach the
+/// front or outnumber the live ones. [`Expiring`] and the destination cache
+/// are both built on it.
+#[derive(Debug)]
+pub struct Order<K> {
+    items: VecDeque<(u64, K)>,
+    next: u64,
+}
+
+impl<K> Default for Order<K> {
+    fn default() -> Self {
+        Order {
+            items: VecDeque::new(),
+            next: 0,
+        }
+    }
+}
+
+impl<K> Order<K> {
+    /// Puts `k` at the back; the returned stamp goes with its entry.
+    pub fn stamp(&mut self, k: K) -> u64 {
+        let seq = self.next;
+        self.next += 1;
+        self.items.push_back((seq, k));
+        seq
+    }
+
+    /// The oldest live key, once the stale items before it are dropped.
+    pub fn oldest(&mut self, current: impl Fn(u64, &K) -> bool) -> Option<&K> {
+        while let Some((seq, k)) = self.items.front() {
+            if current(*seq, k) {
+                break;
+            }
+            self.items.pop_front();
+        }
+        self.items.front().map(|(_, k)| k)
+    }
+
+    /// Takes the oldest live key out of the order (the table removes its
+    /// entry).
+    pub fn pop_oldest(&mut self, current: impl Fn(u64, &K) -> bool) -> Option<K> {
+        self.oldest(current)?;
+        self.items.pop_front().map(|(_, k)| k)
+    }
+
+    /// Rebuilds the order when stale items outnumber the `live` entries,
+    /// so that it never holds more than about twice the table.
+    pub fn compact(&mut self, live: usize, current: impl Fn(u64, &K) -> bool) {
+        if self.items.len() > 2 * live + 64 {
+            self.items.retain(|(seq, k)| current(*seq, k));
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        self.items.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.items.is_empty()
+    }
+
+    pub fn clear(&mut self) {
+        self.items.clear();
+    }
+}
+
 #[derive(Debug)]
 struct Slot<V> {
     value: V,
@@ -25,8 +94,7 @@ struct Slot<V> {
 #[derive(Debug)]
 pub struct Expiring<K, V> {
     map: Map<K, Slot<V>>,
-    order: VecDeque<(u64, K)>,
-    next_seq: u64,
+    order: Order<K>,
     cap: usize,
     /// Entries dropped to make room for new ones.
     pub evicted: u64,
@@ -34,12 +102,16 @@ pub struct Expiring<K, V> {
     pub expired: u64,
 }
 
+/// Whether `seq` is the stamp of `k`'s entry in `map`.
+fn current<K: Hash + Eq, V>(map: &Map<K, Slot<V>>, seq: u64, k: &K) -> bool {
+    map.get(k).is_some_and(|s| s.seq == seq)
+}
+
 impl<K: Hash + Eq + Clone, V> Expiring<K, V> {
     pub fn new(cap: usize) -> Self {
         Expiring {
             map: Map::default(),
-            order: VecDeque::new(),
-            next_seq: 0,
+            order: Order::default(),
             cap: cap.max(1),
             evicted: 0,
             expired: 0,
@@ -94,34 +166,32 @@ impl<K: Hash + Eq + Clone, V> Expiring<K, V> {
     pub fn insert(&mut self, k: K, value: V, expires: Option<Instant>) -> Option<K> {
         let mut dropped = None;
         if !self.map.contains_key(&k) && self.map.len() >= self.cap {
-            dropped = self.pop_oldest();
+            dropped = self.remove_oldest().map(|(old, _)| old);
             if dropped.is_some() {
                 self.evicted += 1;
             }
         }
-        let seq = self.next_seq;
-        self.next_seq += 1;
+        let seq = self.order.stamp(k.clone());
         self.map.insert(
-            k.clone(),
+            k,
             Slot {
                 value,
                 expires,
                 seq,
             },
         );
-        self.order.push_back((seq, k));
         self.compact();
         dropped
     }
 
     /// Gives `k` a new lifetime, as if inserted again.
     pub fn refresh(&mut self, k: &K, expires: Option<Instant>) {
-        let seq = self.next_seq;
-        if let Some(s) = self.map.get_mut(k) {
-            s.expires = expires;
-            s.seq = seq;
-            self.next_seq += 1;
-            self.order.push_back((seq, k.clone()));
+        if self.map.contains_key(k) {
+            let seq = self.order.stamp(k.clone());
+            if let Some(s) = self.map.get_mut(k) {
+                s.expires = expires;
+                s.seq = seq;
+            }
             self.compact();
         }
     }
@@ -133,37 +203,20 @@ impl<K: Hash + Eq + Clone, V> Expiring<K, V> {
 
     /// Removes every entry that expired by `now`, handing each to `gone`.
     pub fn sweep(&mut self, now: Instant, mut gone: impl FnMut(K, V)) {
-        while let Some((seq, k)) = self.order.front() {
-            match self.map.get(k) {
-                Some(s) if s.seq == *seq => {
-                    if s.expires.is_none_or(|e| now < e) {
-                        break;
-                    }
-                    let (_, k) = self.order.pop_front().expect("front exists");
-                    if let Some(s) = self.map.remove(&k) {
-                        self.expired += 1;
-                        gone(k, s.value);
-                    }
-                }
-                // Replaced or removed since: not its place any more.
-                _ => {
-                    self.order.pop_front();
-                }
-            }
+        while self.next_expiry().is_some_and(|e| now >= e) {
+            let Some((k, v)) = self.remove_oldest() else {
+                break;
+            };
+            self.expired += 1;
+            gone(k, v);
         }
     }
 
     /// When the oldest live entry expires (for the sweep's timer).
     pub fn next_expiry(&mut self) -> Option<Instant> {
-        while let Some((seq, k)) = self.order.front() {
-            match self.map.get(k) {
-                Some(s) if s.seq == *seq => return s.expires,
-                _ => {
-                    self.order.pop_front();
-                }
-            }
-        }
-        None
+        let map = &self.map;
+        let k = self.order.oldest(|seq, k| current(map, seq, k))?;
+        self.map.get(k).and_then(|s| s.expires)
     }
 
     pub fn iter(&self) -> impl Iterator<Item = (&K, &V)> {
@@ -179,26 +232,16 @@ impl<K: Hash + Eq + Clone, V> Expiring<K, V> {
         self.order.clear();
     }
 
-    fn pop_oldest(&mut self) -> Option<K> {
-        while let Some((seq, k)) = self.order.pop_front() {
-            if self.map.get(&k).is_some_and(|s| s.seq == seq) {
-                self.map.remove(&k);
-                return Some(k);
-            }
-        }
-        None
+    fn remove_oldest(&mut self) -> Option<(K, V)> {
+        let map = &self.map;
+        let k = self.order.pop_oldest(|seq, k| current(map, seq, k))?;
+        let s = self.map.remove(&k)?;
+        Some((k, s.value))
     }
 
-    /// Replaced and removed entries leave their old places in the order;
-    /// when those outnumber the live ones, the order is rebuilt, so it never
-    /// holds more than about twice the table.
     fn compact(&mut self) {
-        if self.order.len() <= 2 * self.map.len() + 64 {
-            return;
-        }
         let map = &self.map;
-        self.order
-            .retain(|(seq, k)| map.get(k).is_some_and(|s| s.seq == *seq));
+        self.order.compact(map.len(), |seq, k| current(map, seq, k));
     }
 }
 

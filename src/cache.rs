@@ -2,9 +2,9 @@
 //! of the configuration.
 
 use crate::addr::Address;
+use crate::bounded::Order;
 use crate::fastmap::Map;
 use crate::path::{Dest, PathRecord, PATH_RECORD_LEN};
-use std::collections::VecDeque;
 use std::time::Instant;
 
 /// Opaque endpoint key of the cache.
@@ -65,8 +65,7 @@ pub enum Lookup {
 /// and a full cache drops its oldest entry. Hits never touch the order.
 pub struct Cache {
     per_endpoint: Vec<(EndpointKey, Map<Address, Entry>)>,
-    order: VecDeque<(u64, EndpointKey, Address)>,
-    next_seq: u64,
+    order: Order<(EndpointKey, Address)>,
     len: usize,
     cap: usize,
     /// Entries dropped to make room.
@@ -89,8 +88,7 @@ impl Cache {
     pub fn new(cap: usize) -> Cache {
         Cache {
             per_endpoint: Vec::new(),
-            order: VecDeque::new(),
-            next_seq: 0,
+            order: Order::default(),
             len: 0,
             cap: cap.max(1),
             evicted: 0,
@@ -125,34 +123,36 @@ impl Cache {
                 self.per_endpoint.len() - 1
             }
         };
-        entry.seq = self.next_seq;
-        self.next_seq += 1;
-        self.order.push_back((entry.seq, ep, dest.clone()));
+        entry.seq = self.order.stamp((ep, dest.clone()));
         if self.per_endpoint[i].1.insert(dest, entry).is_none() {
             self.len += 1;
-            if self.len > self.cap && self.pop_oldest() {
+            if self.len > self.cap && self.remove_oldest() {
                 self.evicted += 1;
             }
         }
-        if self.order.len() > 2 * self.len + 64 {
-            let tables = &self.per_endpoint;
-            self.order
-                .retain(|(seq, ep, a)| Self::is_at(tables, *seq, *ep, a));
-        }
+        let tables = &self.per_endpoint;
+        self.order
+            .compact(self.len, |seq, k| Self::is_at(tables, seq, k));
     }
 
-    /// Whether the order's item (`seq`, `ep`, `a`) is the live entry.
+    /// The entry of `ep` for `a`.
+    fn entry<'a>(
+        tables: &'a [(EndpointKey, Map<Address, Entry>)],
+        (ep, a): &(EndpointKey, Address),
+    ) -> Option<&'a Entry> {
+        tables
+            .iter()
+            .find(|(k, _)| k == ep)
+            .and_then(|(_, m)| m.get(a))
+    }
+
+    /// Whether `seq` is the stamp of the live entry of `key`.
     fn is_at(
         tables: &[(EndpointKey, Map<Address, Entry>)],
         seq: u64,
-        ep: EndpointKey,
-        a: &Address,
+        key: &(EndpointKey, Address),
     ) -> bool {
-        tables
-            .iter()
-            .find(|(k, _)| *k == ep)
-            .and_then(|(_, m)| m.get(a))
-            .is_some_and(|e| e.seq == seq)
+        Self::entry(tables, key).is_some_and(|e| e.seq == seq)
     }
 
     fn remove_at(&mut self, ep: EndpointKey, a: &Address) -> Option<Entry> {
@@ -162,38 +162,28 @@ impl Cache {
         Some(e)
     }
 
-    /// Drops the oldest entry; false if there is none.
-    fn pop_oldest(&mut self) -> bool {
-        while let Some((seq, ep, a)) = self.order.pop_front() {
-            if Self::is_at(&self.per_endpoint, seq, ep, &a) {
-                self.remove_at(ep, &a);
-                return true;
-            }
+    /// Removes the oldest entry; false if there is none.
+    fn remove_oldest(&mut self) -> bool {
+        let tables = &self.per_endpoint;
+        match self.order.pop_oldest(|seq, k| Self::is_at(tables, seq, k)) {
+            Some((ep, a)) => self.remove_at(ep, &a).is_some(),
+            None => false,
         }
-        false
     }
 
     /// Removes every entry whose address lifetime ended by `now`.
     pub fn sweep(&mut self, now: Instant) {
-        while let Some((seq, ep, a)) = self.order.front() {
-            let state = self
-                .per_endpoint
-                .iter()
-                .find(|(k, _)| k == ep)
-                .and_then(|(_, m)| m.get(a))
-                .filter(|e| e.seq == *seq)
-                .map(|e| live(e.addr_expires, now));
-            match state {
-                Some(true) => break,
-                Some(false) => {
-                    let (_, ep, a) = self.order.pop_front().expect("front exists");
-                    self.remove_at(ep, &a);
-                    self.expired += 1;
-                }
-                None => {
-                    self.order.pop_front();
-                }
+        loop {
+            let tables = &self.per_endpoint;
+            let expired = self
+                .order
+                .oldest(|seq, k| Self::is_at(tables, seq, k))
+                .and_then(|k| Self::entry(tables, k))
+                .is_some_and(|e| !live(e.addr_expires, now));
+            if !expired || !self.remove_oldest() {
+                break;
             }
+            self.expired += 1;
         }
     }
 
