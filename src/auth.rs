@@ -258,6 +258,23 @@ pub struct Auth {
     newest_pruned_at: u64,
 }
 
+/// Whether a table of timestamps bounded at `max` has room for one more
+/// entry. A full one first forgets, at most once a second (`pruned_at`),
+/// what left the window: a message that old is refused as stale anyway.
+/// What is still inside the window is never forgotten early.
+fn make_room<K: std::hash::Hash + Eq>(
+    table: &mut Map<K, u64>,
+    max: usize,
+    pruned_at: &mut u64,
+    now: u64,
+) -> bool {
+    if table.len() >= max && now.saturating_sub(*pruned_at) >= 1_000_000 {
+        table.retain(|_, t| t.abs_diff(now) <= WINDOW_US);
+        *pruned_at = now;
+    }
+    table.len() < max
+}
+
 impl Auth {
     pub fn new(ring: Keyring, clock: fn() -> u64) -> Auth {
         let sealer = std::sync::Arc::new(Sealer {
@@ -334,24 +351,14 @@ impl Auth {
         if self.seen.contains_key(&tag_bytes) {
             return Err(Rejection::Replayed);
         }
-        if !self.newest.contains_key(&from)
-            && self.newest.len() >= MAX_SOURCES
-            && now.saturating_sub(self.newest_pruned_at) >= 1_000_000
-        {
-            // A source whose newest message left the window needs no
-            // entry: anything older than that is refused as stale.
-            self.newest.retain(|_, t| t.abs_diff(now) <= WINDOW_US);
-            self.newest_pruned_at = now;
-        }
-        if !self.newest.contains_key(&from) && self.newest.len() >= MAX_SOURCES {
-            return Err(Rejection::Busy);
-        }
-        if self.seen.len() >= MAX_REMEMBERED && now.saturating_sub(self.pruned_at) >= 1_000_000 {
-            // What left the window is refused as stale anyway.
-            self.seen.retain(|_, t| t.abs_diff(now) <= WINDOW_US);
-            self.pruned_at = now;
-        }
-        if self.seen.len() >= MAX_REMEMBERED {
+        let newest_room = self.newest.contains_key(&from)
+            || make_room(
+                &mut self.newest,
+                MAX_SOURCES,
+                &mut self.newest_pruned_at,
+                now,
+            );
+        if !newest_room || !make_room(&mut self.seen, MAX_REMEMBERED, &mut self.pruned_at, now) {
             return Err(Rejection::Busy);
         }
         self.seen.insert(tag_bytes, ts);
