@@ -38,7 +38,7 @@ use crate::wire::{
     Announce, Answer, EndpointRecord, Message, Query, Reply, WireAddress, MAX_ADDRESSES,
     MAX_ANNOUNCE_RECORDS, MAX_PKEYS,
 };
-use acm_prov_sys::{ACM_STATUS_ENODATA, ACM_STATUS_ENOMEM, ACM_STATUS_ETIMEDOUT};
+use acm_prov_sys::{ACM_STATUS_ENODATA, ACM_STATUS_ETIMEDOUT};
 use std::net::{IpAddr, SocketAddr};
 use std::num::NonZeroU64;
 use std::time::{Duration, Instant};
@@ -209,7 +209,8 @@ impl<H: Host> Engine<H> {
         room
     }
 
-    /// Starts a lookup for `key`, or joins the one in flight.
+    /// Starts a lookup for `key`, or joins the one in flight. The caller
+    /// has made sure of [`Engine::lookup_room`].
     pub(crate) fn start_lookup(
         &mut self,
         ep: Id,
@@ -219,15 +220,6 @@ impl<H: Host> Engine<H> {
     ) {
         if let Some(l) = self.resolver.lookups.get_mut(&key) {
             l.waiters.extend(waiter);
-            return;
-        }
-        if self.resolver.lookups.len() >= self.resolver.max_lookups {
-            // Every request still gets its one answer, at once.
-            self.resolver.lookups_refused += 1;
-            if let Some(w) = waiter {
-                let reply = msg::resolve_error(&w.request, ACM_STATUS_ENOMEM as u8);
-                self.answer_waiter(&w, reply);
-            }
             return;
         }
         log::trace!("lookup {key}: started");
@@ -1315,7 +1307,8 @@ mod tests {
     use crate::msg::MsgBuf;
     use crate::path::PathRecord;
     use acm_prov_sys::{
-        ACM_ADDRESS_IP, ACM_ADDRESS_NAME, ACM_EP_FLAG_DEST, ACM_FLAGS_NODELAY, ACM_STATUS_ENOTCONN,
+        ACM_ADDRESS_IP, ACM_ADDRESS_NAME, ACM_EP_FLAG_DEST, ACM_FLAGS_NODELAY, ACM_STATUS_ENOMEM,
+        ACM_STATUS_ENOTCONN,
     };
     use std::net::Ipv4Addr;
 
