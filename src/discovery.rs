@@ -157,6 +157,26 @@ fn same_place(a: SocketAddr, b: SocketAddr) -> bool {
     a.ip() == b.ip() && a.port() == b.port()
 }
 
+/// What a summary in the log said last, and when: it is logged again when
+/// its numbers changed, at most every [`DROP_SUMMARY_EVERY`].
+#[derive(Default)]
+pub(crate) struct Summary<T> {
+    pub(crate) said: T,
+    at: Option<Instant>,
+}
+
+impl<T: PartialEq + Clone> Summary<T> {
+    /// Whether `value` is to be logged at `now`; if so, it counts as said.
+    fn due(&mut self, value: &T, now: Instant) -> bool {
+        if *value == self.said || self.at.is_some_and(|t| now < t + DROP_SUMMARY_EVERY) {
+            return false;
+        }
+        self.said = value.clone();
+        self.at = Some(now);
+        true
+    }
+}
+
 impl<H: Host> Engine<H> {
     /// Called by the boundary when the discovery sockets are (or are not)
     /// open.
@@ -773,12 +793,9 @@ impl<H: Host> Engine<H> {
     /// were dropped and why: an operator sees an attack or a misconfigured
     /// peer (a wrong key) without turning on tracing.
     fn log_drops(&mut self, now: Instant) {
-        let (logged, at) = &self.drops_logged;
-        if self.drops == *logged || at.is_some_and(|t| now < t + DROP_SUMMARY_EVERY) {
-            return;
+        if self.drops_logged.due(&self.drops, now) {
+            log::info!("discovery: datagrams dropped so far: {}", self.drops);
         }
-        log::info!("discovery: datagrams dropped so far: {}", self.drops);
-        self.drops_logged = (self.drops.clone(), Some(now));
     }
 
     /// What reached a table's bound so far: entries evicted to make room,
@@ -796,8 +813,7 @@ impl<H: Host> Engine<H> {
     /// Says in the log, like the drops, when tables reached their bounds.
     fn log_limits(&mut self, now: Instant) {
         let limits = self.limits();
-        let (logged, at) = &self.limits_logged;
-        if limits == *logged || at.is_some_and(|t| now < t + DROP_SUMMARY_EVERY) {
+        if !self.limits_logged.due(&limits, now) {
             return;
         }
         let [cache, learned, failed, refused, skipped] = limits;
@@ -809,7 +825,6 @@ impl<H: Host> Engine<H> {
             self.resolver.learned.capacity(),
             self.resolver.max_lookups
         );
-        self.limits_logged = (limits, Some(now));
     }
 
     pub(crate) fn schedule_announce(&mut self, now: Instant) {
@@ -2353,12 +2368,15 @@ mod tests {
             f.e.on_datagram(peer(), None, b"garbage", f.t0);
         }
         f.e.on_timers(f.t0);
-        assert_eq!(f.e.drops_logged.0.malformed, 3, "the first drops at once");
+        assert_eq!(
+            f.e.drops_logged.said.malformed, 3,
+            "the first drops at once"
+        );
         f.e.on_datagram(peer(), None, b"garbage", f.t0);
         f.e.on_timers(f.t0 + Duration::from_secs(1));
-        assert_eq!(f.e.drops_logged.0.malformed, 3, "then once per interval");
+        assert_eq!(f.e.drops_logged.said.malformed, 3, "then once per interval");
         f.e.on_timers(f.t0 + DROP_SUMMARY_EVERY);
-        assert_eq!(f.e.drops_logged.0.malformed, 4);
+        assert_eq!(f.e.drops_logged.said.malformed, 4);
         assert_eq!(
             f.e.drops().to_string(),
             "4 (malformed 4, unsolicited 0, wrong source 0, own 0, unauthenticated 0, \

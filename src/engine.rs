@@ -211,7 +211,7 @@ pub struct Engine<H: Host> {
     pub(crate) announcements_at: Instant,
     pub(crate) drops: DropCounts,
     /// What the last drop summary in the log said, and when.
-    pub(crate) drops_logged: (DropCounts, Option<Instant>),
+    pub(crate) drops_logged: crate::discovery::Summary<DropCounts>,
     /// Hints not checked because [`crate::resolver::MAX_CHECKS`] checks
     /// were in flight.
     pub(crate) checks_skipped: u64,
@@ -219,7 +219,7 @@ pub struct Engine<H: Host> {
     /// confirmed the name.
     pub(crate) conflicts: u64,
     /// What the last summary of tables at their bounds said, and when.
-    pub(crate) limits_logged: ([u64; 5], Option<Instant>),
+    pub(crate) limits_logged: crate::discovery::Summary<[u64; 5]>,
     /// When the tables are swept of what expired next.
     pub(crate) next_sweep: Instant,
     /// Seals and opens discovery datagrams when authentication is on.
@@ -256,10 +256,10 @@ impl<H: Host> Engine<H> {
             announcements: std::collections::VecDeque::new(),
             announcements_at: Instant::now(),
             drops: DropCounts::default(),
-            drops_logged: (DropCounts::default(), None),
+            drops_logged: Default::default(),
             checks_skipped: 0,
             conflicts: 0,
-            limits_logged: ([0; 5], None),
+            limits_logged: Default::default(),
             next_sweep: Instant::now(),
             auth: None,
             counters: Vec::new(),
