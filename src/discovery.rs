@@ -147,10 +147,6 @@ fn announce_chunks(addrs: Vec<WireAddress>) -> Vec<Vec<Vec<WireAddress>>> {
         .collect()
 }
 
-fn same_binding(a: &Learned, b: &Learned) -> bool {
-    (a.gid, a.lid, a.mtu, a.rate, &a.partitions) == (b.gid, b.lid, b.mtu, b.rate, &b.partitions)
-}
-
 /// Whether a reply came from where its query went (the port too: a reply
 /// from another port of the host is not the provider's).
 fn same_place(a: SocketAddr, b: SocketAddr) -> bool {
@@ -443,11 +439,11 @@ impl<H: Host> Engine<H> {
         for k in keys {
             match self.resolver.learned.get(&k) {
                 // The common case (asked again): only the lifetime changes.
-                Some(old) if same_binding(old, &learned) && old.via == learned.via => {
+                Some(old) if old.same_endpoint(&learned) && old.via == learned.via => {
                     self.resolver.learned.refresh(&k, expires);
                     continue;
                 }
-                Some(old) if !same_binding(old, &learned) => {
+                Some(old) if !old.same_endpoint(&learned) => {
                     log::trace!("discovery: {k} is now {}", learned.gid);
                     self.cache.evict(&k);
                 }

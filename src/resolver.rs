@@ -44,12 +44,20 @@ pub struct Learned {
 impl Learned {
     pub fn from_record(r: &EndpointRecord, via: SocketAddr) -> Learned {
         Learned {
+            via: Some(via),
+            ..Learned::described_by(r)
+        }
+    }
+
+    /// What `r` says about its endpoint, confirmed by nobody.
+    fn described_by(r: &EndpointRecord) -> Learned {
+        Learned {
             gid: r.gid(),
             lid: r.lid(),
             mtu: Some(r.mtu()),
             rate: Some(r.rate()),
             partitions: r.pkeys().iter().map(|p| p & 0x7fff).collect(),
-            via: Some(via),
+            via: None,
         }
     }
 
@@ -68,18 +76,23 @@ impl Learned {
         self.partitions.is_empty() || self.partitions.contains(&(pkey & 0x7fff))
     }
 
-    /// Whether `record` says anything else about the endpoint than this
-    /// binding (where it was confirmed aside).
-    pub fn differs_from(&self, record: &EndpointRecord) -> bool {
-        let partitions: Vec<u16> = record.pkeys().iter().map(|p| p & 0x7fff).collect();
+    /// Whether both say the same about the endpoint (where each was
+    /// confirmed aside).
+    pub fn same_endpoint(&self, other: &Learned) -> bool {
         (self.gid, self.lid, self.mtu, self.rate, &self.partitions)
-            != (
-                record.gid(),
-                record.lid(),
-                Some(record.mtu()),
-                Some(record.rate()),
-                &partitions,
+            == (
+                other.gid,
+                other.lid,
+                other.mtu,
+                other.rate,
+                &other.partitions,
             )
+    }
+
+    /// Whether `record` says anything else about the endpoint than this
+    /// binding.
+    pub fn differs_from(&self, record: &EndpointRecord) -> bool {
+        !self.same_endpoint(&Learned::described_by(record))
     }
 }
 
