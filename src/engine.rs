@@ -289,10 +289,14 @@ impl<H: Host> Engine<H> {
     /// has something to do (datagrams to send, a new deadline): what the
     /// daemon's thread takes. Datagrams stay for the worker, which alone
     /// sends, so they leave in the order they were made.
-    pub fn take_replies(&mut self) -> (Vec<Outgoing>, bool) {
+    pub fn take_replies(&mut self) -> Effects {
         let wake = self.effects.wake || !self.effects.datagrams.is_empty();
         self.effects.wake = false;
-        (std::mem::take(&mut self.effects.replies), wake)
+        Effects {
+            replies: std::mem::take(&mut self.effects.replies),
+            datagrams: Vec::new(),
+            wake,
+        }
     }
 
     fn new_id(&mut self) -> Id {

@@ -97,23 +97,14 @@ fn engine() -> Option<MutexGuard<'static, Engine<Daemon>>> {
 /// from one thread in the order it was made (which authenticated peers
 /// rely on: they refuse a message older than one they took).
 fn with_engine<R>(f: impl FnOnce(&mut Engine<Daemon>) -> R) -> Option<R> {
-    let (r, host, taken) = {
+    let (r, host, fx) = {
         let mut e = engine()?;
         let r = f(&mut e);
         // Most calls (every cache hit) produce nothing.
         (r, *e.host(), e.effects_pending().then(|| e.take_replies()))
     };
-    if let Some((replies, wake)) = taken {
-        let fx = crate::engine::Effects {
-            replies,
-            ..Default::default()
-        };
-        worker::perform(&host, None, fx);
-        if wake {
-            if let Some(net) = NET.get().and_then(Option::as_deref) {
-                net.wake();
-            }
-        }
+    if let Some(fx) = fx {
+        worker::perform(&host, NET.get().and_then(Option::as_deref), fx);
     }
     Some(r)
 }
