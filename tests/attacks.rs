@@ -170,22 +170,11 @@ fn a_reply_binds_only_the_address_that_was_asked() {
     let forger_ip = FORGER_IP.to_string();
     std::thread::scope(|s| {
         let asked = s.spawn(|| a.acme(&["-f", "i", "-d", &forger_ip]));
-        let deadline = Instant::now() + WAIT;
-        loop {
-            assert!(
-                Instant::now() < deadline,
-                "never asked\n{}",
-                a.diagnostics()
-            );
-            let Some((from, q)) = f.recv_query(Duration::from_millis(100)) else {
-                continue;
-            };
-            if q.target().address() == &Address::Ip4(FORGER_IP) {
-                let reply = q.reply(Answer::Found(record.clone())).unwrap();
-                f.listener.send_to(&bytes(reply), from).unwrap();
-                break;
-            }
-        }
+        let (from, q) = f
+            .recv_query(Some(&Address::Ip4(FORGER_IP)), WAIT)
+            .unwrap_or_else(|| panic!("never asked\n{}", a.diagnostics()));
+        let reply = q.reply(Answer::Found(record.clone())).unwrap();
+        f.listener.send_to(&bytes(reply), from).unwrap();
         let (code, out) = asked.join().unwrap();
         assert_eq!(code, 0, "{out}");
     });
@@ -211,6 +200,7 @@ fn a_forged_claim_of_a_name_is_confirmed_with_its_claimant() {
     let f = Forger::start(&net, FORGER_IP, DISCOVERY_PORT);
     // The attacker reads A's group query for node-b and answers it at
     // once, in B's name, with its own GID.
+    let node_b = Address::name("node-b").unwrap();
     std::thread::scope(|s| {
         let asked = s.spawn(|| {
             resolve_node(
@@ -227,13 +217,11 @@ fn a_forged_claim_of_a_name_is_confirmed_with_its_claimant() {
                 "never answered\n{}",
                 a.diagnostics()
             );
-            let Some((from, q)) = f.recv_query(Duration::from_millis(50)) else {
+            let Some((SocketAddr::V4(from), q)) =
+                f.recv_query(Some(&node_b), Duration::from_millis(50))
+            else {
                 continue;
             };
-            if q.target().address() != &Address::name("node-b").unwrap() {
-                continue;
-            }
-            let SocketAddr::V4(from) = from else { continue };
             let claim = q
                 .reply(Answer::Found(attacker_record(&addresses(Node::B))))
                 .unwrap();
@@ -385,7 +373,7 @@ fn queries_leave_from_the_asking_endpoints_own_address() {
             ])
         });
         let (from, q) = f
-            .recv_query(WAIT)
+            .recv_query(None, WAIT)
             .unwrap_or_else(|| panic!("never asked\n{}", a.diagnostics()));
         assert_eq!(from.ip(), IpAddr::V4(v4(Node::A)), "{q:?}");
         let refused = q.reply(Answer::Refused).unwrap();
@@ -395,13 +383,7 @@ fn queries_leave_from_the_asking_endpoints_own_address() {
 
 /// The replayed count of `host`'s latest drop summary (0 without one).
 fn replayed(host: &Host) -> u64 {
-    host.log()
-        .lines()
-        .rev()
-        .filter(|l| l.contains("datagrams dropped so far"))
-        .find_map(|l| l.split_once("replayed ").map(|(_, r)| r.to_string()))
-        .and_then(|r| r.split(|c: char| !c.is_ascii_digit()).next()?.parse().ok())
-        .unwrap_or(0)
+    summary(host, "datagrams dropped so far", "replayed")
 }
 
 #[test]

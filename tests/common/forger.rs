@@ -9,6 +9,7 @@
 //! unicast keeps going where it belongs.
 
 use super::{Host, Net};
+use ibacm_urdma::addr::Address;
 use ibacm_urdma::wire::{Message, Query};
 use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4, UdpSocket};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
@@ -98,14 +99,20 @@ impl Forger {
         );
     }
 
-    /// The next discovery QUERY read on the listener within `timeout`,
-    /// and its source; other datagrams are skipped.
-    pub fn recv_query(&self, timeout: Duration) -> Option<(SocketAddr, Query)> {
+    /// The next discovery QUERY read on the listener within `timeout` (for
+    /// `target`, if given), and its source; other datagrams are skipped.
+    pub fn recv_query(
+        &self,
+        target: Option<&Address>,
+        timeout: Duration,
+    ) -> Option<(SocketAddr, Query)> {
         let deadline = Instant::now() + timeout;
         while let Some((from, data)) = self.recv(deadline.saturating_duration_since(Instant::now()))
         {
             if let Ok(Message::Query(q)) = Message::decode(&data) {
-                return Some((from, q));
+                if target.is_none_or(|t| q.target().address() == t) {
+                    return Some((from, q));
+                }
             }
         }
         None
