@@ -144,7 +144,7 @@ impl Threads {
             std::mem::take(&mut *self.handles.lock().unwrap_or_else(|p| p.into_inner()));
         let me = std::thread::current().id();
         for h in handles {
-            // A thread cannot join itself (a stop from its own log call).
+            // A thread cannot join itself (exit() called on one of them).
             if h.thread().id() != me {
                 let _ = h.join();
             }

@@ -156,9 +156,6 @@ fn start_discovery() {
                 return None;
             }
         };
-        if threads().stopped() {
-            return None;
-        }
         if let Err(e) = worker::spawn(threads(), engine, net.clone()) {
             log::error!("discovery: cannot start its thread: {e}; discovery disabled");
             return None;
@@ -190,9 +187,6 @@ fn watch_hosts_file() {
             .hosts_file
             .clone();
         let loaded = HOSTS_STAMP.get().copied().flatten();
-        if threads().stopped() {
-            return;
-        }
         if let Err(e) = reload::spawn(threads(), engine, path, loaded) {
             log::error!("cannot start the hosts file watcher: {e}; changes need a restart");
         }
