@@ -484,12 +484,20 @@ impl<H: Host> Engine<H> {
                 .failed
                 .insert(key.clone(), status, Some(until));
         }
-        if let Some(l) = self.resolver.remove_lookup(key) {
-            for w in l.waiters {
-                let reply = msg::resolve_error(&w.request, status);
-                self.answer_waiter(&w, reply);
-            }
+        self.end_lookup(key, status);
+    }
+
+    /// Ends the lookup of `key`, answering its waiters with `status`;
+    /// returns how many there were.
+    fn end_lookup(&mut self, key: &Address, status: u8) -> usize {
+        let Some(l) = self.resolver.remove_lookup(key) else {
+            return 0;
+        };
+        for w in &l.waiters {
+            let reply = msg::resolve_error(&w.request, status);
+            self.answer_waiter(w, reply);
         }
+        l.waiters.len()
     }
 
     fn answer_waiter(&mut self, w: &Waiter, reply: msg::MsgBuf) {
@@ -508,16 +516,7 @@ impl<H: Host> Engine<H> {
     /// failure is remembered: the next request asks again).
     pub fn abandon_all(&mut self, status: u8) -> usize {
         let keys: Vec<Address> = self.resolver.lookups.keys().cloned().collect();
-        let mut answered = 0;
-        for key in keys {
-            if let Some(l) = self.resolver.remove_lookup(&key) {
-                for w in l.waiters {
-                    let reply = msg::resolve_error(&w.request, status);
-                    self.answer_waiter(&w, reply);
-                    answered += 1;
-                }
-            }
-        }
+        let answered = keys.iter().map(|k| self.end_lookup(k, status)).sum();
         self.resolver.probes.clear();
         self.resolver.checking.clear();
         self.resolver.neighbour_jobs.clear();
