@@ -607,8 +607,8 @@ impl Host {
         assert!(!line.contains('\n'), "one control line at a time");
         let mut seen = self.acks_seen.lock().unwrap();
         let deadline = Instant::now() + scaled(INJECT_TIMEOUT);
-        // Non-blocking open fails (ENXIO) while the sim's reader is between
-        // two writers; retry instead of blocking forever on a dead daemon.
+        // Non-blocking open fails (ENXIO) until the simulator has opened
+        // its end; retry instead of blocking forever on a dead daemon.
         let mut fifo = loop {
             match OpenOptions::new()
                 .write(true)

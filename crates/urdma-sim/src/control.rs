@@ -39,27 +39,32 @@ pub fn start(sim: &'static Sim) {
 }
 
 fn serve(sim: &'static Sim, path: PathBuf) {
-    loop {
-        // Opening for reading blocks until a writer appears, and reading
-        // hits EOF when the last writer closes; reopening then waits for the
-        // next `echo ... > fifo`.
-        let file = match std::fs::File::open(&path) {
-            Ok(f) => f,
-            Err(e) => {
-                eprintln!("urdma-sim: control: {}: {e}", path.display());
-                return;
-            }
-        };
-        for line in BufReader::new(file).lines() {
-            let Ok(line) = line else { break };
-            let cmd = line.split('#').next().unwrap_or("").trim();
-            if cmd.is_empty() {
-                continue;
-            }
-            match sim.command(cmd) {
-                Ok(()) => eprintln!("urdma-sim: control: ok: {cmd}"),
-                Err(e) => eprintln!("urdma-sim: control: error: {e}: {cmd}"),
-            }
+    // Opened for writing too, so that the FIFO always has a writer: reads
+    // never hit end-of-file between two `echo ... > fifo`. Opened for
+    // reading only, it had to be closed and opened again after each
+    // writer, and a line written in that moment (the writer's open still
+    // succeeded, the reader was about to close) went with the pipe: the
+    // command was lost and never acknowledged.
+    let file = match std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(&path)
+    {
+        Ok(f) => f,
+        Err(e) => {
+            eprintln!("urdma-sim: control: {}: {e}", path.display());
+            return;
+        }
+    };
+    for line in BufReader::new(file).lines() {
+        let Ok(line) = line else { break };
+        let cmd = line.split('#').next().unwrap_or("").trim();
+        if cmd.is_empty() {
+            continue;
+        }
+        match sim.command(cmd) {
+            Ok(()) => eprintln!("urdma-sim: control: ok: {cmd}"),
+            Err(e) => eprintln!("urdma-sim: control: error: {e}: {cmd}"),
         }
     }
 }
