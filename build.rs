@@ -3,9 +3,9 @@ use std::fs;
 use std::path::PathBuf;
 
 fn main() {
-    println!("cargo:rerun-if-changed=src/ffi/verbs_shim.c");
+    println!("cargo:rerun-if-changed=src/boundary/verbs_shim.c");
     cc::Build::new()
-        .file("src/ffi/verbs_shim.c")
+        .file("src/boundary/verbs_shim.c")
         .warnings(true)
         .compile("urdma_verbs_shim");
     println!("cargo:rustc-link-lib=dylib=ibverbs");

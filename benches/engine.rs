@@ -11,11 +11,12 @@
 //! `cargo bench --bench engine [-- --quick]`
 
 use ibacm_urdma::addr::Address;
+use ibacm_urdma::config::hosts::Hosts;
 use ibacm_urdma::config::Config;
-use ibacm_urdma::engine::{Engine, Id, PortInfo};
+use ibacm_urdma::engine::Engine;
 use ibacm_urdma::host::NullHost;
-use ibacm_urdma::hosts::Hosts;
-use ibacm_urdma::msg::{addr_entry, request};
+use ibacm_urdma::local::{Id, PortInfo};
+use ibacm_urdma::request::msg::{addr_entry, request};
 use std::hint::black_box;
 use std::process::Command;
 use std::time::Instant;

@@ -2,7 +2,7 @@
 //! boundary implements it over the daemon's exported helpers, unit tests
 //! over a fake.
 
-use crate::msg::MsgBuf;
+use crate::request::msg::MsgBuf;
 
 /// `ACM_CNTR_*`, the order of `query_perf` values and of `ib_acme -P`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

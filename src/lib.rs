@@ -9,29 +9,20 @@
 //! Only `ffi` touches raw pointers; everything else is safe Rust.
 
 pub mod addr;
-pub mod auth;
+// The daemon boundary: the only module allowed unsafe code (Cargo.toml).
+#[allow(unsafe_code)]
+mod boundary;
 pub mod bounded;
-pub mod cache;
 pub mod config;
 pub mod discovery;
 pub mod engine;
 pub mod fastmap;
 #[cfg(feature = "fault-injection")]
 pub mod fault;
-// The daemon boundary: the only module allowed unsafe code (Cargo.toml).
-#[allow(unsafe_code)]
-mod ffi;
 pub mod host;
-pub mod hosts;
+pub mod local;
 pub mod log;
-pub mod msg;
-pub mod neigh;
-pub mod net;
-pub mod path;
-pub mod ratelimit;
-pub mod reload;
-pub mod resolver;
-pub mod text;
+pub mod request;
+pub mod runtime;
+pub mod summary;
 pub mod threads;
-pub mod wire;
-pub mod worker;

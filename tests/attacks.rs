@@ -14,7 +14,7 @@ use common::nodes::{
 };
 use common::{Host, HostConfig, KeyFile, Net};
 use ibacm_urdma::addr::{Address, Gid};
-use ibacm_urdma::wire::{Announce, Answer, EndpointRecord, Message, Query, WireAddress};
+use ibacm_urdma::discovery::wire::{Announce, Answer, EndpointRecord, Message, Query, WireAddress};
 use std::net::{IpAddr, Ipv4Addr, SocketAddr, SocketAddrV4};
 use std::num::NonZeroU64;
 use std::thread::sleep;

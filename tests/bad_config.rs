@@ -3,8 +3,8 @@
 //! in the file is lost.
 
 use ibacm_urdma::addr::Address;
+use ibacm_urdma::config::hosts::Hosts;
 use ibacm_urdma::config::Config;
-use ibacm_urdma::hosts::Hosts;
 
 /// (line, what its report must say). None of these is about discovery
 /// itself, so each keeps the value in force and nothing else changes.
@@ -86,7 +86,11 @@ fn options(lines: &[(&[u8], &str)]) -> Vec<u8> {
 
 /// Each line of `table` (from line 3 of the file) has exactly one report,
 /// at its line, saying `want` and ending with `ends`.
-fn expect_reports(diags: &[ibacm_urdma::text::Diagnostic], table: &[(&[u8], &str)], ends: &str) {
+fn expect_reports(
+    diags: &[ibacm_urdma::config::text::Diagnostic],
+    table: &[(&[u8], &str)],
+    ends: &str,
+) {
     assert_eq!(diags.len(), table.len(), "{diags:#?}");
     for (i, ((line, want), d)) in table.iter().zip(diags).enumerate() {
         let line = String::from_utf8_lossy(line);

@@ -6,7 +6,7 @@
 //! daemon alive, drops counted in its log, its memory and descriptors flat.
 //!
 //! Misbehaving peers are `FakePeer`s: sockets in a namespace of their own
-//! that speak the discovery protocol through `ibacm_urdma::wire`, and do
+//! that speak the discovery protocol through `ibacm_urdma::discovery::wire`, and do
 //! with their answers what a test tells them. Needs root and
 //! `cargo build --workspace`.
 
@@ -18,7 +18,7 @@ use common::nodes::{
 };
 use common::{Host, Net};
 use ibacm_urdma::addr::Gid;
-use ibacm_urdma::wire::{Announce, Answer, EndpointRecord, Message, Query, WireAddress};
+use ibacm_urdma::discovery::wire::{Announce, Answer, EndpointRecord, Message, Query, WireAddress};
 use std::collections::BTreeMap;
 use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr, UdpSocket};
 use std::thread::sleep;

@@ -291,7 +291,7 @@ fn check_config_prints_every_problem_at_file_and_line() {
     assert_eq!(err, "urdma-acm: 7 problem(s) found\n");
     // Word for word what the provider logs for the same files.
     let (_, provider) = ibacm_urdma::config::Config::load(std::path::Path::new(&opts));
-    let hosts_read = ibacm_urdma::reload::read_hosts(std::path::Path::new(&hosts));
+    let hosts_read = ibacm_urdma::config::reload::read_hosts(std::path::Path::new(&hosts));
     let logged: String = provider
         .iter()
         .chain(&hosts_read.problems)

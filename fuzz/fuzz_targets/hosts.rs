@@ -3,12 +3,12 @@
 #![no_main]
 
 use ibacm_urdma::addr::Address;
-use ibacm_urdma::hosts::Hosts;
+use ibacm_urdma::config::hosts::Hosts;
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
     let (hosts, diags) = Hosts::parse(data, "hosts");
-    let lines = ibacm_urdma::text::lines(data).count();
+    let lines = ibacm_urdma::config::text::lines(data).count();
     for d in &diags {
         assert!(d.line >= 1 && d.line <= lines, "{d}");
     }

@@ -7,7 +7,9 @@ use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
     let (_cfg, diags) = Config::parse(data, "opts");
-    let lines: Vec<&[u8]> = ibacm_urdma::text::lines(data).map(|(_, l)| l).collect();
+    let lines: Vec<&[u8]> = ibacm_urdma::config::text::lines(data)
+        .map(|(_, l)| l)
+        .collect();
     for d in diags {
         assert!(d.line >= 1 && d.line <= lines.len(), "{d}");
         assert!(!lines[d.line - 1].starts_with(b"#"), "{d}");

@@ -5,11 +5,12 @@
 #![no_main]
 
 use ibacm_urdma::addr::Address;
+use ibacm_urdma::config::hosts::Hosts;
 use ibacm_urdma::config::Config;
-use ibacm_urdma::engine::{Engine, Id, PortInfo};
+use ibacm_urdma::engine::Engine;
 use ibacm_urdma::host::NullHost;
-use ibacm_urdma::hosts::Hosts;
-use ibacm_urdma::msg::MsgBuf;
+use ibacm_urdma::local::{Id, PortInfo};
+use ibacm_urdma::request::msg::MsgBuf;
 use libfuzzer_sys::fuzz_target;
 use std::sync::{Mutex, OnceLock};
 

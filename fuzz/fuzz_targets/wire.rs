@@ -6,12 +6,14 @@
 #![no_main]
 
 use ibacm_urdma::addr::Address;
-use ibacm_urdma::auth::{wall_micros, Auth, Keyring};
+use ibacm_urdma::config::hosts::Hosts;
 use ibacm_urdma::config::Config;
-use ibacm_urdma::engine::{Datagram, Engine, PortInfo};
+use ibacm_urdma::discovery::auth::{wall_micros, Auth, Keyring};
+use ibacm_urdma::discovery::wire::{Message, QUERY_LEN};
+use ibacm_urdma::discovery::Datagram;
+use ibacm_urdma::engine::Engine;
 use ibacm_urdma::host::NullHost;
-use ibacm_urdma::hosts::Hosts;
-use ibacm_urdma::wire::{Message, QUERY_LEN};
+use ibacm_urdma::local::PortInfo;
 use libfuzzer_sys::fuzz_target;
 use std::net::SocketAddr;
 use std::sync::{Mutex, OnceLock};

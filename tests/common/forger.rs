@@ -10,7 +10,7 @@
 
 use super::{Host, Net};
 use ibacm_urdma::addr::Address;
-use ibacm_urdma::wire::{Message, Query};
+use ibacm_urdma::discovery::wire::{Message, Query};
 use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4, UdpSocket};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::time::{Duration, Instant};

@@ -42,14 +42,14 @@ pub fn check(opts: &Path) -> Checked {
     // The provider's own reader, so both report the same problems.
     let (cfg, mut problems) = Config::load(opts);
     // The provider's own reader: the same problems, worded the same.
-    let read = ibacm_urdma::reload::read_hosts(&cfg.hosts_file);
+    let read = ibacm_urdma::config::reload::read_hosts(&cfg.hosts_file);
     let readable = read.problems.iter().all(|p| p.line != 0);
     problems.extend(read.problems);
     let hosts = (!read.absent && readable).then(|| read.hosts.len());
     // The key file as the provider loads it when discovery starts: a file
     // others can read is refused there, so it is a problem here.
     if let (true, Some(key_file)) = (cfg.discovery, &cfg.auth_key_file) {
-        if let Err(d) = ibacm_urdma::auth::Keyring::load(key_file) {
+        if let Err(d) = ibacm_urdma::discovery::auth::Keyring::load(key_file) {
             problems.push(d);
         }
     }

@@ -72,7 +72,7 @@ impl Options {
     /// UTF-8 (a Latin-1 comment) spoils its own line at most, never the file.
     pub fn parse(bytes: impl AsRef<[u8]>) -> Options {
         let mut o = Options::default();
-        for (number, raw) in ibacm_urdma::text::lines(bytes.as_ref()) {
+        for (number, raw) in ibacm_urdma::config::text::lines(bytes.as_ref()) {
             let n = number - 1;
             let line = String::from_utf8_lossy(raw);
             let line = line.as_ref();

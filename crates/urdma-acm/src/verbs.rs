@@ -17,7 +17,7 @@ extern "C" {
     fn ibv_query_gid(context: *mut ibv_context, port: u8, index: c_int, gid: *mut ibv_gid)
         -> c_int;
     fn ibv_query_pkey(context: *mut ibv_context, port: u8, index: c_int, pkey: *mut u16) -> c_int;
-    /// The provider's shim (`src/ffi/verbs_shim.c` of ibacm-urdma), linked
+    /// The provider's shim (`src/boundary/verbs_shim.c` of ibacm-urdma), linked
     /// in with that crate.
     fn urdma_query_port(context: *mut ibv_context, port: u8, attr: *mut ibv_port_attr) -> c_int;
 }

@@ -4,7 +4,7 @@
 use crate::addr::Address;
 use crate::bounded::Order;
 use crate::fastmap::Map;
-use crate::path::{Dest, PathRecord, PATH_RECORD_LEN};
+use crate::request::path::{Dest, PathRecord, PATH_RECORD_LEN};
 use std::time::Instant;
 
 /// Opaque endpoint key of the cache.

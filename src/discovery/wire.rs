@@ -33,7 +33,7 @@ pub const VERSION: u8 = 1;
 /// ANNOUNCE only: the records' bindings are withdrawn, not (re)stated.
 pub const FLAG_WITHDRAWN: u16 = 0x0001;
 /// Set on a message followed by an authentication trailer
-/// ([`AUTH_TRAILER_LEN`] bytes; `crate::auth` seals and opens it).
+/// ([`AUTH_TRAILER_LEN`] bytes; `crate::discovery::auth` seals and opens it).
 pub const FLAG_AUTH: u16 = 0x8000;
 
 pub const HEADER_LEN: usize = 16;
@@ -536,7 +536,7 @@ impl Message {
     }
 
     /// Decodes the message part of an authenticated datagram (its trailer
-    /// already checked and cut off by `crate::auth`): the AUTH flag must be
+    /// already checked and cut off by `crate::discovery::auth`): the AUTH flag must be
     /// set, and the rest is held to the same rules as [`Message::decode`].
     pub fn decode_authenticated(body: &[u8]) -> Result<Message, WireError> {
         Message::decode_with(body, true)
@@ -904,7 +904,7 @@ mod tests {
 
     #[test]
     fn specification_shows_the_golden_query() {
-        let spec = include_str!("../docs/protocol.md");
+        let spec = include_str!("../../docs/protocol.md");
         // Through the end of the line holding the last byte before padding.
         let dump = hexdump(&golden_query().encode()[..80]);
         assert!(spec.contains(&dump), "docs/protocol.md lacks:\n{dump}");

@@ -5,8 +5,8 @@
 //! far ahead, and what it has seen before.
 
 use crate::config::Diagnostic;
+use crate::discovery::wire::{AUTH_TRAILER_LEN, FLAG_AUTH, HEADER_LEN};
 use crate::fastmap::Map;
-use crate::wire::{AUTH_TRAILER_LEN, FLAG_AUTH, HEADER_LEN};
 use hmac::{Hmac, Mac};
 use sha2::Sha256;
 use std::fmt;
@@ -97,12 +97,12 @@ impl Keyring {
             line,
             message,
         };
-        for (n, line) in crate::text::lines(bytes.as_ref()) {
+        for (n, line) in crate::config::text::lines(bytes.as_ref()) {
             let line = line.trim_ascii();
             if line.is_empty() || line.starts_with(b"#") {
                 continue;
             }
-            let line = crate::text::text(line).map_err(|e| at(n, e))?;
+            let line = crate::config::text::text(line).map_err(|e| at(n, e))?;
             let mut tokens = line.split_whitespace();
             let (Some(id), Some(hex), None) = (tokens.next(), tokens.next(), tokens.next()) else {
                 return Err(at(n, "expected 'KEY-ID HEX-KEY'".into()));

@@ -8,14 +8,15 @@
 mod daemon;
 
 use crate::addr::{Address, Gid, ADDR_LEN};
+use crate::config::reload;
 use crate::config::Config;
-use crate::engine::{Engine, Id, PortInfo, Refused};
+use crate::discovery::net::Net;
+use crate::engine::Engine;
 use crate::host::{Host, COUNTERS};
-use crate::msg::{self, MsgBuf};
-use crate::net::Net;
-use crate::reload;
+use crate::local::{Id, PortInfo, Refused};
+use crate::request::msg::{self, MsgBuf};
+use crate::runtime::worker;
 use crate::threads::{panic_message, Threads};
-use crate::worker;
 use acm_prov_sys::{
     acm_address, acm_device, acm_endpoint, acm_msg, acm_port, acm_provider, ibv_context, ibv_gid,
     ibv_port_attr, ACM_STATUS_ENOMEM, IBV_LINK_LAYER_ETHERNET, IBV_LINK_LAYER_INFINIBAND,
@@ -122,7 +123,7 @@ fn start_discovery() {
         let mut discovery = cfg.discovery;
         let mut sealer = None;
         if let (true, Some(path)) = (discovery, &cfg.auth_key_file) {
-            let auth = crate::auth::Keyring::load(path);
+            let auth = crate::discovery::auth::Keyring::load(path);
             let mut e = engine.lock().unwrap_or_else(|p| p.into_inner());
             match auth {
                 Ok(ring) => {
@@ -131,7 +132,10 @@ fn start_discovery() {
                         ring.signing_id(),
                         ring.len()
                     );
-                    let auth = crate::auth::Auth::new(ring, crate::auth::wall_micros);
+                    let auth = crate::discovery::auth::Auth::new(
+                        ring,
+                        crate::discovery::auth::wall_micros,
+                    );
                     sealer = Some(auth.sealer());
                     e.set_auth(Some(auth));
                 }

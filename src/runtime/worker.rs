@@ -2,9 +2,9 @@
 //! timers of lookups and announcements, and makes the neighbour-table
 //! lookups, so that nothing waits on the daemon's event loop.
 
+use crate::discovery::net::{Net, NetEvent};
 use crate::engine::{Effects, Engine};
 use crate::host::Host;
-use crate::net::{Net, NetEvent};
 use crate::threads::{Stop, Threads};
 use acm_prov_sys::ACM_STATUS_ENOMEM;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -104,7 +104,7 @@ fn run<H: Host + Clone>(engine: &'static Mutex<Engine<H>>, net: &Net, stop: &Sto
         let results: Vec<_> = jobs
             .into_iter()
             .map(|job| {
-                let mac = crate::neigh::mac_of(job.ip).unwrap_or_else(|e| {
+                let mac = crate::discovery::neigh::mac_of(job.ip).unwrap_or_else(|e| {
                     log::debug!("neighbour table: {e}");
                     None
                 });

@@ -4,7 +4,7 @@
 //! and everything inside `info` in network order (contract §1.3).
 
 use crate::addr::{AddrError, Address, ADDR_LEN};
-use crate::path::{PathRecord, PATH_RECORD_LEN};
+use crate::request::path::{PathRecord, PATH_RECORD_LEN};
 use acm_prov_sys::{
     ACM_EP_FLAG_DEST, ACM_EP_FLAG_SOURCE, ACM_EP_INFO_PATH, ACM_FLAGS_NODELAY, ACM_FLAGS_QUERY_SA,
     ACM_MSG_EP_LENGTH, ACM_MSG_HDR_LENGTH, ACM_MSG_SIZE, ACM_OP_ACK, ACM_OP_MASK, ACM_OP_RESOLVE,

@@ -5,8 +5,11 @@
 //! whitespace-separated tokens, `#` in column 0 is a comment, keys compare
 //! case-insensitively, and a later line wins.
 
-use crate::text;
-pub use crate::text::Diagnostic;
+pub mod hosts;
+pub mod reload;
+pub mod text;
+
+pub use crate::config::text::Diagnostic;
 use std::ffi::OsStr;
 use std::fmt;
 use std::os::unix::ffi::OsStrExt;
@@ -140,7 +143,7 @@ impl Default for Config {
             hop_limit: 0,
             tclass: 0,
             discovery: true,
-            discovery_port: crate::wire::DEFAULT_PORT,
+            discovery_port: crate::discovery::wire::DEFAULT_PORT,
             timeout_ms: 500,
             retries: 2,
             negative_timeout_ms: 5000,
@@ -268,19 +271,24 @@ impl Config {
             "urdma_route_timeout" => self.route_timeout = lifetime(v).map_err(bad)?,
             "urdma_mtu" => {
                 self.mtu = match parse_int::<u32>(v) {
-                    Some(m) if crate::path::mtu_enum(m).is_some() => m,
+                    Some(m) if crate::request::path::mtu_enum(m).is_some() => m,
                     _ => return Err(bad("expected 256, 512, 1024, 2048 or 4096".into())),
                 }
             }
             "urdma_rate" => {
-                self.rate_gbps =
-                    match parse_int::<u32>(v) {
-                        Some(g) if g <= 1200 && crate::path::rate_enum_x10(g * 10).is_some() => g,
-                        _ => return Err(bad(
+                self.rate_gbps = match parse_int::<u32>(v) {
+                    Some(g)
+                        if g <= 1200 && crate::request::path::rate_enum_x10(g * 10).is_some() =>
+                    {
+                        g
+                    }
+                    _ => {
+                        return Err(bad(
                             "expected an IB link rate in Gb/s (e.g. 10, 25, 40, 56, 100, 200, 400)"
                                 .into(),
-                        )),
+                        ))
                     }
+                }
             }
             "urdma_sl" => self.sl = ranged(v, 0, 15).map_err(bad)? as u8,
             "urdma_packet_lifetime" => self.packet_lifetime = ranged(v, 0, 63).map_err(bad)? as u8,

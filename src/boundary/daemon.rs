@@ -6,7 +6,7 @@
 //! missing symbol into a clear error instead.
 
 use crate::host::{Counter, Host};
-use crate::msg::MsgBuf;
+use crate::request::msg::MsgBuf;
 use acm_prov_sys::acm_msg;
 use std::ffi::{c_char, c_int, CStr, CString};
 

@@ -3,10 +3,10 @@
 //! compares a new version without holding the engine, and then puts it in
 //! force in one short step. The daemon's event loop never waits for it.
 
+use crate::config::hosts::Hosts;
 use crate::config::Diagnostic;
 use crate::engine::Engine;
 use crate::host::Host;
-use crate::hosts::Hosts;
 use crate::threads::Threads;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
@@ -57,7 +57,7 @@ pub struct Read {
 pub fn read_hosts(path: &Path) -> Read {
     let stamp = stamp(path);
     let shown = path.display().to_string();
-    let (hosts, problems, absent) = match crate::text::read(path) {
+    let (hosts, problems, absent) = match crate::config::text::read(path) {
         Ok(Some(bytes)) => {
             let (hosts, diags) = Hosts::parse(bytes, &shown);
             (hosts, diags, false)
@@ -181,9 +181,9 @@ mod tests {
     use super::*;
     use crate::addr::Address;
     use crate::config::Config;
-    use crate::engine::PortInfo;
     use crate::host::FakeHost;
-    use crate::msg::tests::{addr_entry, request};
+    use crate::local::PortInfo;
+    use crate::request::msg::tests::{addr_entry, request};
     use acm_prov_sys::{ACM_ADDRESS_NAME, ACM_EP_FLAG_DEST, ACM_STATUS_ENODATA};
 
     fn temp(name: &str) -> PathBuf {
@@ -261,9 +261,11 @@ mod tests {
             let reply = lock(&engine).resolve(src, &req, 1).unwrap();
             match reply.status() {
                 0 => Some(
-                    crate::path::PathRecord::decode(reply.entry(0).info.first_chunk().unwrap())
-                        .dgid
-                        .to_string(),
+                    crate::request::path::PathRecord::decode(
+                        reply.entry(0).info.first_chunk().unwrap(),
+                    )
+                    .dgid
+                    .to_string(),
                 ),
                 s => {
                     assert_eq!(s, ACM_STATUS_ENODATA as u8);

@@ -1,17 +1,16 @@
-//! What the provider knows about remote hosts beyond the hosts file, and
-//! what it is asking them: bindings learned through discovery, recently
-//! failed destinations, the lookups in flight with the requests waiting
-//! for them, and the probes (queries) that work for them.
+//! What discovery knows about remote hosts and what it is asking them:
+//! bindings learned, recently failed destinations, the lookups in flight
+//! and the probes (queries) that work for them. The requests waiting for a
+//! lookup are the request path's, not discovery's.
 //!
-//! Plain data with explicit time, so the engine's asynchronous behaviour is
+//! Plain data with explicit time, so discovery's asynchronous behaviour is
 //! unit-testable without sockets or threads. Every table has a bound.
 
+use super::wire::EndpointRecord;
 use crate::addr::{Address, Gid};
 use crate::bounded::Expiring;
-use crate::engine::Id;
 use crate::fastmap::Map;
-use crate::msg::MsgBuf;
-use crate::wire::EndpointRecord;
+use crate::local::Id;
 use std::hash::{BuildHasher, RandomState};
 use std::net::{IpAddr, SocketAddr};
 use std::num::NonZeroU64;
@@ -96,16 +95,6 @@ impl Learned {
     }
 }
 
-/// A request waiting for a lookup.
-#[derive(Clone, Debug)]
-pub struct Waiter {
-    pub endpoint: Id,
-    /// The daemon's request id (0 is the kernel).
-    pub id: u64,
-    pub request: MsgBuf,
-    pub echo_source: Option<usize>,
-}
-
 /// Where a lookup is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Stage {
@@ -123,7 +112,6 @@ pub struct Lookup {
     pub deadline: Instant,
     /// The endpoint whose record the queries carry.
     pub endpoint: Id,
-    pub waiters: Vec<Waiter>,
     /// The status to fail with if no later stage succeeds.
     pub failure: u8,
     /// The probes working for this lookup: its own query, then the hosts
@@ -179,7 +167,7 @@ pub struct NeighbourJob {
     pub poked: bool,
 }
 
-pub struct Resolver {
+pub struct State {
     pub learned: Expiring<Address, Learned>,
     /// Destinations whose last lookup failed, with the status.
     pub failed: Expiring<Address, u8>,
@@ -188,27 +176,27 @@ pub struct Resolver {
     /// Checks in flight, by the address checked.
     pub checking: Map<Address, NonZeroU64>,
     /// When each address was last checked: a binding is checked again
-    /// only after [`crate::discovery::CHECK_HOLDOFF`], so hints cannot
+    /// only after [`super::CHECK_HOLDOFF`], so hints cannot
     /// turn into a stream of queries to one host.
     pub checked: Expiring<Address, ()>,
     pub neighbour_jobs: Vec<NeighbourJob>,
-    /// Lookups refused because [`Resolver::max_lookups`] were in flight.
+    /// Lookups refused because [`State::max_lookups`] were in flight.
     pub lookups_refused: u64,
     pub max_lookups: usize,
     txid_key: RandomState,
     txid_counter: u64,
 }
 
-impl Default for Resolver {
+impl Default for State {
     fn default() -> Self {
         let cfg = crate::config::Config::default();
-        Resolver::new(cfg.max_learned, cfg.max_lookups)
+        State::new(cfg.max_learned, cfg.max_lookups)
     }
 }
 
-impl Resolver {
-    pub fn new(max_learned: usize, max_lookups: usize) -> Resolver {
-        Resolver {
+impl State {
+    pub fn new(max_learned: usize, max_lookups: usize) -> State {
+        State {
             learned: Expiring::new(max_learned),
             failed: Expiring::new(max_learned),
             lookups: Map::default(),
@@ -293,7 +281,7 @@ mod tests {
 
     #[test]
     fn txids_are_unique_and_not_sequential() {
-        let mut r = Resolver::default();
+        let mut r = State::default();
         let a = r.new_txid();
         let b = r.new_txid();
         assert_ne!(a, b);
@@ -302,7 +290,7 @@ mod tests {
 
     #[test]
     fn bindings_and_failures_expire() {
-        let mut r = Resolver::default();
+        let mut r = State::default();
         let now = Instant::now();
         let a = Address::name("node2").unwrap();
         r.learned.insert(

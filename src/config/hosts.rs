@@ -9,8 +9,8 @@
 //! ```
 
 use crate::addr::{Address, Gid};
+use crate::config::text::{self, Diagnostic};
 use crate::fastmap::Map;
-use crate::text::{self, Diagnostic};
 
 /// Lines whose address types size the tables.
 const SAMPLE: usize = 256;

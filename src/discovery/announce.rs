@@ -1,0 +1,239 @@
+//! What this host tells the segment unasked: its endpoints after a change
+//! (announcements) and the addresses it no longer holds (withdrawals).
+//! Receivers take neither as truth, only as a hint to check
+//! (docs/protocol.md), so both exist to make peers notice changes sooner.
+
+use super::wire::{
+    Announce, EndpointRecord, Message, WireAddress, MAX_ADDRESSES, MAX_ANNOUNCE_RECORDS, MAX_PKEYS,
+};
+use super::Datagram;
+use crate::addr::{Address, Gid};
+use crate::fastmap::Set;
+use crate::local::{ip_of, Id, Local};
+use std::collections::VecDeque;
+use std::time::{Duration, Instant};
+
+/// Announcements after a change: soon, then twice more in case one is lost.
+const DELAYS_MS: [u64; 3] = [50, 1000, 3000];
+/// Announcements leave this many at a time, one batch per [`PACE`]: a host
+/// with thousands of addresses announces hundreds of datagrams, and sending
+/// them in one go would keep the worker from answering queries, and the
+/// peers' workers from anything else, for a noticeable time.
+pub(super) const BATCH: usize = 16;
+pub(super) const PACE: Duration = Duration::from_millis(1);
+/// How long withdrawals wait to be sent together.
+const WITHDRAW_DELAY: Duration = Duration::from_millis(20);
+
+/// What distinguishes one endpoint record from another: GID, LID, MTU,
+/// rate and P_Key.
+type RecordKey = (Gid, u16, u8, u8, u16);
+
+/// Addresses waiting to be withdrawn together, in order, without repeats.
+#[derive(Default)]
+struct Pending {
+    addrs: Vec<WireAddress>,
+    seen: Set<WireAddress>,
+}
+
+pub(super) struct Announcer {
+    /// When this host's endpoints are announced next.
+    at: Vec<Instant>,
+    /// Addresses to withdraw, per endpoint record, and when.
+    withdrawals: Vec<(RecordKey, Pending)>,
+    withdraw_at: Option<Instant>,
+    /// Announcements and withdrawals waiting to leave, paced.
+    queue: VecDeque<Vec<u8>>,
+    /// When the next batch of them may leave.
+    queue_at: Instant,
+}
+
+impl Default for Announcer {
+    fn default() -> Self {
+        Announcer {
+            at: Vec::new(),
+            withdrawals: Vec::new(),
+            withdraw_at: None,
+            queue: VecDeque::new(),
+            queue_at: Instant::now(),
+        }
+    }
+}
+
+/// How a port's addresses travel: per datagram, the address lists of its
+/// records. Every datagram leads with the port's IP addresses (up to half
+/// a record of them) and the names fill the rest, so a receiver sees in
+/// each one an address it can ask to confirm the rest; an address appears
+/// once per datagram.
+fn chunks(addrs: Vec<WireAddress>) -> Vec<Vec<Vec<WireAddress>>> {
+    let per_datagram = MAX_ADDRESSES * MAX_ANNOUNCE_RECORDS;
+    let (ips, names): (Vec<_>, Vec<_>) = addrs
+        .into_iter()
+        .partition(|w| ip_of(w.address()).is_some());
+    let (lead, more_ips) = ips.split_at(ips.len().min(MAX_ADDRESSES / 2));
+    let mut lists: Vec<Vec<WireAddress>> = Vec::new();
+    if names.is_empty() || lead.is_empty() {
+        lists.extend(
+            ips.iter()
+                .chain(&names)
+                .cloned()
+                .collect::<Vec<_>>()
+                .chunks(per_datagram)
+                .map(<[_]>::to_vec),
+        );
+    } else {
+        lists.extend(
+            names
+                .chunks(per_datagram - lead.len())
+                .map(|c| lead.iter().chain(c).cloned().collect()),
+        );
+        lists.extend(more_ips.chunks(per_datagram).map(<[_]>::to_vec));
+    }
+    lists
+        .into_iter()
+        .map(|l| l.chunks(MAX_ADDRESSES).map(<[_]>::to_vec).collect())
+        .collect()
+}
+
+impl Announcer {
+    /// Announces every endpoint soon, and twice more later.
+    pub fn schedule(&mut self, now: Instant) {
+        self.at = DELAYS_MS
+            .iter()
+            .map(|ms| now + Duration::from_millis(*ms))
+            .collect();
+    }
+
+    pub fn next_wake(&self) -> Option<Instant> {
+        let paced = (!self.queue.is_empty()).then_some(self.queue_at);
+        [self.at.first().copied(), paced, self.withdraw_at]
+            .into_iter()
+            .flatten()
+            .min()
+    }
+
+    /// Announcements, withdrawals and paced batches that are due.
+    pub fn on_timers(&mut self, local: &Local, up: bool, now: Instant, out: &mut Vec<Datagram>) {
+        if self.withdraw_at.is_some_and(|t| t <= now) {
+            self.send_withdrawals();
+        }
+        if self.at.first().is_some_and(|&t| t <= now) {
+            self.at.remove(0);
+            if up {
+                self.announce(local);
+            }
+        }
+        if !self.queue.is_empty() && self.queue_at <= now {
+            let n = self.queue.len().min(BATCH);
+            out.extend(
+                self.queue
+                    .drain(..n)
+                    .map(|bytes| Datagram::Multicast { bytes }),
+            );
+            self.queue_at = now + PACE;
+        }
+    }
+
+    /// Queues an announcement of every port's endpoints.
+    fn announce(&mut self, local: &Local) {
+        for p in local.ports() {
+            let mut pkeys: Vec<u16> = Vec::new();
+            let mut addrs: Vec<WireAddress> = Vec::new();
+            // A set, not a scan of `addrs`: ports can hold thousands of
+            // names, and a quadratic dedup of 11,000 took 150 ms of the
+            // worker's time (seen as one slow cold resolve in the benchmark).
+            let mut seen: Set<&Address> = Set::default();
+            for &ep in &p.endpoints {
+                let Some(e) = local.endpoint(ep) else {
+                    continue;
+                };
+                if pkeys.len() < MAX_PKEYS && !pkeys.iter().any(|k| k & 0x7fff == e.pkey & 0x7fff) {
+                    pkeys.push(e.pkey);
+                }
+                for a in local.addresses_of(ep) {
+                    if seen.insert(a) {
+                        addrs.extend(WireAddress::new(a.clone()));
+                    }
+                }
+            }
+            let (mtu, rate) = local.mtu_rate(&p.info);
+            for datagram in chunks(addrs) {
+                let records = datagram.into_iter().filter_map(|chunk| {
+                    EndpointRecord::new(p.info.gids[0], p.info.lid, mtu, rate, pkeys.clone(), chunk)
+                        .ok()
+                });
+                if let Ok(a) = Announce::new(records.collect(), false) {
+                    self.queue.push_back(Message::from(a).encode());
+                }
+            }
+        }
+    }
+
+    /// Queues the withdrawal of addresses of endpoint `ep` (`only` one, or
+    /// all of them). The daemon removes an endpoint's addresses one call at
+    /// a time; they leave together a moment later, in one record per
+    /// endpoint. True when a new deadline was set.
+    pub fn withdraw(&mut self, local: &Local, ep: Id, only: Option<&Address>) -> bool {
+        let Some(port) = local.port_of(ep) else {
+            return false;
+        };
+        let Some(e) = local.endpoint(ep) else {
+            return false;
+        };
+        let gone: Vec<WireAddress> = match only {
+            Some(a) => WireAddress::new(a.clone()).into_iter().collect(),
+            None => local
+                .addresses_of(ep)
+                .filter_map(|a| WireAddress::new(a.clone()).ok())
+                .collect(),
+        };
+        let (mtu, rate) = local.mtu_rate(port);
+        let key = (port.gids[0], port.lid, mtu, rate, e.pkey);
+        let i = match self.withdrawals.iter().position(|(k, _)| *k == key) {
+            Some(i) => i,
+            None => {
+                self.withdrawals.push((key, Pending::default()));
+                self.withdrawals.len() - 1
+            }
+        };
+        let pending = &mut self.withdrawals[i].1;
+        for w in gone {
+            // A set beside the list: the daemon removes an endpoint's
+            // addresses one call at a time, thousands of them on a big port.
+            if pending.seen.insert(w.clone()) {
+                pending.addrs.push(w);
+            }
+        }
+        if self.withdraw_at.is_some() {
+            return false;
+        }
+        self.withdraw_at = Some(Instant::now() + WITHDRAW_DELAY);
+        true
+    }
+
+    fn send_withdrawals(&mut self) {
+        self.withdraw_at = None;
+        let mut records = Vec::new();
+        for ((gid, lid, mtu, rate, pkey), Pending { addrs, .. }) in
+            std::mem::take(&mut self.withdrawals)
+        {
+            for chunk in addrs.chunks(MAX_ADDRESSES) {
+                if let Ok(r) = EndpointRecord::new(gid, lid, mtu, rate, vec![pkey], chunk.to_vec())
+                {
+                    records.push(r);
+                }
+            }
+        }
+        for chunk in records.chunks(MAX_ANNOUNCE_RECORDS) {
+            if let Ok(a) = Announce::new(chunk.to_vec(), true) {
+                self.queue.push_back(Message::from(a).encode());
+            }
+        }
+    }
+
+    /// Sizes, for tests: announcements scheduled, endpoint records with
+    /// withdrawals pending, datagrams queued.
+    #[cfg(test)]
+    pub fn sizes(&self) -> [usize; 3] {
+        [self.at.len(), self.withdrawals.len(), self.queue.len()]
+    }
+}

@@ -1,0 +1,348 @@
+//! What arrives at the discovery port, and the trust rules it meets.
+//!
+//! The source address of a datagram proves nothing (anyone on the segment
+//! can forge it), but a reply to a unicast query with a fresh,
+//! unpredictable transaction id can only come from whoever receives what
+//! is sent to that address. So only such a reply binds an address, and
+//! only the address it was asked about:
+//! - an IP address is asked by unicast to itself;
+//! - a name is asked of the groups, and each host that answers is asked
+//!   again by unicast ([`Purpose::Claim`]) before its answer counts;
+//! - a query or an announcement that says something else about a learned
+//!   binding is a hint: the binding's holder is asked again
+//!   ([`Purpose::Check`]), and only its reply moves the binding; a refusal
+//!   or no answer removes it.
+
+use super::drops::DropCounts;
+use super::state::{Learned, Probe, Purpose, MAX_CHECKS, MAX_CLAIMS};
+use super::wire::{Announce, Answer, Message, Query, Reply};
+use super::{Datagram, Discovery, Outcome, CHECK_HOLDOFF};
+use crate::addr::Address;
+use crate::local::{ip_of, Local};
+use acm_prov_sys::ACM_STATUS_ENODATA;
+use std::net::{IpAddr, SocketAddr};
+use std::num::NonZeroU64;
+use std::time::Instant;
+
+/// Which of the drop counts a dropped datagram goes to.
+type DropReason = fn(&mut DropCounts) -> &mut u64;
+
+/// Whether a reply came from where its query went (the port too: a reply
+/// from another port of the host is not the provider's).
+fn same_place(a: SocketAddr, b: SocketAddr) -> bool {
+    a.ip() == b.ip() && a.port() == b.port()
+}
+
+impl Discovery {
+    /// One datagram that arrived at the discovery port. `to` is the address
+    /// it was sent to, when the socket reports it.
+    pub fn on_datagram(
+        &mut self,
+        local: &Local,
+        from: SocketAddr,
+        to: Option<IpAddr>,
+        bytes: &[u8],
+        now: Instant,
+    ) {
+        let decoded = match &mut self.auth {
+            None => Message::decode(bytes),
+            Some(auth) => match auth.open(bytes, from.ip()) {
+                Ok(body) => Message::decode_authenticated(body),
+                Err(r) => {
+                    let reason: DropReason = match r.is_replay() {
+                        true => |d| &mut d.replayed,
+                        false => |d| &mut d.unauthenticated,
+                    };
+                    return self.drop_datagram(reason, from, r);
+                }
+            },
+        };
+        match decoded {
+            Err(e) => {
+                self.drop_datagram(|d| &mut d.malformed, from, format_args!("malformed: {e}"))
+            }
+            Ok(Message::Query(q)) => self.on_query(local, q, from, to, now),
+            Ok(Message::Reply(r)) => self.on_reply(local, r, from, now),
+            Ok(Message::Announce(a)) => self.on_announce(local, a, from, now),
+        }
+    }
+
+    /// An ICMP error for a datagram sent to `dest`; `payload` is that
+    /// datagram. An unreachable host or port ends its probe at once.
+    pub fn on_unreachable(
+        &mut self,
+        local: &Local,
+        dest: SocketAddr,
+        payload: &[u8],
+        now: Instant,
+    ) {
+        let Some(txid) = Message::query_txid(payload) else {
+            return;
+        };
+        let Some(p) = self.state.probes.get(&txid) else {
+            return;
+        };
+        if p.to.is_some_and(|to| same_place(to, dest)) {
+            log::trace!("lookup {}: {dest} unreachable", p.target);
+            self.probe_failed(local, txid, ACM_STATUS_ENODATA as u8, now);
+        }
+    }
+
+    /// Counts a dropped datagram under `reason` and says why at trace
+    /// level; `why` is formatted only when tracing is on, so a flood of
+    /// garbage costs a count, not a string, per datagram.
+    fn drop_datagram(&mut self, reason: DropReason, from: SocketAddr, why: impl std::fmt::Display) {
+        *reason(&mut self.drops) += 1;
+        let total = self.drops.total();
+        log::trace!("discovery: dropped a datagram from {from}: {why} ({total} dropped so far)");
+    }
+
+    fn on_query(
+        &mut self,
+        local: &Local,
+        q: Query,
+        from: SocketAddr,
+        to: Option<IpAddr>,
+        now: Instant,
+    ) {
+        if local.is_own_gid(q.sender().gid()) {
+            return self.drop_datagram(|d| &mut d.own, from, "our own query");
+        }
+        // The asker's record is a hint about the address it asked from,
+        // never a binding: a changed record is checked with its holder.
+        let source = Address::from(from.ip());
+        let lists_source = q
+            .sender()
+            .addresses()
+            .iter()
+            .any(|w| *w.address() == source);
+        if lists_source
+            && self
+                .state
+                .learned
+                .get(&source)
+                .is_some_and(|l| l.differs_from(q.sender()))
+        {
+            self.check(local, &source, now);
+        }
+        // Where the socket cannot say, the query may have been a group's:
+        // never refuse it then.
+        let group = to.is_none_or(|ip| ip.is_multicast());
+        let target = q.target().address().clone();
+        let answer = match local
+            .holder(&target)
+            .and_then(|ep| local.record_for(ep, Some(&target)))
+        {
+            Some(record) => Answer::Found(record),
+            // Every host of the segment gets a group query: only the
+            // holder answers, or one query would bring a reply from each.
+            None if group => return,
+            None => Answer::Refused,
+        };
+        let found = matches!(answer, Answer::Found(_));
+        if !self.reply_limit.allow(from.ip(), now) {
+            return self.drop_datagram(|d| &mut d.rate_limited, from, "over urdma_reply_rate");
+        }
+        let Ok(reply) = q.reply(answer) else {
+            return;
+        };
+        log::trace!(
+            "discovery: {from} asked for {target}: {}",
+            if found { "ours" } else { "refused" }
+        );
+        // A reply to a unicast query comes from the queried address, the
+        // only source the asker accepts.
+        let from_addr = to.filter(|ip| !ip.is_multicast());
+        self.datagrams.push(Datagram::Unicast {
+            to: from,
+            from: from_addr,
+            bytes: Message::from(reply).encode(),
+        });
+    }
+
+    fn on_reply(&mut self, local: &Local, r: Reply, from: SocketAddr, now: Instant) {
+        let txid = r.txid();
+        let Some(p) = self.state.probes.get(&txid) else {
+            return self.drop_datagram(
+                |d| &mut d.unsolicited,
+                from,
+                "no query with that transaction id",
+            );
+        };
+        if r.target().address() != &p.target {
+            return self.drop_datagram(
+                |d| &mut d.unsolicited,
+                from,
+                "reply does not match its query",
+            );
+        }
+        match p.to {
+            Some(to) if !same_place(to, from) => {
+                return self.drop_datagram(
+                    |d| &mut d.wrong_source,
+                    from,
+                    "reply not from the queried address",
+                )
+            }
+            Some(_) => {}
+            None => return self.on_claim(local, txid, r, from, now),
+        }
+        match r.answer() {
+            Answer::Found(record) => {
+                let learned = Learned::from_record(record, from);
+                let p = self.state.remove_probe(txid).expect("probe exists");
+                match p.purpose {
+                    Purpose::Lookup => self.succeed(&p.target, learned, now),
+                    Purpose::Claim => {
+                        log::trace!("lookup {}: {from} confirms {}", p.target, learned.gid);
+                        if let Some(l) = self.state.lookups.get_mut(&p.target) {
+                            l.probes.retain(|t| *t != txid);
+                            l.confirmed.push((from, learned));
+                        }
+                        self.settle(local, &p.target, now);
+                    }
+                    Purpose::Check => self.check_confirmed(&p.target, learned, now),
+                }
+            }
+            Answer::Refused => {
+                log::trace!("discovery: {from} refused {}", r.target().address());
+                self.probe_failed(local, txid, ACM_STATUS_ENODATA as u8, now);
+            }
+        }
+    }
+
+    /// A host answered a lookup's group query: it claims the name. Anyone
+    /// who can read the group's traffic could answer in its place, so the
+    /// claim counts only once the host confirms it by unicast.
+    fn on_claim(
+        &mut self,
+        local: &Local,
+        group: NonZeroU64,
+        r: Reply,
+        from: SocketAddr,
+        now: Instant,
+    ) {
+        if matches!(r.answer(), Answer::Refused) || from.port() != self.cfg.discovery_port {
+            return self.drop_datagram(
+                |d| &mut d.unsolicited,
+                from,
+                "not an answer to a group query",
+            );
+        }
+        let key = r.target().address().clone();
+        let Some(l) = self.state.lookups.get(&key) else {
+            return;
+        };
+        let claims: Vec<&Probe> = l
+            .probes
+            .iter()
+            .filter_map(|t| self.state.probes.get(t))
+            .filter(|p| p.purpose == Purpose::Claim)
+            .collect();
+        if claims
+            .iter()
+            .any(|p| p.to.is_some_and(|to| to.ip() == from.ip()))
+        {
+            // Already asked (the host answered a try sent again).
+            return;
+        }
+        if claims.len() >= MAX_CLAIMS {
+            return self.drop_datagram(
+                |d| &mut d.unsolicited,
+                from,
+                "too many hosts claim the name",
+            );
+        }
+        let ep = l.endpoint;
+        if let Some(p) = self.state.probes.get_mut(&group) {
+            p.answered = true;
+        }
+        log::trace!("lookup {key}: claimed by {from}; asking it to confirm");
+        if let Some(txid) = self.send_probe(local, key.clone(), Some(from), Purpose::Claim, ep, now)
+        {
+            if let Some(l) = self.state.lookups.get_mut(&key) {
+                l.probes.push(txid);
+            }
+        }
+    }
+
+    /// A hint that the binding of `key` changed: asks its holder again by
+    /// unicast, unless it was asked very recently or is being asked now.
+    /// Only the holder's reply changes the binding (see [`Purpose::Check`]).
+    fn check(&mut self, local: &Local, key: &Address, now: Instant) {
+        if !self.up || self.state.checking.contains_key(key) {
+            return;
+        }
+        if self.state.checked.get_live(key, now).is_some() {
+            return;
+        }
+        let Some(via) = self.state.learned.get(key).and_then(|l| l.via) else {
+            // Derived bindings are not discovery's to check.
+            return;
+        };
+        if self.state.checking.len() >= MAX_CHECKS {
+            self.checks_skipped += 1;
+            return;
+        }
+        let to = match ip_of(key) {
+            Some(ip) => SocketAddr::new(ip, self.cfg.discovery_port),
+            None => via,
+        };
+        let Some(ep) = local.endpoint_for(to.ip()) else {
+            return;
+        };
+        log::trace!("discovery: checking {key} at {to}");
+        if let Some(txid) = self.send_probe(local, key.clone(), Some(to), Purpose::Check, ep, now) {
+            self.state.checking.insert(key.clone(), txid);
+            self.state
+                .checked
+                .insert(key.clone(), (), Some(now + CHECK_HOLDOFF));
+        }
+    }
+
+    /// A binding's holder answered a check.
+    fn check_confirmed(&mut self, key: &Address, learned: Learned, now: Instant) {
+        let before = self.state.learned.get(key).map(|l| l.gid);
+        let gid = learned.gid;
+        log::trace!("discovery: {key} confirmed at {gid}");
+        self.bind(key, learned, now);
+        // The host at this address has a new GID (back after a crash with
+        // new hardware, so nothing was withdrawn): what is still bound to
+        // the old one went with it, and is asked again when needed.
+        if let (Some(old), true) = (before, ip_of(key).is_some()) {
+            if old != gid {
+                for gone in self.state.forget_gid(old) {
+                    log::trace!("discovery: {gone} forgotten: its host moved to {gid}");
+                    self.outcomes.push(Outcome::Changed(gone));
+                }
+            }
+        }
+    }
+
+    fn on_announce(&mut self, local: &Local, a: Announce, from: SocketAddr, now: Instant) {
+        // Never believed, whatever its source says: each address it says
+        // something new about that this host has a binding for is checked
+        // with its holder. Addresses never asked about are ignored.
+        let mut hints: Vec<Address> = Vec::new();
+        for record in a.records() {
+            if local.is_own_gid(record.gid()) {
+                self.drop_datagram(|d| &mut d.own, from, "our own announcement");
+                continue;
+            }
+            for w in record.addresses() {
+                let key = w.address();
+                let hint = match self.state.learned.get(key) {
+                    Some(l) if a.withdrawn() => l.gid == record.gid(),
+                    Some(l) => l.differs_from(record),
+                    None => false,
+                };
+                if hint {
+                    hints.push(key.clone());
+                }
+            }
+        }
+        for key in hints {
+            self.check(local, &key, now);
+        }
+    }
+}

@@ -1,0 +1,519 @@
+//! The lookup state machine: a miss becomes a lookup that asks by
+//! discovery (retried every `urdma_timeout` up to `urdma_retries` times,
+//! within `urdma_timeout × (urdma_retries + 1)` in all), then tries the
+//! configured derivations in order; lookups of one destination are one.
+//! A name asked of the groups is claimed by whoever answers, and each
+//! claimant is asked again by unicast before its claim counts.
+
+use super::state::{Learned, Lookup, NeighbourJob, Probe, Purpose, Stage};
+use super::wire::{Message, Query, WireAddress};
+use super::{Datagram, Discovery, Outcome};
+use crate::addr::{Address, Gid};
+use crate::config::Derivation;
+use crate::local::{ip_of, Id, Local};
+use acm_prov_sys::{ACM_STATUS_ENODATA, ACM_STATUS_ETIMEDOUT};
+use std::net::SocketAddr;
+use std::num::NonZeroU64;
+use std::time::{Duration, Instant};
+
+/// Where a datagram goes to make the kernel resolve a neighbour: the
+/// discard port, so no provider takes it for a message.
+const POKE_PORT: u16 = 9;
+
+/// `fe80::` + modified EUI-64 of a MAC: how urdma forms a port's GID.
+pub fn eui64_gid(mac: [u8; 6]) -> Gid {
+    let mut g = [0u8; 16];
+    g[0] = 0xfe;
+    g[1] = 0x80;
+    g[8] = mac[0] ^ 0x02;
+    g[9] = mac[1];
+    g[10] = mac[2];
+    g[11] = 0xff;
+    g[12] = 0xfe;
+    g[13..16].copy_from_slice(&mac[3..6]);
+    Gid(g)
+}
+
+impl Discovery {
+    pub(super) fn timeout(&self) -> Duration {
+        Duration::from_millis(u64::from(self.cfg.timeout_ms))
+    }
+
+    /// How long the discovery stage of a lookup may take in all: its
+    /// tries, whoever answered meanwhile.
+    fn discovery_time(&self) -> Duration {
+        self.timeout() * (self.cfg.retries + 1)
+    }
+
+    /// Whether a lookup for `key` can be started or joined; counts one
+    /// refused when the table of lookups in flight is full.
+    pub fn lookup_room(&mut self, key: &Address) -> bool {
+        let room = self.state.lookups.contains_key(key)
+            || self.state.lookups.len() < self.state.max_lookups;
+        if !room {
+            self.state.lookups_refused += 1;
+        }
+        room
+    }
+
+    /// Starts a lookup for `key` on behalf of endpoint `ep` (whose record
+    /// the queries carry), unless one is in flight. The caller has made
+    /// sure of [`Discovery::lookup_room`]; the lookup ends with an
+    /// [`Outcome`], maybe at once.
+    pub fn start_lookup(&mut self, local: &Local, ep: Id, key: Address, now: Instant) {
+        if self.state.lookups.contains_key(&key) {
+            return;
+        }
+        log::trace!("lookup {key}: started");
+        let lookup = Lookup {
+            stage: Stage::Discover,
+            deadline: now,
+            endpoint: ep,
+            failure: ACM_STATUS_ENODATA as u8,
+            probes: Vec::new(),
+            confirmed: Vec::new(),
+        };
+        self.state.lookups.insert(key.clone(), lookup);
+        let first = match self.up {
+            true => Stage::Discover,
+            false => Stage::Derive(0),
+        };
+        self.run_stage(local, key, first, now);
+    }
+
+    fn run_stage(&mut self, local: &Local, key: Address, stage: Stage, now: Instant) {
+        let timeout = self.timeout();
+        let discovery_time = self.discovery_time();
+        let Some(l) = self.state.lookups.get(&key) else {
+            return;
+        };
+        let (ep, failure) = (l.endpoint, l.failure);
+        match stage {
+            Stage::Discover => {
+                let to = ip_of(&key).map(|ip| SocketAddr::new(ip, self.cfg.discovery_port));
+                let Some(txid) = self.send_probe(local, key.clone(), to, Purpose::Lookup, ep, now)
+                else {
+                    log::debug!("lookup {key}: no record of the source endpoint to send");
+                    return self.run_stage(local, key, Stage::Derive(0), now);
+                };
+                if let Some(l) = self.state.lookups.get_mut(&key) {
+                    l.stage = Stage::Discover;
+                    l.deadline = now + discovery_time;
+                    l.probes.push(txid);
+                }
+            }
+            Stage::Derive(i) => match self.cfg.derive.get(i).copied() {
+                None => self.fail(&key, failure, now),
+                Some(Derivation::Ipv4Mapped) => match key {
+                    Address::Ip4(v4) => {
+                        let gid = Gid(v4.to_ipv6_mapped().octets());
+                        self.succeed(&key, Learned::derived(gid), now)
+                    }
+                    _ => self.run_stage(local, key, Stage::Derive(i + 1), now),
+                },
+                Some(Derivation::Eui64) => match ip_of(&key) {
+                    Some(ip) => {
+                        if let Some(l) = self.state.lookups.get_mut(&key) {
+                            l.stage = Stage::Derive(i);
+                            l.deadline = now + timeout;
+                        }
+                        // The query (if any) already made the kernel
+                        // resolve the neighbour.
+                        let poked = self.up;
+                        self.state.neighbour_jobs.push(NeighbourJob {
+                            dest: key,
+                            ip,
+                            poked,
+                        });
+                        self.wake = true;
+                    }
+                    None => self.run_stage(local, key, Stage::Derive(i + 1), now),
+                },
+            },
+        }
+    }
+
+    /// Sends a new query for `target`, to `to` (the groups if `None`),
+    /// carrying endpoint `ep`'s record, with a transaction id of its own.
+    pub(super) fn send_probe(
+        &mut self,
+        local: &Local,
+        target: Address,
+        to: Option<SocketAddr>,
+        purpose: Purpose,
+        ep: Id,
+        now: Instant,
+    ) -> Option<NonZeroU64> {
+        let txid = self.state.new_txid();
+        let probe = Probe {
+            target,
+            to,
+            purpose,
+            tries: 0,
+            deadline: now,
+            endpoint: ep,
+            answered: false,
+        };
+        self.state.probes.insert(txid, probe);
+        if self.transmit(local, txid, now) {
+            Some(txid)
+        } else {
+            self.state.probes.remove(&txid);
+            None
+        }
+    }
+
+    /// Sends probe `txid`'s query (again: same txid, so a late reply to an
+    /// earlier try still counts). False if it cannot be built any more
+    /// (its endpoint is gone).
+    fn transmit(&mut self, local: &Local, txid: NonZeroU64, now: Instant) -> bool {
+        let timeout = self.timeout();
+        let Some(p) = self.state.probes.get(&txid) else {
+            return false;
+        };
+        let (Ok(target), Some(sender)) = (
+            WireAddress::new(p.target.clone()),
+            local.record_for(p.endpoint, None),
+        ) else {
+            return false;
+        };
+        let bytes = Message::from(Query::new(txid, target, sender)).encode();
+        let datagram = match p.to {
+            Some(to) => Datagram::Unicast {
+                to,
+                from: local.source_for(p.endpoint, to.ip()),
+                bytes,
+            },
+            None => Datagram::Multicast { bytes },
+        };
+        self.datagrams.push(datagram);
+        if let Some(p) = self.state.probes.get_mut(&txid) {
+            p.tries += 1;
+            p.deadline = now + timeout;
+        }
+        // A probe started on the daemon's thread: the worker may be asleep
+        // until a later deadline and must learn of this one, or the retry
+        // and the timeout come late.
+        self.wake = true;
+        true
+    }
+
+    /// Moves a lookup past a stage that failed with `status`; the stage's
+    /// probes end with it.
+    pub(super) fn next_stage(&mut self, local: &Local, key: &Address, status: u8, now: Instant) {
+        let Some(l) = self.state.lookups.get_mut(key) else {
+            return;
+        };
+        l.failure = status;
+        let next = match l.stage {
+            Stage::Discover => Stage::Derive(0),
+            Stage::Derive(i) => Stage::Derive(i + 1),
+        };
+        for t in std::mem::take(&mut l.probes) {
+            self.state.probes.remove(&t);
+        }
+        self.run_stage(local, key.clone(), next, now);
+    }
+
+    /// Binds `key` (and, for a binding from a peer's record, its GID) to
+    /// `learned`. A binding that changed leaves the destination cache.
+    pub(super) fn bind(&mut self, key: &Address, learned: Learned, now: Instant) {
+        let expires = self.cfg.addr_timeout.duration().map(|d| now + d);
+        let mut keys = vec![key.clone()];
+        if learned.via.is_some() && *key != Address::Gid(learned.gid) {
+            keys.push(Address::Gid(learned.gid));
+        }
+        self.state.failed.remove(key);
+        for k in keys {
+            match self.state.learned.get(&k) {
+                // The common case (asked again): only the lifetime changes.
+                Some(old) if old.same_endpoint(&learned) && old.via == learned.via => {
+                    self.state.learned.refresh(&k, expires);
+                    continue;
+                }
+                Some(old) if !old.same_endpoint(&learned) => {
+                    log::trace!("discovery: {k} is now {}", learned.gid);
+                    self.outcomes.push(Outcome::Changed(k.clone()));
+                }
+                _ => {}
+            }
+            if let Some(dropped) = self.state.learned.insert(k, learned.clone(), expires) {
+                self.outcomes.push(Outcome::Changed(dropped));
+            }
+        }
+    }
+
+    /// Completes a lookup with a binding.
+    pub(super) fn succeed(&mut self, key: &Address, learned: Learned, now: Instant) {
+        log::trace!("lookup {key}: {}", learned.gid);
+        self.bind(key, learned, now);
+        if self.state.remove_lookup(key).is_some() {
+            self.outcomes.push(Outcome::Resolved(key.clone()));
+        }
+    }
+
+    fn fail(&mut self, key: &Address, status: u8, now: Instant) {
+        log::trace!("lookup {key}: failed with status {status}");
+        if self.cfg.negative_timeout_ms > 0 {
+            let until = now + Duration::from_millis(u64::from(self.cfg.negative_timeout_ms));
+            self.state.failed.insert(key.clone(), status, Some(until));
+        }
+        if self.state.remove_lookup(key).is_some() {
+            self.outcomes.push(Outcome::Failed(key.clone(), status));
+        }
+    }
+
+    /// Ends every lookup and check at once, with no outcome: the request
+    /// path answers what waits for them. For after the discovery thread
+    /// failed: the state of what was in flight cannot be trusted (no
+    /// failure is remembered: the next request asks again).
+    pub fn abandon_all(&mut self) {
+        self.state.lookups.clear();
+        self.state.probes.clear();
+        self.state.checking.clear();
+        self.state.neighbour_jobs.clear();
+    }
+
+    /// Endpoint `ep` is closing. A lookup whose queries carry its record
+    /// goes on with the record of `carrier(key)` (an endpoint still
+    /// waiting for it) or ends; a check sent from it goes on from another
+    /// endpoint, or ends.
+    pub fn endpoint_closed(
+        &mut self,
+        local: &Local,
+        ep: Id,
+        carrier: impl Fn(&Address) -> Option<Id>,
+    ) {
+        let mut gone = Vec::new();
+        let mut moved: Vec<(NonZeroU64, Id)> = Vec::new();
+        for (key, l) in self.state.lookups.iter_mut() {
+            if l.endpoint != ep {
+                continue;
+            }
+            match carrier(key) {
+                Some(other) => {
+                    l.endpoint = other;
+                    moved.extend(l.probes.iter().map(|t| (*t, other)));
+                }
+                None => gone.push(key.clone()),
+            }
+        }
+        for (t, to) in moved {
+            if let Some(p) = self.state.probes.get_mut(&t) {
+                p.endpoint = to;
+            }
+        }
+        for key in gone {
+            self.state.remove_lookup(&key);
+        }
+        let checks: Vec<NonZeroU64> = self
+            .state
+            .probes
+            .iter()
+            .filter(|(_, p)| p.endpoint == ep)
+            .map(|(t, _)| *t)
+            .collect();
+        let other = local.endpoint_ids().find(|&e| e != ep);
+        for t in checks {
+            match (other, self.state.probes.get_mut(&t)) {
+                (Some(e), Some(p)) => p.endpoint = e,
+                _ => {
+                    self.state.remove_probe(t);
+                }
+            }
+        }
+    }
+
+    /// Retries and stage changes that are due.
+    pub(super) fn lookup_timers(&mut self, local: &Local, now: Instant) {
+        let due: Vec<NonZeroU64> = self
+            .state
+            .probes
+            .iter()
+            .filter(|(_, p)| p.deadline <= now)
+            .map(|(t, _)| *t)
+            .collect();
+        for txid in due {
+            self.probe_due(local, txid, now);
+        }
+        let due: Vec<Address> = self
+            .state
+            .lookups
+            .iter()
+            .filter(|(_, l)| l.deadline <= now)
+            .map(|(k, _)| k.clone())
+            .collect();
+        for key in due {
+            // Claims not confirmed in time do not count; those confirmed
+            // decide.
+            let confirmed = self
+                .state
+                .lookups
+                .get(&key)
+                .is_some_and(|l| l.stage == Stage::Discover && !l.confirmed.is_empty());
+            if confirmed {
+                if let Some(l) = self.state.lookups.get_mut(&key) {
+                    for t in std::mem::take(&mut l.probes) {
+                        self.state.probes.remove(&t);
+                    }
+                }
+                self.settle(local, &key, now);
+            } else {
+                self.next_stage(local, &key, ACM_STATUS_ETIMEDOUT as u8, now);
+            }
+        }
+    }
+
+    /// A probe whose try timed out: sent again while it has tries left
+    /// (and its lookup time), else given up.
+    fn probe_due(&mut self, local: &Local, txid: NonZeroU64, now: Instant) {
+        let Some(p) = self.state.probes.get(&txid) else {
+            return;
+        };
+        let in_time = match p.purpose {
+            Purpose::Check => true,
+            _ => self
+                .state
+                .lookups
+                .get(&p.target)
+                .is_some_and(|l| l.deadline > now),
+        };
+        if p.answered {
+            // A group query some host answered: the claims decide now.
+            let target = p.target.clone();
+            self.state.probes.remove(&txid);
+            return self.lookup_probe_ended(local, &target, txid, None, now);
+        }
+        if p.tries <= self.cfg.retries && in_time {
+            log::trace!(
+                "lookup {}: try {} timed out, asking again",
+                p.target,
+                p.tries
+            );
+            if self.transmit(local, txid, now) {
+                return;
+            }
+        }
+        self.probe_failed(local, txid, ACM_STATUS_ETIMEDOUT as u8, now);
+    }
+
+    /// A probe that got no answer it can use: a refusal (ENODATA), an ICMP
+    /// error (ENODATA) or silence (ETIMEDOUT).
+    pub(super) fn probe_failed(
+        &mut self,
+        local: &Local,
+        txid: NonZeroU64,
+        status: u8,
+        now: Instant,
+    ) {
+        let Some(p) = self.state.remove_probe(txid) else {
+            return;
+        };
+        match p.purpose {
+            Purpose::Check => {
+                log::trace!(
+                    "discovery: check of {} failed ({status}); forgotten",
+                    p.target
+                );
+                if self.state.learned.remove(&p.target).is_some() {
+                    self.outcomes.push(Outcome::Changed(p.target));
+                }
+            }
+            Purpose::Lookup | Purpose::Claim => {
+                self.lookup_probe_ended(local, &p.target, txid, Some(status), now)
+            }
+        }
+    }
+
+    /// One of a lookup's probes ended without a binding.
+    fn lookup_probe_ended(
+        &mut self,
+        local: &Local,
+        key: &Address,
+        txid: NonZeroU64,
+        status: Option<u8>,
+        now: Instant,
+    ) {
+        let Some(l) = self.state.lookups.get_mut(key) else {
+            return;
+        };
+        l.probes.retain(|t| *t != txid);
+        if let Some(s) = status {
+            l.failure = s;
+        }
+        self.settle(local, key, now);
+    }
+
+    /// Decides a lookup's discovery stage once no claim is left to
+    /// confirm: the name goes to the hosts that confirmed it if they agree;
+    /// two hosts claiming one name with different GIDs get no answer (which
+    /// one is right cannot be told, and a wrong answer is worse than none);
+    /// with nothing confirmed and nothing more to wait for, the stage fails.
+    pub(super) fn settle(&mut self, local: &Local, key: &Address, now: Instant) {
+        let Some(l) = self.state.lookups.get(key) else {
+            return;
+        };
+        if l.stage != Stage::Discover {
+            return;
+        }
+        let claims_pending = l
+            .probes
+            .iter()
+            .filter_map(|t| self.state.probes.get(t))
+            .any(|p| p.purpose == Purpose::Claim);
+        if claims_pending {
+            return;
+        }
+        if let Some((_, first)) = l.confirmed.first() {
+            let first = first.clone();
+            if l.confirmed.iter().all(|(_, c)| c.gid == first.gid) {
+                return self.succeed(key, first, now);
+            }
+            let who: Vec<String> = l
+                .confirmed
+                .iter()
+                .map(|(at, c)| format!("{} at {at}", c.gid))
+                .collect();
+            log::warn!(
+                "lookup {key}: claimed by hosts with different GIDs ({}); not answered",
+                who.join(", ")
+            );
+            self.conflicts += 1;
+            return self.next_stage(local, key, ACM_STATUS_ENODATA as u8, now);
+        }
+        if l.probes.is_empty() {
+            let status = l.failure;
+            self.next_stage(local, key, status, now);
+        }
+    }
+
+    /// The result of a neighbour lookup for an `eui64` derivation.
+    pub fn on_neighbour(&mut self, mut job: NeighbourJob, mac: Option<[u8; 6]>, now: Instant) {
+        let Some(l) = self.state.lookups.get(&job.dest) else {
+            return;
+        };
+        let Stage::Derive(i) = l.stage else { return };
+        if self.cfg.derive.get(i) != Some(&Derivation::Eui64) {
+            return;
+        }
+        match mac {
+            Some(mac) => {
+                let learned = Learned::derived(eui64_gid(mac));
+                self.succeed(&job.dest.clone(), learned, now);
+            }
+            None if now < l.deadline => {
+                if !job.poked {
+                    self.datagrams.push(Datagram::Unicast {
+                        to: SocketAddr::new(job.ip, POKE_PORT),
+                        from: None,
+                        bytes: vec![0],
+                    });
+                    job.poked = true;
+                }
+                self.state.neighbour_jobs.push(job);
+            }
+            // The timer moves the lookup on at its deadline.
+            None => {}
+        }
+    }
+}

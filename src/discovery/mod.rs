@@ -1,0 +1,311 @@
+//! Resolution between hosts (docs/protocol.md): a component with its own
+//! state behind a narrow interface to the request path.
+//!
+//! In: a miss to look up ([`Discovery::start_lookup`]), a datagram
+//! ([`Discovery::on_datagram`]), the time ([`Discovery::on_timers`]), and
+//! a read-only view of this host's endpoints ([`Local`]). Out: datagrams
+//! to send, and [`Outcome`]s for the request path: a lookup resolved or
+//! failed, a binding that changed. What it learned is read through
+//! [`Discovery::learned`]. The requests waiting for a lookup stay with the
+//! request path; discovery never sees one.
+//!
+//! A miss that only another host can answer becomes a lookup: a QUERY
+//! (unicast to an IP destination, to the discovery groups for a name),
+//! retried every `urdma_timeout` ms up to `urdma_retries` more times, then
+//! the configured derivations in order ([`lookup`]). Trust ([`inbound`]):
+//! only the reply to a unicast query with a fresh, unpredictable
+//! transaction id binds an address, and only the address it was asked
+//! about; everything else is at most a hint to ask again.
+//!
+//! Sans-IO with explicit time: the worker thread owns the sockets
+//! ([`net`]) and performs what this produces.
+
+mod announce;
+pub mod auth;
+pub mod drops;
+mod inbound;
+mod lookup;
+pub mod neigh;
+pub mod net;
+pub mod ratelimit;
+pub mod state;
+pub mod wire;
+
+use crate::addr::Address;
+use crate::config::Config;
+use crate::local::{Id, Local};
+use crate::summary::Summary;
+use announce::Announcer;
+use auth::Auth;
+use drops::DropCounts;
+use state::{Learned, NeighbourJob, State};
+use std::net::{IpAddr, SocketAddr};
+use std::time::{Duration, Instant};
+
+pub use lookup::eui64_gid;
+
+/// After a check of an address, hints about it are ignored this long: a
+/// host sends each announcement three times, and a flood of forged hints
+/// must not become a flood of queries to the host they name.
+pub const CHECK_HOLDOFF: Duration = Duration::from_secs(1);
+/// How often a missing neighbour entry is looked for again.
+pub const NEIGHBOUR_POLL: Duration = Duration::from_millis(20);
+/// How often what expired is swept from the tables.
+const SWEEP_EVERY: Duration = Duration::from_secs(1);
+
+/// A discovery datagram to send.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Datagram {
+    /// To one host; `from` pins the source address (replies to unicast
+    /// queries must come from the queried address).
+    Unicast {
+        to: SocketAddr,
+        from: Option<IpAddr>,
+        bytes: Vec<u8>,
+    },
+    /// To the discovery groups on every interface.
+    Multicast { bytes: Vec<u8> },
+}
+
+/// What the request path must do after a discovery call.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Outcome {
+    /// The lookup of this address ended with a binding
+    /// ([`Discovery::learned`]): answer the requests waiting for it.
+    Resolved(Address),
+    /// The lookup failed with this status: answer them with it.
+    Failed(Address, u8),
+    /// What this address led to changed or is gone: it leaves the
+    /// destination cache.
+    Changed(Address),
+}
+
+pub struct Discovery {
+    cfg: Config,
+    /// The sockets are open.
+    up: bool,
+    state: State,
+    announcer: Announcer,
+    drops: DropCounts,
+    drops_logged: Summary<DropCounts>,
+    /// Hints not checked because [`state::MAX_CHECKS`] checks were in
+    /// flight.
+    checks_skipped: u64,
+    /// Name lookups left unanswered because hosts with different GIDs
+    /// confirmed the name.
+    conflicts: u64,
+    next_sweep: Instant,
+    /// Opens discovery datagrams when authentication is on.
+    auth: Option<Auth>,
+    reply_limit: ratelimit::RateLimiter,
+    datagrams: Vec<Datagram>,
+    /// The worker has a new deadline to learn of.
+    wake: bool,
+    outcomes: Vec<Outcome>,
+}
+
+impl Discovery {
+    pub fn new(cfg: &Config) -> Discovery {
+        Discovery {
+            state: State::new(cfg.max_learned, cfg.max_lookups),
+            reply_limit: ratelimit::RateLimiter::new(cfg.reply_rate),
+            cfg: cfg.clone(),
+            up: false,
+            announcer: Announcer::default(),
+            drops: DropCounts::default(),
+            drops_logged: Summary::default(),
+            checks_skipped: 0,
+            conflicts: 0,
+            next_sweep: Instant::now(),
+            auth: None,
+            datagrams: Vec::new(),
+            wake: false,
+            outcomes: Vec::new(),
+        }
+    }
+
+    /// Called when the discovery sockets are (or are not) open.
+    pub fn set_up(&mut self, up: bool) {
+        self.up = up;
+        if up {
+            self.schedule_announce(Instant::now());
+        }
+    }
+
+    /// Authenticates every discovery datagram received from now on (the
+    /// sender seals what leaves, each copy on its own).
+    pub fn set_auth(&mut self, auth: Option<Auth>) {
+        self.auth = auth;
+    }
+
+    /// Turns discovery off for good: its configuration cannot be honoured
+    /// (an unusable key file must not mean unauthenticated discovery).
+    pub fn disable(&mut self) {
+        self.cfg.discovery = false;
+        self.up = false;
+    }
+
+    /// Whether a lookup of `key` can be started at all.
+    pub fn can_look_up(&self, key: &Address) -> bool {
+        match key {
+            Address::Name(_) => self.up,
+            Address::Ip4(_) | Address::Ip6(_) => self.up || !self.cfg.derive.is_empty(),
+            Address::Gid(_) | Address::Lid(_) => false,
+        }
+    }
+
+    /// A live binding learned for `a`.
+    pub fn learned(&mut self, a: &Address, now: Instant) -> Option<&Learned> {
+        self.state.learned(a, now)
+    }
+
+    /// The status of a failed lookup of `a` still remembered.
+    pub fn failure(&mut self, a: &Address, now: Instant) -> Option<u8> {
+        self.state.failure(a, now)
+    }
+
+    /// How many failures are remembered.
+    pub fn failures(&self) -> usize {
+        self.state.failed.len()
+    }
+
+    /// Forgets remembered failures (`None`: all of them): what they were
+    /// about changed elsewhere, so they are asked again.
+    pub fn forget_failures(&mut self, which: Option<&[Address]>) {
+        match which {
+            None => self.state.failed.clear(),
+            Some(addrs) => {
+                for a in addrs {
+                    self.state.failed.remove(a);
+                }
+            }
+        }
+    }
+
+    /// Whether a lookup of `key` is in flight.
+    pub fn looking_up(&self, key: &Address) -> bool {
+        self.state.lookups.contains_key(key)
+    }
+
+    /// Lookups in flight.
+    pub fn lookups_in_flight(&self) -> usize {
+        self.state.lookups.len()
+    }
+
+    pub fn drops(&self) -> &DropCounts {
+        &self.drops
+    }
+
+    pub fn conflicts(&self) -> u64 {
+        self.conflicts
+    }
+
+    /// What reached a table's bound so far: bindings and failures evicted
+    /// to make room, lookups refused, hints left unchecked.
+    pub fn limits(&self) -> [u64; 4] {
+        [
+            self.state.learned.evicted,
+            self.state.failed.evicted,
+            self.state.lookups_refused,
+            self.checks_skipped,
+        ]
+    }
+
+    /// The bounds of the tables [`Discovery::limits`] is about: bindings,
+    /// lookups in flight.
+    pub fn bounds(&self) -> (usize, usize) {
+        (self.state.learned.capacity(), self.state.max_lookups)
+    }
+
+    /// Announces this host's endpoints soon (they changed).
+    pub fn schedule_announce(&mut self, now: Instant) {
+        self.announcer.schedule(now);
+        self.wake = true;
+    }
+
+    /// Withdraws addresses of endpoint `ep` (`only` one, or all): call
+    /// before they leave `local`.
+    pub fn withdraw(&mut self, local: &Local, ep: Id, only: Option<&Address>) {
+        if self.up && self.announcer.withdraw(local, ep, only) {
+            self.wake = true;
+        }
+    }
+
+    /// When the worker must run next.
+    pub fn next_wake(&self) -> Option<Instant> {
+        let jobs = (!self.state.neighbour_jobs.is_empty()).then(|| Instant::now() + NEIGHBOUR_POLL);
+        [self.state.next_deadline(), self.announcer.next_wake(), jobs]
+            .into_iter()
+            .flatten()
+            .min()
+    }
+
+    /// Retries, stage changes, announcements and sweeps that are due.
+    pub fn on_timers(&mut self, local: &Local, now: Instant) {
+        self.lookup_timers(local, now);
+        self.announcer
+            .on_timers(local, self.up, now, &mut self.datagrams);
+        if now >= self.next_sweep {
+            self.state.learned.sweep(now, |_, _| {});
+            self.state.failed.sweep(now, |_, _| {});
+            self.state.checked.sweep(now, |_, _| {});
+            self.next_sweep = now + SWEEP_EVERY;
+        }
+        if self.drops_logged.due(&self.drops, now) {
+            log::info!("discovery: datagrams dropped so far: {}", self.drops);
+        }
+    }
+
+    /// Neighbour lookups the worker should make now (netlink is not for
+    /// the daemon's event loop).
+    pub fn take_neighbour_jobs(&mut self) -> Vec<NeighbourJob> {
+        std::mem::take(&mut self.state.neighbour_jobs)
+    }
+
+    /// Whether there is anything to take.
+    pub fn has_output(&self) -> bool {
+        self.wake || !self.datagrams.is_empty() || !self.outcomes.is_empty()
+    }
+
+    pub fn take_datagrams(&mut self) -> Vec<Datagram> {
+        std::mem::take(&mut self.datagrams)
+    }
+
+    /// Whether the worker must learn of new work or a new deadline; true
+    /// once per change.
+    pub fn take_wake(&mut self) -> bool {
+        std::mem::take(&mut self.wake) || !self.datagrams.is_empty()
+    }
+
+    pub fn take_outcomes(&mut self) -> Vec<Outcome> {
+        std::mem::take(&mut self.outcomes)
+    }
+
+    /// Where a learned destination leads, for tests and statistics.
+    pub fn learned_binding(&self, a: &Address) -> Option<&Learned> {
+        self.state.learned.get(a)
+    }
+
+    #[cfg(test)]
+    pub(crate) fn state(&self) -> &State {
+        &self.state
+    }
+
+    #[cfg(test)]
+    pub(crate) fn state_mut(&mut self) -> &mut State {
+        &mut self.state
+    }
+
+    #[cfg(test)]
+    pub(crate) fn announcer_sizes(&self) -> [usize; 3] {
+        self.announcer.sizes()
+    }
+
+    #[cfg(test)]
+    pub(crate) fn drops_said(&self) -> &DropCounts {
+        &self.drops_logged.said
+    }
+}
+
+#[cfg(test)]
+mod tests;

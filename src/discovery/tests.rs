@@ -1,0 +1,1229 @@
+//! Discovery's behaviour as the request path sees it: through the
+//! engine, with a fake host and explicit time.
+
+use super::announce::{BATCH as ANNOUNCE_BATCH, PACE as ANNOUNCE_PACE};
+use super::wire::{Announce, Answer, EndpointRecord, Message, Query, WireAddress};
+use super::*;
+use crate::addr::{Address, Gid};
+use crate::config::hosts::Hosts;
+use crate::config::{Config, Derivation};
+use crate::engine::{Effects, Engine};
+use crate::host::FakeHost;
+use crate::local::{Id, PortInfo};
+use crate::request::msg::tests::{addr_entry, request};
+use crate::request::msg::MsgBuf;
+use crate::request::path::PathRecord;
+use crate::summary::EVERY as DROP_SUMMARY_EVERY;
+use acm_prov_sys::{
+    ACM_ADDRESS_IP, ACM_ADDRESS_NAME, ACM_EP_FLAG_DEST, ACM_FLAGS_NODELAY, ACM_STATUS_ENODATA,
+    ACM_STATUS_ENOMEM, ACM_STATUS_ENOTCONN, ACM_STATUS_ETIMEDOUT,
+};
+use std::net::Ipv4Addr;
+
+const OWN: &str = "fe80::a";
+const PEER: &str = "fe80::b";
+const PEER_IP: [u8; 4] = [10, 0, 0, 2];
+
+struct Fixture {
+    e: Engine<FakeHost>,
+    ep: Id,
+    addr: Id,
+    t0: Instant,
+}
+
+fn fixture(cfg: Config) -> Fixture {
+    fixture_with_gid(cfg, OWN)
+}
+
+/// Device 1, its port 1 with GID `gid`, one endpoint holding 10.0.0.1
+/// and `node-a`: the endpoint and its IPv4 address.
+fn bring_up(e: &mut Engine<FakeHost>, gid: &str) -> (Id, Id) {
+    let dev = e.open_device(1);
+    let info = PortInfo::infiniband(1, gid.parse().unwrap());
+    let port = e.open_port(dev, info).unwrap();
+    let ep = e.open_endpoint(port, 0xffff).unwrap();
+    let addr = e
+        .add_address(ep, Address::Ip4([10, 0, 0, 1].into()))
+        .unwrap();
+    e.add_address(ep, Address::name("node-a").unwrap()).unwrap();
+    (ep, addr)
+}
+
+fn fixture_with_gid(cfg: Config, gid: &str) -> Fixture {
+    let mut e = Engine::new(FakeHost::default(), cfg, Hosts::default());
+    let (ep, addr) = bring_up(&mut e, gid);
+    e.set_discovery_up(true);
+    e.take_effects();
+    Fixture {
+        e,
+        ep,
+        addr,
+        t0: Instant::now(),
+    }
+}
+
+fn ip_request(ip: [u8; 4], flags: u32, tid: u64) -> MsgBuf {
+    request(
+        &[addr_entry(ACM_EP_FLAG_DEST | flags, ACM_ADDRESS_IP, &ip)],
+        false,
+        tid,
+    )
+}
+
+fn peer_record(gid: &str) -> EndpointRecord {
+    let addrs = vec![
+        WireAddress::from(Ipv4Addr::from(PEER_IP)),
+        WireAddress::new(Address::name("node-b").unwrap()).unwrap(),
+    ];
+    EndpointRecord::new(gid.parse().unwrap(), 0, 4, 7, vec![0xffff], addrs).unwrap()
+}
+
+fn peer() -> SocketAddr {
+    SocketAddr::new(
+        IpAddr::V4(PEER_IP.into()),
+        crate::discovery::wire::DEFAULT_PORT,
+    )
+}
+
+/// The one QUERY among the effects, and where it went.
+fn sent_query(fx: &Effects) -> (Query, Option<SocketAddr>) {
+    let queries = sent_queries(fx);
+    assert_eq!(queries.len(), 1, "{fx:?}");
+    queries.into_iter().next().unwrap()
+}
+
+/// The fixture asks for the peer's IPv4 address (request `tid`) and
+/// the peer answers FOUND with its record: the peer is learned.
+fn learn_peer(f: &mut Fixture, tid: u64) {
+    f.e.resolve(f.addr, &ip_request(PEER_IP, 0, tid), tid);
+    let (q, _) = sent_query(&f.e.take_effects());
+    let found = reply_bytes(&q, Answer::Found(peer_record(PEER)));
+    f.e.on_datagram(peer(), None, &found, f.t0);
+    f.e.take_effects();
+}
+
+/// The fixture asks for `node-b` by name; the peer claims it in answer
+/// to the group query and confirms it by unicast: the name is learned,
+/// confirmed at the peer's address.
+fn learn_peer_name(f: &mut Fixture, tid: u64) {
+    let by_name = request(
+        &[addr_entry(ACM_EP_FLAG_DEST, ACM_ADDRESS_NAME, b"node-b")],
+        false,
+        tid,
+    );
+    assert_eq!(f.e.resolve(f.addr, &by_name, tid), None);
+    let (group, to) = sent_query(&f.e.take_effects());
+    assert_eq!(to, None, "names are asked of the groups");
+    let claim = reply_bytes(&group, Answer::Found(peer_record(PEER)));
+    f.e.on_datagram(peer(), None, &claim, f.t0);
+    let (confirm, to) = sent_query(&f.e.take_effects());
+    assert_eq!(to, Some(peer()), "the claimant is asked by unicast");
+    assert_ne!(confirm.txid(), group.txid(), "with a fresh transaction id");
+    let found = reply_bytes(&confirm, Answer::Found(peer_record(PEER)));
+    f.e.on_datagram(peer(), None, &found, f.t0);
+    let fx = f.e.take_effects();
+    assert_eq!(fx.replies.len(), 1, "{fx:?}");
+    assert_eq!(dgid(&fx.replies[0].msg), PEER.parse().unwrap());
+}
+
+fn reply_bytes(q: &Query, answer: Answer) -> Vec<u8> {
+    Message::from(q.reply(answer).unwrap()).encode()
+}
+
+const ATTACKER: &str = "fe80::bad:0:0:66";
+
+/// What a forger puts in its datagrams: its own GID for the peer's
+/// addresses.
+fn forged_record() -> EndpointRecord {
+    peer_record(ATTACKER)
+}
+
+fn node_b() -> Address {
+    Address::name("node-b").unwrap()
+}
+
+fn peer_ip() -> Address {
+    Address::Ip4(PEER_IP.into())
+}
+
+/// The queries among the effects, with where they went.
+fn sent_queries(fx: &Effects) -> Vec<(Query, Option<SocketAddr>)> {
+    fx.datagrams
+        .iter()
+        .filter_map(|d| {
+            let (to, bytes) = match d {
+                Datagram::Unicast { to, bytes, .. } => (Some(*to), bytes),
+                Datagram::Multicast { bytes } => (None, bytes),
+            };
+            match Message::decode(bytes) {
+                Ok(Message::Query(q)) => Some((q, to)),
+                _ => None,
+            }
+        })
+        .collect()
+}
+
+fn bound_gid(e: &Engine<FakeHost>, a: &Address) -> Option<Gid> {
+    e.learned_dest(a).map(|d| d.gid)
+}
+
+fn dgid(m: &MsgBuf) -> Gid {
+    assert_eq!(m.status(), 0, "{m:?}");
+    PathRecord::decode(m.entry(0).info.first_chunk().unwrap()).dgid
+}
+
+#[test]
+fn a_miss_asks_the_address_once_and_answers_every_waiter_once() {
+    let mut f = fixture(Config::default());
+    assert_eq!(
+        f.e.resolve(f.addr, &ip_request(PEER_IP, 0, 1), 11),
+        None,
+        "waits for the peer"
+    );
+    let fx = f.e.take_effects();
+    assert!(fx.wake, "the worker must learn of the new deadline");
+    let (q, to) = sent_query(&fx);
+    assert_eq!(to, Some(peer()));
+    assert_eq!(q.target().address(), &peer_ip());
+    assert_eq!(
+        q.sender().gid(),
+        OWN.parse().unwrap(),
+        "the query carries the asker's record"
+    );
+    let [Datagram::Unicast { from, .. }] = &fx.datagrams[..] else {
+        panic!("{fx:?}")
+    };
+    assert_eq!(
+        *from,
+        Some(IpAddr::V4([10, 0, 0, 1].into())),
+        "sent from the asking endpoint's own address"
+    );
+    assert_eq!(f.e.resolve(f.addr, &ip_request(PEER_IP, 0, 2), 12), None);
+    assert!(
+        f.e.take_effects().datagrams.is_empty(),
+        "a second request joins the lookup"
+    );
+
+    f.e.on_datagram(
+        peer(),
+        None,
+        &reply_bytes(&q, Answer::Found(peer_record(PEER))),
+        f.t0,
+    );
+    let fx = f.e.take_effects();
+    let mut ids: Vec<u64> = fx.replies.iter().map(|r| r.id).collect();
+    ids.sort();
+    assert_eq!(ids, [11, 12]);
+    for r in &fx.replies {
+        assert_eq!(dgid(&r.msg), PEER.parse().unwrap());
+        let path = PathRecord::decode(r.msg.entry(0).info.first_chunk().unwrap());
+        assert_eq!(
+            (path.mtu, path.rate),
+            (4, 7),
+            "the peer's MTU and rate bound the path"
+        );
+    }
+    // Learned: the address asked about and the peer's GID; not the
+    // other address its record lists, which nobody confirmed.
+    assert_eq!(bound_gid(&f.e, &peer_ip()), Some(PEER.parse().unwrap()));
+    assert_eq!(
+        bound_gid(&f.e, &Address::Gid(PEER.parse().unwrap())),
+        Some(PEER.parse().unwrap())
+    );
+    assert_eq!(bound_gid(&f.e, &node_b()), None);
+    assert_eq!(f.e.lookups_in_flight(), 0);
+    // A second reply to the same query is dropped.
+    f.e.on_datagram(peer(), None, &reply_bytes(&q, Answer::Refused), f.t0);
+    assert!(f.e.take_effects().replies.is_empty());
+    assert_eq!(f.e.drops().unsolicited, 1);
+}
+
+#[test]
+fn replies_from_elsewhere_or_unknown_transactions_are_dropped() {
+    let mut f = fixture(Config::default());
+    f.e.resolve(f.addr, &ip_request(PEER_IP, 0, 1), 11);
+    let (q, _) = sent_query(&f.e.take_effects());
+    let found = reply_bytes(&q, Answer::Found(peer_record("fe80::666")));
+    let impostor = SocketAddr::new(
+        IpAddr::V4([10, 0, 0, 66].into()),
+        crate::discovery::wire::DEFAULT_PORT,
+    );
+    f.e.on_datagram(impostor, None, &found, f.t0);
+    let other_port = SocketAddr::new(IpAddr::V4(PEER_IP.into()), 4444);
+    f.e.on_datagram(other_port, None, &found, f.t0);
+    assert_eq!(f.e.drops().wrong_source, 2);
+    let stranger = Query::new(
+        std::num::NonZeroU64::new(q.txid().get() ^ 1).unwrap(),
+        q.target().clone(),
+        peer_record(PEER),
+    );
+    f.e.on_datagram(peer(), None, &reply_bytes(&stranger, Answer::Refused), f.t0);
+    assert_eq!(f.e.drops().unsolicited, 1);
+    f.e.on_datagram(peer(), None, b"garbage", f.t0);
+    assert_eq!(f.e.drops().malformed, 1);
+    assert!(
+        f.e.take_effects().replies.is_empty(),
+        "nothing answered the client"
+    );
+    assert_eq!(
+        f.e.lookups_in_flight(),
+        1,
+        "the lookup still waits for its real answer"
+    );
+}
+
+#[test]
+fn silence_is_retried_then_times_out_and_is_remembered() {
+    let cfg = Config {
+        timeout_ms: 100,
+        retries: 2,
+        ..Config::default()
+    };
+    let mut f = fixture(cfg);
+    f.e.resolve(f.addr, &ip_request(PEER_IP, 0, 1), 11);
+    let (first, _) = sent_query(&f.e.take_effects());
+    for try_ in 1..=2u64 {
+        f.e.on_timers(f.t0 + Duration::from_millis(101 * try_));
+        let (again, _) = sent_query(&f.e.take_effects());
+        assert_eq!(again.txid(), first.txid(), "retries keep the txid");
+    }
+    f.e.on_timers(f.t0 + Duration::from_millis(400));
+    let fx = f.e.take_effects();
+    assert_eq!(fx.replies.len(), 1);
+    assert_eq!(fx.replies[0].msg.status(), ACM_STATUS_ETIMEDOUT as u8);
+    // Remembered: the next request fails at once without a query.
+    let r = f.e.resolve(f.addr, &ip_request(PEER_IP, 0, 2), 12).unwrap();
+    assert_eq!(r.status(), ACM_STATUS_ETIMEDOUT as u8);
+    assert!(f.e.take_effects().datagrams.is_empty());
+}
+
+#[test]
+fn refusal_and_icmp_unreachable_fail_at_once() {
+    let mut f = fixture(Config {
+        negative_timeout_ms: 0,
+        ..Config::default()
+    });
+    f.e.resolve(f.addr, &ip_request(PEER_IP, 0, 1), 11);
+    let (q, _) = sent_query(&f.e.take_effects());
+    f.e.on_datagram(peer(), None, &reply_bytes(&q, Answer::Refused), f.t0);
+    let fx = f.e.take_effects();
+    assert_eq!(fx.replies[0].msg.status(), ACM_STATUS_ENODATA as u8);
+
+    f.e.resolve(f.addr, &ip_request(PEER_IP, 0, 2), 12);
+    let fx = f.e.take_effects();
+    let Datagram::Unicast { bytes, .. } = &fx.datagrams[0] else {
+        panic!("{fx:?}")
+    };
+    // An ICMP error about a datagram to some other host is not ours.
+    f.e.on_unreachable(
+        SocketAddr::new(IpAddr::V4([10, 0, 0, 9].into()), 6126),
+        bytes,
+        f.t0,
+    );
+    assert!(f.e.take_effects().replies.is_empty());
+    // ICMPv4 quotes only the start of the query.
+    f.e.on_unreachable(peer(), &bytes[..520], f.t0);
+    let fx = f.e.take_effects();
+    assert_eq!(
+        (fx.replies[0].id, fx.replies[0].msg.status()),
+        (12, ACM_STATUS_ENODATA as u8)
+    );
+}
+
+#[test]
+fn derivations_follow_a_failed_discovery_in_order() {
+    let cfg = Config {
+        derive: vec![Derivation::Eui64, Derivation::Ipv4Mapped],
+        ..Config::default()
+    };
+    let mut f = fixture(cfg);
+    f.e.resolve(f.addr, &ip_request(PEER_IP, 0, 1), 11);
+    let (q, _) = sent_query(&f.e.take_effects());
+    f.e.on_unreachable(peer(), &Message::from(q).encode(), f.t0);
+    let jobs = f.e.take_neighbour_jobs();
+    assert_eq!(jobs.len(), 1, "eui64 comes first");
+    f.e.on_neighbour(
+        jobs[0].clone(),
+        Some([0x52, 0x54, 0, 0xaa, 0xbb, 0xcc]),
+        f.t0,
+    );
+    let fx = f.e.take_effects();
+    assert_eq!(
+        dgid(&fx.replies[0].msg),
+        "fe80::5054:ff:feaa:bbcc".parse().unwrap()
+    );
+
+    // Without a neighbour entry, eui64 gives way to ipv4-mapped at its deadline.
+    let other = [10, 0, 0, 3];
+    f.e.resolve(f.addr, &ip_request(other, 0, 2), 12);
+    let (q, _) = sent_query(&f.e.take_effects());
+    let to = SocketAddr::new(IpAddr::V4(other.into()), 6126);
+    f.e.on_unreachable(to, &Message::from(q).encode(), f.t0);
+    let job = f.e.take_neighbour_jobs().remove(0);
+    f.e.on_neighbour(job, None, f.t0);
+    let fx = f.e.take_effects();
+    assert!(
+        fx.datagrams.is_empty(),
+        "the query already made the kernel resolve the neighbour"
+    );
+    f.e.on_timers(f.t0 + Duration::from_secs(1));
+    let fx = f.e.take_effects();
+    assert_eq!(dgid(&fx.replies[0].msg), "::ffff:10.0.0.3".parse().unwrap());
+}
+
+#[test]
+fn nodelay_answers_now_and_still_starts_the_lookup() {
+    let mut f = fixture(Config::default());
+    let r =
+        f.e.resolve(f.addr, &ip_request(PEER_IP, ACM_FLAGS_NODELAY, 1), 11)
+            .unwrap();
+    assert_eq!(r.status(), ACM_STATUS_ENODATA as u8);
+    let (q, _) = sent_query(&f.e.take_effects());
+    f.e.on_datagram(
+        peer(),
+        None,
+        &reply_bytes(&q, Answer::Found(peer_record(PEER))),
+        f.t0,
+    );
+    assert!(f.e.take_effects().replies.is_empty(), "nobody was waiting");
+    let r =
+        f.e.resolve(f.addr, &ip_request(PEER_IP, ACM_FLAGS_NODELAY, 2), 12)
+            .unwrap();
+    assert_eq!(dgid(&r), PEER.parse().unwrap());
+}
+
+#[test]
+fn closing_an_endpoint_answers_its_waiters() {
+    let mut f = fixture(Config::default());
+    f.e.resolve(f.addr, &ip_request(PEER_IP, 0, 1), 11);
+    f.e.take_effects();
+    f.e.close_endpoint(f.ep);
+    let mut fx = f.e.take_effects();
+    assert!(
+        fx.wake && fx.datagrams.is_empty(),
+        "withdrawals wait to leave together"
+    );
+    f.e.on_timers(f.t0 + Duration::from_secs(1));
+    fx.datagrams = f.e.take_effects().datagrams;
+    assert_eq!(fx.replies.len(), 1);
+    assert_eq!(fx.replies[0].msg.status(), ACM_STATUS_ENOTCONN as u8);
+    assert_eq!(f.e.lookups_in_flight(), 0);
+    let withdrawn: Vec<_> = fx
+        .datagrams
+        .iter()
+        .filter_map(|d| match d {
+            Datagram::Multicast { bytes } => match Message::decode(bytes) {
+                Ok(Message::Announce(a)) if a.withdrawn() => Some(a),
+                _ => None,
+            },
+            _ => None,
+        })
+        .collect();
+    assert_eq!(withdrawn.len(), 1, "one withdrawal for the whole endpoint");
+    let addrs = withdrawn[0].records()[0].addresses();
+    assert_eq!(
+        addrs.len(),
+        2,
+        "its name travels with its IP address: {addrs:?}"
+    );
+}
+
+/// A query for `target` from the peer's address carrying `sender`,
+/// sent to `to` (a unicast address of this host, or a group).
+fn query_from_peer(
+    e: &mut Engine<FakeHost>,
+    target: Address,
+    sender: EndpointRecord,
+    to: IpAddr,
+    t: Instant,
+) {
+    let q = Message::from(Query::new(
+        std::num::NonZeroU64::new(7).unwrap(),
+        WireAddress::new(target).unwrap(),
+        sender,
+    ))
+    .encode();
+    e.on_datagram(peer(), Some(to), &q, t);
+}
+
+fn own_ip() -> IpAddr {
+    IpAddr::V4([10, 0, 0, 1].into())
+}
+
+fn group() -> IpAddr {
+    IpAddr::V4(crate::discovery::wire::V4_GROUP)
+}
+
+/// The one reply among the effects: where it went, from, and its answer.
+fn sent_reply(fx: &Effects) -> (SocketAddr, Option<IpAddr>, Answer) {
+    let [Datagram::Unicast { to, from, bytes }] = &fx.datagrams[..] else {
+        panic!("one reply expected: {fx:?}")
+    };
+    assert!(
+        bytes.len() <= crate::discovery::wire::QUERY_LEN,
+        "never larger than the query"
+    );
+    let Ok(Message::Reply(r)) = Message::decode(bytes) else {
+        panic!("{fx:?}")
+    };
+    (*to, *from, r.answer().clone())
+}
+
+#[test]
+fn queries_are_answered_by_the_owner_only_and_group_queries_never_refused() {
+    let mut f = fixture(Config::default());
+    query_from_peer(
+        &mut f.e,
+        Address::Ip4([10, 0, 0, 1].into()),
+        peer_record(PEER),
+        own_ip(),
+        f.t0,
+    );
+    let (to, from, answer) = sent_reply(&f.e.take_effects());
+    assert_eq!(
+        (to, from),
+        (peer(), Some(own_ip())),
+        "answered from the queried address"
+    );
+    assert!(matches!(answer, Answer::Found(rec) if rec.gid() == OWN.parse().unwrap()));
+    // The asker's record binds nothing: nobody confirmed it.
+    assert_eq!(bound_gid(&f.e, &peer_ip()), None);
+    assert_eq!(
+        f.e.resolve(f.addr, &ip_request(PEER_IP, 0, 1), 1),
+        None,
+        "asked like any"
+    );
+    f.e.take_effects();
+
+    // By unicast, what this host does not hold is refused, names too.
+    for target in [
+        Address::Ip4([10, 0, 0, 50].into()),
+        Address::name("node-z").unwrap(),
+    ] {
+        query_from_peer(&mut f.e, target, peer_record(PEER), own_ip(), f.t0);
+        let (_, from, answer) = sent_reply(&f.e.take_effects());
+        assert_eq!(from, Some(own_ip()));
+        assert!(matches!(answer, Answer::Refused));
+    }
+    // A group query reaches every host: only the holder answers, or
+    // one forged query would bring a reply from each.
+    for to in [group(), IpAddr::V6(crate::discovery::wire::V6_GROUP)] {
+        for target in [
+            Address::Ip4([10, 0, 0, 50].into()),
+            Address::name("node-z").unwrap(),
+        ] {
+            query_from_peer(&mut f.e, target, peer_record(PEER), to, f.t0);
+            assert!(f.e.take_effects().datagrams.is_empty(), "silence");
+        }
+    }
+    query_from_peer(
+        &mut f.e,
+        Address::name("node-a").unwrap(),
+        peer_record(PEER),
+        group(),
+        f.t0,
+    );
+    let (_, from, answer) = sent_reply(&f.e.take_effects());
+    assert_eq!(
+        from, None,
+        "a group's reply leaves from the kernel's choice"
+    );
+    assert!(matches!(answer, Answer::Found(_)));
+
+    let mine = Message::from(Query::new(
+        std::num::NonZeroU64::new(7).unwrap(),
+        WireAddress::new(Address::name("node-a").unwrap()).unwrap(),
+        f.e.local().record_for(f.ep, None).unwrap(),
+    ))
+    .encode();
+    f.e.on_datagram(peer(), Some(group()), &mine, f.t0);
+    assert!(
+        f.e.take_effects().datagrams.is_empty(),
+        "our own multicast, looped back"
+    );
+    assert_eq!(f.e.drops().own, 1);
+}
+
+#[test]
+fn a_forged_query_never_changes_a_binding() {
+    let mut f = fixture(Config::default());
+    learn_peer(&mut f, 1);
+    // From B's address, the attacker's GID as sender record.
+    query_from_peer(
+        &mut f.e,
+        Address::Ip4([10, 0, 0, 1].into()),
+        forged_record(),
+        own_ip(),
+        f.t0,
+    );
+    let fx = f.e.take_effects();
+    assert_eq!(bound_gid(&f.e, &peer_ip()), Some(PEER.parse().unwrap()));
+    // It is a hint: B is asked at its own address, with a fresh txid.
+    let checks: Vec<_> = sent_queries(&fx);
+    assert_eq!(checks.len(), 1, "{fx:?}");
+    let (check, to) = &checks[0];
+    assert_eq!((*to, check.target().address()), (Some(peer()), &peer_ip()));
+    // The attacker, who cannot see that query, answers a guess.
+    let guess = Query::new(
+        std::num::NonZeroU64::new(check.txid().get() ^ 0x5a5a).unwrap(),
+        check.target().clone(),
+        forged_record(),
+    );
+    f.e.on_datagram(
+        peer(),
+        None,
+        &reply_bytes(&guess, Answer::Found(forged_record())),
+        f.t0,
+    );
+    assert_eq!(f.e.drops().unsolicited, 1);
+    assert_eq!(bound_gid(&f.e, &peer_ip()), Some(PEER.parse().unwrap()));
+    // B's own answer keeps its binding.
+    f.e.on_datagram(
+        peer(),
+        None,
+        &reply_bytes(check, Answer::Found(peer_record(PEER))),
+        f.t0,
+    );
+    let r =
+        f.e.resolve(f.addr, &ip_request(PEER_IP, ACM_FLAGS_NODELAY, 2), 2)
+            .unwrap();
+    assert_eq!(dgid(&r), PEER.parse().unwrap());
+    // More forgeries soon after ask B nothing more.
+    for _ in 0..100 {
+        query_from_peer(
+            &mut f.e,
+            Address::Ip4([10, 0, 0, 1].into()),
+            forged_record(),
+            own_ip(),
+            f.t0,
+        );
+    }
+    assert_eq!(
+        sent_queries(&f.e.take_effects()).len(),
+        0,
+        "checked at most once per holdoff"
+    );
+}
+
+#[test]
+fn a_forged_announcement_never_moves_a_hosts_names() {
+    let mut f = fixture(Config::default());
+    learn_peer(&mut f, 1);
+    learn_peer_name(&mut f, 2);
+    let forged = Message::from(Announce::new(vec![forged_record()], false).unwrap()).encode();
+    f.e.on_datagram(peer(), None, &forged, f.t0);
+    let fx = f.e.take_effects();
+    for a in [peer_ip(), node_b()] {
+        assert_eq!(bound_gid(&f.e, &a), Some(PEER.parse().unwrap()), "{a}");
+    }
+    // Each binding it contradicts is checked where it was confirmed:
+    // B's address, for the address and for the name.
+    let checks = sent_queries(&fx);
+    let mut asked: Vec<(String, Option<SocketAddr>)> = checks
+        .iter()
+        .map(|(q, to)| (q.target().address().to_string(), *to))
+        .collect();
+    asked.sort();
+    assert_eq!(
+        asked,
+        [
+            ("10.0.0.2".to_string(), Some(peer())),
+            ("node-b".to_string(), Some(peer()))
+        ]
+    );
+    for (q, _) in &checks {
+        f.e.on_datagram(
+            peer(),
+            None,
+            &reply_bytes(q, Answer::Found(peer_record(PEER))),
+            f.t0,
+        );
+    }
+    for a in [peer_ip(), node_b()] {
+        assert_eq!(bound_gid(&f.e, &a), Some(PEER.parse().unwrap()), "{a}");
+    }
+    // A forged withdrawal, later: checked too, and B still holds both.
+    let later = f.t0 + CHECK_HOLDOFF * 2;
+    let withdrawal = Message::from(Announce::new(vec![peer_record(PEER)], true).unwrap()).encode();
+    let elsewhere = SocketAddr::new(IpAddr::V4([10, 0, 0, 66].into()), 6126);
+    f.e.on_datagram(elsewhere, None, &withdrawal, later);
+    for (q, to) in sent_queries(&f.e.take_effects()) {
+        assert_eq!(to, Some(peer()));
+        f.e.on_datagram(
+            peer(),
+            None,
+            &reply_bytes(&q, Answer::Found(peer_record(PEER))),
+            later,
+        );
+    }
+    for a in [peer_ip(), node_b()] {
+        assert_eq!(bound_gid(&f.e, &a), Some(PEER.parse().unwrap()), "{a}");
+    }
+    // Addresses this host never asked about are not learned either.
+    let stranger = EndpointRecord::new(
+        "fe80::d".parse().unwrap(),
+        0,
+        5,
+        16,
+        vec![0xffff],
+        vec![WireAddress::from(Ipv4Addr::new(10, 0, 0, 4))],
+    )
+    .unwrap();
+    let from4 = SocketAddr::new(IpAddr::V4([10, 0, 0, 4].into()), 6126);
+    f.e.on_datagram(
+        from4,
+        None,
+        &Message::from(Announce::new(vec![stranger], false).unwrap()).encode(),
+        later,
+    );
+    assert!(f.e.take_effects().datagrams.is_empty());
+    assert_eq!(f.e.learned_dest(&Address::Ip4([10, 0, 0, 4].into())), None);
+}
+
+#[test]
+fn a_host_with_a_new_gid_is_followed_once_it_confirms_it() {
+    let mut f = fixture(Config::default());
+    learn_peer(&mut f, 1);
+    learn_peer_name(&mut f, 2);
+    let cached = f.e.resolve(f.addr, &ip_request(PEER_IP, 0, 3), 3).unwrap();
+    assert_eq!(dgid(&cached), PEER.parse().unwrap());
+    // B came back with new hardware and announces it.
+    let moved = Message::from(Announce::new(vec![peer_record("fe80::c")], false).unwrap()).encode();
+    f.e.on_datagram(peer(), None, &moved, f.t0);
+    let checks = sent_queries(&f.e.take_effects());
+    assert_eq!(checks.len(), 2);
+    for (q, _) in &checks {
+        f.e.on_datagram(
+            peer(),
+            None,
+            &reply_bytes(q, Answer::Found(peer_record("fe80::c"))),
+            f.t0,
+        );
+    }
+    for a in [peer_ip(), node_b()] {
+        assert_eq!(bound_gid(&f.e, &a), Some("fe80::c".parse().unwrap()), "{a}");
+    }
+    assert_eq!(
+        bound_gid(&f.e, &Address::Gid(PEER.parse().unwrap())),
+        None,
+        "nothing is left at the old GID"
+    );
+    let r =
+        f.e.resolve(f.addr, &ip_request(PEER_IP, ACM_FLAGS_NODELAY, 4), 4)
+            .unwrap();
+    assert_eq!(
+        dgid(&r),
+        "fe80::c".parse().unwrap(),
+        "the cached path followed"
+    );
+}
+
+#[test]
+fn a_withdrawal_forgets_what_its_holder_no_longer_confirms() {
+    let mut f = fixture(Config::default());
+    learn_peer(&mut f, 1);
+    learn_peer_name(&mut f, 2);
+    let withdrawal = Message::from(Announce::new(vec![peer_record(PEER)], true).unwrap()).encode();
+    f.e.on_datagram(peer(), None, &withdrawal, f.t0);
+    let checks = sent_queries(&f.e.take_effects());
+    assert_eq!(checks.len(), 2);
+    let (first, second) = (&checks[0].0, &checks[1].0);
+    f.e.on_datagram(peer(), None, &reply_bytes(first, Answer::Refused), f.t0);
+    assert_eq!(bound_gid(&f.e, first.target().address()), None);
+    // No answer at all forgets too (after the check's tries).
+    let cfg_timeout = Duration::from_millis(u64::from(f.e.config().timeout_ms));
+    for i in 1..=3 {
+        f.e.on_timers(f.t0 + cfg_timeout * i + Duration::from_millis(1));
+    }
+    assert_eq!(bound_gid(&f.e, second.target().address()), None);
+    let r =
+        f.e.resolve(f.addr, &ip_request(PEER_IP, ACM_FLAGS_NODELAY, 3), 3)
+            .unwrap();
+    assert_eq!(
+        r.status(),
+        ACM_STATUS_ENODATA as u8,
+        "not served from the cache"
+    );
+}
+
+#[test]
+fn a_claim_counts_only_once_its_host_confirms_it() {
+    let mut f = fixture(Config::default());
+    let by_name = |name: &[u8], tid| {
+        request(
+            &[addr_entry(ACM_EP_FLAG_DEST, ACM_ADDRESS_NAME, name)],
+            false,
+            tid,
+        )
+    };
+    // The attacker reads the group query and answers first, in B's
+    // name, with its own GID: B is asked, and B's answer counts.
+    f.e.resolve(f.addr, &by_name(b"node-b", 1), 1);
+    let (g, _) = sent_query(&f.e.take_effects());
+    f.e.on_datagram(
+        peer(),
+        None,
+        &reply_bytes(&g, Answer::Found(forged_record())),
+        f.t0,
+    );
+    let (confirm, to) = sent_query(&f.e.take_effects());
+    assert_eq!(to, Some(peer()));
+    f.e.on_datagram(
+        peer(),
+        None,
+        &reply_bytes(&confirm, Answer::Found(peer_record(PEER))),
+        f.t0,
+    );
+    let fx = f.e.take_effects();
+    assert_eq!(dgid(&fx.replies[0].msg), PEER.parse().unwrap());
+
+    // A name B does not hold, claimed in B's name: B refuses, and the
+    // lookup fails once its group query's time is up.
+    f.e.resolve(f.addr, &by_name(b"node-c", 2), 2);
+    let (g, _) = sent_query(&f.e.take_effects());
+    let c_record = EndpointRecord::new(
+        ATTACKER.parse().unwrap(),
+        0,
+        5,
+        16,
+        vec![0xffff],
+        vec![WireAddress::new(Address::name("node-c").unwrap()).unwrap()],
+    )
+    .unwrap();
+    f.e.on_datagram(
+        peer(),
+        None,
+        &reply_bytes(&g, Answer::Found(c_record)),
+        f.t0,
+    );
+    let (confirm, _) = sent_query(&f.e.take_effects());
+    f.e.on_datagram(peer(), None, &reply_bytes(&confirm, Answer::Refused), f.t0);
+    f.e.on_timers(f.t0 + Duration::from_secs(2));
+    let fx = f.e.take_effects();
+    assert_eq!(fx.replies.len(), 1);
+    assert_eq!(fx.replies[0].msg.status(), ACM_STATUS_ENODATA as u8);
+    assert_eq!(bound_gid(&f.e, &Address::name("node-c").unwrap()), None);
+}
+
+#[test]
+fn a_name_two_hosts_confirm_with_different_gids_gets_no_answer() {
+    let mut f = fixture(Config::default());
+    let by_name = request(
+        &[addr_entry(ACM_EP_FLAG_DEST, ACM_ADDRESS_NAME, b"node-b")],
+        false,
+        1,
+    );
+    f.e.resolve(f.addr, &by_name, 1);
+    let (g, _) = sent_query(&f.e.take_effects());
+    // The attacker claims the name from its own address too.
+    let attacker = SocketAddr::new(IpAddr::V4([10, 0, 0, 66].into()), 6126);
+    f.e.on_datagram(
+        attacker,
+        None,
+        &reply_bytes(&g, Answer::Found(forged_record())),
+        f.t0,
+    );
+    f.e.on_datagram(
+        peer(),
+        None,
+        &reply_bytes(&g, Answer::Found(peer_record(PEER))),
+        f.t0,
+    );
+    let confirms = sent_queries(&f.e.take_effects());
+    assert_eq!(confirms.len(), 2);
+    for (q, to) in &confirms {
+        let (from, record) = match *to == Some(attacker) {
+            true => (attacker, forged_record()),
+            false => (peer(), peer_record(PEER)),
+        };
+        f.e.on_datagram(from, None, &reply_bytes(q, Answer::Found(record)), f.t0);
+    }
+    let fx = f.e.take_effects();
+    assert_eq!(fx.replies.len(), 1);
+    assert_eq!(fx.replies[0].msg.status(), ACM_STATUS_ENODATA as u8);
+    assert_eq!(bound_gid(&f.e, &node_b()), None);
+    assert_eq!(f.e.discovery().conflicts(), 1);
+}
+
+#[test]
+fn names_are_asked_of_the_groups_and_this_host_announces_itself() {
+    let mut f = fixture(Config::default());
+    learn_peer_name(&mut f, 3);
+    // Learned: the name, confirmed where the peer answered.
+    assert_eq!(
+        f.e.discovery().state().learned.get(&node_b()).unwrap().via,
+        Some(peer())
+    );
+    assert_eq!(bound_gid(&f.e, &peer_ip()), None, "only the name was asked");
+
+    f.e.schedule_announce(f.t0);
+    assert!(f.e.next_wake().unwrap() <= f.t0 + Duration::from_millis(50));
+    f.e.on_timers(f.t0 + Duration::from_millis(60));
+    let fx = f.e.take_effects();
+    let [Datagram::Multicast { bytes }] = &fx.datagrams[..] else {
+        panic!("{fx:?}")
+    };
+    let Ok(Message::Announce(a)) = Message::decode(bytes) else {
+        panic!()
+    };
+    assert!(!a.withdrawn());
+    assert_eq!(a.records()[0].gid(), OWN.parse().unwrap());
+    assert_eq!(a.records()[0].addresses().len(), 2);
+    assert_eq!(
+        f.e.discovery().announcer_sizes()[0],
+        2,
+        "repeated twice more"
+    );
+}
+
+#[test]
+fn without_discovery_only_derivations_run() {
+    let cfg = Config {
+        discovery: false,
+        derive: vec![Derivation::Eui64, Derivation::Ipv4Mapped],
+        ..Config::default()
+    };
+    let mut f = fixture(cfg);
+    f.e.set_discovery_up(false);
+    f.e.take_effects();
+    assert_eq!(f.e.resolve(f.addr, &ip_request(PEER_IP, 0, 1), 11), None);
+    let job = f.e.take_neighbour_jobs().remove(0);
+    f.e.on_neighbour(job, None, f.t0);
+    let fx = f.e.take_effects();
+    assert!(
+        matches!(&fx.datagrams[..], [Datagram::Unicast { to, .. }] if *to == SocketAddr::new(IpAddr::V4(PEER_IP.into()), 9)),
+        "no query went out, so the kernel is made to resolve the neighbour: {fx:?}"
+    );
+    f.e.on_timers(f.t0 + Duration::from_secs(1));
+    let fx = f.e.take_effects();
+    assert_eq!(fx.replies.len(), 1);
+    assert_eq!(dgid(&fx.replies[0].msg), "::ffff:10.0.0.2".parse().unwrap());
+    let by_name = request(
+        &[addr_entry(ACM_EP_FLAG_DEST, ACM_ADDRESS_NAME, b"node-b")],
+        false,
+        3,
+    );
+    let r = f.e.resolve(f.addr, &by_name, 2).unwrap();
+    assert_eq!(r.status(), ACM_STATUS_ENODATA as u8, "names need discovery");
+}
+
+const KEY: &str = "1 000102030405060708090a0b0c0d0e0f";
+
+fn auth(keys: &str) -> Auth {
+    Auth::new(
+        crate::discovery::auth::Keyring::parse(keys, "key").unwrap(),
+        crate::discovery::auth::wall_micros,
+    )
+}
+
+#[test]
+fn with_a_key_only_authenticated_fresh_messages_count() {
+    let mut f = fixture(Config::default());
+    f.e.set_auth(Some(auth(KEY)));
+    let peer_auth = auth(KEY);
+    f.e.resolve(f.addr, &ip_request(PEER_IP, 0, 1), 11);
+    // The engine makes the message; the sender seals each copy as it
+    // leaves (net.rs).
+    let (q, _) = sent_query(&f.e.take_effects());
+    let found = Message::from(q.reply(Answer::Found(peer_record(PEER))).unwrap()).encode();
+
+    // A reply that is right in every way but unsealed, or sealed with
+    // another key, is dropped and does not end the lookup.
+    f.e.on_datagram(peer(), None, &found, f.t0);
+    let forger = auth("1 0f0e0d0c0b0a09080706050403020100");
+    f.e.on_datagram(peer(), None, &forger.seal(found.clone()), f.t0);
+    let other_id = auth("2 000102030405060708090a0b0c0d0e0f");
+    f.e.on_datagram(peer(), None, &other_id.seal(found.clone()), f.t0);
+    assert!(f.e.take_effects().replies.is_empty());
+    assert_eq!(f.e.drops().unauthenticated, 3);
+    assert_eq!(f.e.lookups_in_flight(), 1);
+
+    let sealed = peer_auth.seal(found);
+    assert!(
+        sealed.len()
+            <= crate::discovery::wire::QUERY_LEN + crate::discovery::wire::AUTH_TRAILER_LEN,
+        "no larger than the sealed query"
+    );
+    f.e.on_datagram(peer(), None, &sealed, f.t0);
+    let fx = f.e.take_effects();
+    assert_eq!(fx.replies.len(), 1);
+    assert_eq!(dgid(&fx.replies[0].msg), PEER.parse().unwrap());
+
+    // Replayed later, even to a new lookup with the same target, it is
+    // caught before its transaction id is looked at.
+    f.e.on_datagram(peer(), None, &sealed, f.t0);
+    assert_eq!(f.e.drops().replayed, 1);
+    assert_eq!(f.e.drops().unsolicited, 0);
+}
+
+#[test]
+fn with_a_key_queries_are_answered_and_plain_or_replayed_ones_ignored() {
+    let mut f = fixture(Config::default());
+    f.e.set_auth(Some(auth(KEY)));
+    let peer_auth = auth(KEY);
+    let q = Message::from(Query::new(
+        std::num::NonZeroU64::new(9).unwrap(),
+        WireAddress::new(Address::Ip4([10, 0, 0, 1].into())).unwrap(),
+        peer_record(PEER),
+    ))
+    .encode();
+    f.e.on_datagram(peer(), Some(own_ip()), &q, f.t0);
+    assert!(f.e.take_effects().datagrams.is_empty());
+    let sealed = peer_auth.seal(q);
+    f.e.on_datagram(peer(), Some(own_ip()), &sealed, f.t0);
+    let (_, _, answer) = sent_reply(&f.e.take_effects());
+    assert!(matches!(answer, Answer::Found(_)));
+    f.e.on_datagram(peer(), Some(own_ip()), &sealed, f.t0);
+    assert!(
+        f.e.take_effects().datagrams.is_empty(),
+        "a replay is not answered"
+    );
+    assert_eq!((f.e.drops().unauthenticated, f.e.drops().replayed), (1, 1));
+}
+
+#[test]
+fn replies_to_one_source_are_rate_limited() {
+    let mut f = fixture(Config {
+        reply_rate: 10,
+        ..Config::default()
+    });
+    let ask = |txid: u64| {
+        Message::from(Query::new(
+            std::num::NonZeroU64::new(txid).unwrap(),
+            WireAddress::new(Address::Ip4([10, 0, 0, 9].into())).unwrap(),
+            peer_record(PEER),
+        ))
+        .encode()
+    };
+    let answered = |e: &mut Engine<FakeHost>, from: SocketAddr, n: u64, t: Instant| {
+        (1..=n)
+            .filter(|&txid| {
+                e.on_datagram(from, Some(own_ip()), &ask(txid), t);
+                !e.take_effects().datagrams.is_empty()
+            })
+            .count()
+    };
+    assert_eq!(answered(&mut f.e, peer(), 100, f.t0), 40, "a 4 s burst");
+    assert_eq!(f.e.drops().rate_limited, 60);
+    let other = SocketAddr::new(IpAddr::V4([10, 0, 0, 3].into()), 6126);
+    assert_eq!(answered(&mut f.e, other, 5, f.t0), 5);
+    let later = f.t0 + Duration::from_secs(1);
+    assert_eq!(answered(&mut f.e, peer(), 100, later), 10, "then 10/s");
+}
+
+#[test]
+fn every_table_the_network_or_clients_fill_is_bounded() {
+    let mut f = fixture(Config {
+        max_learned: 2,
+        max_lookups: 1,
+        max_cached: 2,
+        ..Config::default()
+    });
+    // Lookups in flight: one; the next miss is answered at once.
+    f.e.resolve(f.addr, &ip_request([10, 0, 0, 7], 0, 1), 1);
+    let (q, _) = sent_query(&f.e.take_effects());
+    let r =
+        f.e.resolve(f.addr, &ip_request([10, 0, 0, 8], 0, 2), 2)
+            .unwrap();
+    assert_eq!(r.status(), ACM_STATUS_ENOMEM as u8);
+    assert_eq!(f.e.limits()[3], 1, "counted");
+    // Learned bindings: at most two (an address and a GID per answer).
+    let from7 = SocketAddr::new(IpAddr::V4([10, 0, 0, 7].into()), 6126);
+    let rec = |last: u8| {
+        EndpointRecord::new(
+            format!("fe80::{last}").parse().unwrap(),
+            0,
+            5,
+            16,
+            vec![0xffff],
+            vec![WireAddress::from(Ipv4Addr::new(10, 0, 0, last))],
+        )
+        .unwrap()
+    };
+    f.e.on_datagram(from7, None, &reply_bytes(&q, Answer::Found(rec(7))), f.t0);
+    f.e.take_effects();
+    for last in [8, 9] {
+        f.e.resolve(f.addr, &ip_request([10, 0, 0, last], 0, 3), 3);
+        let (q, _) = sent_query(&f.e.take_effects());
+        let from = SocketAddr::new(IpAddr::V4([10, 0, 0, last].into()), 6126);
+        f.e.on_datagram(from, None, &reply_bytes(&q, Answer::Found(rec(last))), f.t0);
+        assert_eq!(f.e.take_effects().replies.len(), 1, "answered");
+    }
+    assert_eq!(f.e.discovery().state().learned.len(), 2);
+    assert_eq!(f.e.limits()[1], 4, "the oldest made room, two per answer");
+    assert_eq!(
+        f.e.cached(),
+        1,
+        "what left the bindings left the cache (a hint could not be checked)"
+    );
+    // What expires is swept without being asked for.
+    f.e.on_timers(f.t0 + Duration::from_secs(24 * 3600 + 1));
+    assert_eq!(
+        (f.e.discovery().state().learned.len(), f.e.cached()),
+        (0, 0)
+    );
+}
+
+#[test]
+fn drops_are_summed_up_in_the_log_now_and_then() {
+    let mut f = fixture(Config::default());
+    for _ in 0..3 {
+        f.e.on_datagram(peer(), None, b"garbage", f.t0);
+    }
+    f.e.on_timers(f.t0);
+    assert_eq!(
+        f.e.discovery().drops_said().malformed,
+        3,
+        "the first drops at once"
+    );
+    f.e.on_datagram(peer(), None, b"garbage", f.t0);
+    f.e.on_timers(f.t0 + Duration::from_secs(1));
+    assert_eq!(
+        f.e.discovery().drops_said().malformed,
+        3,
+        "then once per interval"
+    );
+    f.e.on_timers(f.t0 + DROP_SUMMARY_EVERY);
+    assert_eq!(f.e.discovery().drops_said().malformed, 4);
+    assert_eq!(
+        f.e.drops().to_string(),
+        "4 (malformed 4, unsolicited 0, wrong source 0, own 0, unauthenticated 0, \
+         replayed 0, rate-limited 0)"
+    );
+}
+
+#[test]
+fn many_announcements_leave_in_paced_batches_and_peers_check_each_binding_once() {
+    let mut f = fixture(Config::default());
+    // 401 names: 27 datagrams of 10.0.0.1 and 15 names (two records).
+    for i in 0..400 {
+        f.e.add_address(f.ep, Address::name(&format!("n{i}")).unwrap())
+            .unwrap();
+    }
+    f.e.take_effects();
+    f.e.schedule_announce(f.t0);
+    let announced = |e: &mut Engine<FakeHost>, t: Instant| {
+        e.on_timers(t);
+        e.take_effects().datagrams.len()
+    };
+    let first = f.t0 + Duration::from_millis(50);
+    assert_eq!(announced(&mut f.e, first), ANNOUNCE_BATCH);
+    assert_eq!(f.e.next_wake(), Some(first + ANNOUNCE_PACE));
+    assert_eq!(announced(&mut f.e, first), 0, "not before the pace allows");
+    f.e.on_timers(first + ANNOUNCE_PACE);
+    let last = f.e.take_effects().datagrams;
+    assert_eq!(last.len(), 27 - ANNOUNCE_BATCH);
+    assert_eq!(announced(&mut f.e, first + 2 * ANNOUNCE_PACE), 0);
+    // Every datagram names an address a peer can ask.
+    let own = WireAddress::from(Ipv4Addr::new(10, 0, 0, 1));
+    let decode = |d: &Datagram| {
+        let Datagram::Multicast { bytes } = d else {
+            panic!()
+        };
+        let Ok(Message::Announce(a)) = Message::decode(bytes) else {
+            panic!()
+        };
+        a
+    };
+    assert!(decode(&last[0]).records()[0].holds(&own));
+    // A peer holding old bindings for this host's address and for ten
+    // of its names, each confirmed at that address, checks each once,
+    // however many datagrams name it.
+    let mut peer = fixture_with_gid(Config::default(), PEER);
+    let old: Gid = "fe80::9".parse().unwrap();
+    let at = SocketAddr::new(IpAddr::V4([10, 0, 0, 1].into()), 6126);
+    let mut known: Vec<Address> = vec![own.address().clone()];
+    for d in &last {
+        for r in decode(d).records() {
+            known.extend(
+                r.addresses()
+                    .iter()
+                    .map(|w| w.address().clone())
+                    .filter(|a| matches!(a, Address::Name(_)))
+                    .take(1),
+            );
+        }
+    }
+    for a in &known {
+        let mut l = Learned::derived(old);
+        l.via = Some(at);
+        peer.e
+            .discovery_mut()
+            .state_mut()
+            .learned
+            .insert(a.clone(), l, None);
+    }
+    for d in &last {
+        let Datagram::Multicast { bytes } = d else {
+            panic!()
+        };
+        peer.e.on_datagram(at, None, bytes, f.t0);
+        peer.e.on_datagram(at, None, bytes, f.t0);
+    }
+    let checks = sent_queries(&peer.e.take_effects());
+    assert_eq!(checks.len(), known.len(), "one check per binding");
+    assert!(checks.iter().all(|(_, to)| *to == Some(at)));
+    for a in &known {
+        assert_eq!(
+            bound_gid(&peer.e, a),
+            Some(old),
+            "unchanged until confirmed"
+        );
+    }
+}
+
+/// What the engine holds, table by table.
+fn footprint(e: &Engine<FakeHost>) -> Vec<usize> {
+    let d = e.discovery();
+    let state = d.state();
+    let mut sizes = e.local().sizes().to_vec();
+    sizes.extend([
+        e.cached(),
+        e.waiting(),
+        state.lookups.len(),
+        state.probes.len(),
+        state.checking.len(),
+        state.learned.len(),
+        state.failed.len(),
+        state.neighbour_jobs.len(),
+    ]);
+    sizes.extend(d.announcer_sizes());
+    sizes
+}
+
+#[test]
+fn port_cycles_with_lookups_pending_leave_nothing_behind() {
+    // The soak saw the daemon's RSS step up with port cycles; this is
+    // the provider's side of it: after any number of cycles (each with
+    // a lookup pending, its withdrawal and announcement sent) every
+    // table is as it was after the first.
+    let mut f = fixture(Config::default());
+    let mut t = f.t0;
+    let (mut ep, mut addr) = (f.ep, f.addr);
+    let mut after_first = None;
+    for i in 0..1000u64 {
+        f.e.resolve(addr, &ip_request(PEER_IP, 0, i), i);
+        let port = f.e.local().endpoint(ep).unwrap().port;
+        let dev = f.e.local().port(port).unwrap().device;
+        let ids: Vec<Id> = f.e.local().endpoint(ep).unwrap().addresses.to_vec();
+        for a in ids {
+            f.e.remove_address(a);
+        }
+        f.e.close_endpoint(ep);
+        f.e.close_port(port);
+        f.e.close_device(dev);
+        t += Duration::from_millis(30);
+        f.e.on_timers(t);
+        (ep, addr) = bring_up(&mut f.e, OWN);
+        t += Duration::from_millis(30);
+        f.e.on_timers(t);
+        let fx = f.e.take_effects();
+        assert_eq!(fx.replies.len(), 1, "the pending request is answered");
+        let now = footprint(&f.e);
+        assert_eq!(
+            *after_first.get_or_insert(now.clone()),
+            now,
+            "after cycle {i}"
+        );
+    }
+}

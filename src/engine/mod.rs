@@ -1,0 +1,488 @@
+//! The provider's state, as one value the runtime keeps behind a lock:
+//! this host's endpoints ([`Local`]), the static hosts file, the request
+//! path ([`request`]: cache, path records, the requests waiting for a
+//! lookup) and discovery ([`Discovery`]), which it drives through a narrow
+//! interface and whose outcomes it turns into replies.
+//!
+//! Everything here is safe Rust with explicit time. The boundary turns the
+//! daemon's pointers into the ids and values used here. Engine methods
+//! never send anything themselves: replies and datagrams are collected as
+//! [`Effects`], which the caller performs after releasing the engine's
+//! lock, so no daemon lock is ever taken while the engine is held.
+
+mod request;
+
+use crate::addr::Address;
+use crate::config::hosts::Hosts;
+use crate::config::Config;
+use crate::discovery::auth::Auth;
+use crate::discovery::drops::DropCounts;
+use crate::discovery::state::NeighbourJob;
+use crate::discovery::{Datagram, Discovery, Outcome};
+use crate::fastmap::Map;
+use crate::host::{Counter, Host, COUNTERS};
+use crate::local::{Id, Local, Offer, PortInfo, Refused};
+use crate::request::cache::Cache;
+use crate::request::msg::MsgBuf;
+use crate::request::path::Dest;
+use crate::summary::Summary;
+use acm_prov_sys::{ACM_STATUS_ENODATA, ACM_STATUS_ENOTCONN, ACM_STATUS_SUCCESS};
+use std::net::{IpAddr, SocketAddr};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// `IBV_EVENT_CLIENT_REREGISTER`, the only event the daemon forwards.
+pub const EVENT_CLIENT_REREGISTER: acm_prov_sys::ibv_event_type =
+    acm_prov_sys::ibv_event_type_IBV_EVENT_CLIENT_REREGISTER;
+/// How often what expired is swept from the destination cache.
+const SWEEP_EVERY: Duration = Duration::from_secs(1);
+
+/// The reply a request gets; the boundary sends it exactly once.
+#[derive(Debug, PartialEq)]
+pub struct Reply(pub MsgBuf);
+
+/// A reply to send to the daemon.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Outgoing {
+    pub id: u64,
+    pub msg: MsgBuf,
+    /// Answers a `query` (acm_query_response) rather than a `resolve`.
+    pub query: bool,
+}
+
+/// Work the caller performs once it has released the engine.
+#[derive(Debug, Default)]
+pub struct Effects {
+    pub replies: Vec<Outgoing>,
+    pub datagrams: Vec<Datagram>,
+    /// The worker thread has something to do before its next deadline.
+    pub wake: bool,
+}
+
+impl Effects {
+    pub fn is_empty(&self) -> bool {
+        self.replies.is_empty() && self.datagrams.is_empty() && !self.wake
+    }
+}
+
+/// A request waiting for a lookup.
+#[derive(Clone, Debug)]
+pub struct Waiter {
+    pub endpoint: Id,
+    /// The daemon's request id (0 is the kernel).
+    pub id: u64,
+    pub request: MsgBuf,
+    pub echo_source: Option<usize>,
+}
+
+pub struct Engine<H: Host> {
+    host: H,
+    cfg: Config,
+    /// Shared so that a reload can compare the old file with the new one
+    /// off the daemon's event loop and without the engine's lock.
+    hosts: Arc<Hosts>,
+    local: Local,
+    cache: Cache,
+    discovery: Discovery,
+    /// The requests waiting for each lookup in flight.
+    waiting: Map<Address, Vec<Waiter>>,
+    replies: Vec<Outgoing>,
+    /// Counters per endpoint. Every request bumps two or three, and
+    /// endpoints are few: a short scan costs less than hashing each time.
+    counters: Vec<(Id, [u64; COUNTERS])>,
+    /// When the destination cache is swept of what expired next.
+    next_sweep: Instant,
+    /// What the last summary of tables at their bounds said, and when.
+    limits_logged: Summary<[u64; 5]>,
+}
+
+impl<H: Host> Engine<H> {
+    pub fn new(host: H, cfg: Config, hosts: Hosts) -> Self {
+        let offer = Offer {
+            mtu: cfg.mtu,
+            rate_gbps: cfg.rate_gbps,
+        };
+        Engine {
+            local: Local::new(offer),
+            cache: Cache::new(cfg.max_cached),
+            discovery: Discovery::new(&cfg),
+            host,
+            cfg,
+            hosts: Arc::new(hosts),
+            waiting: Map::default(),
+            replies: Vec::new(),
+            counters: Vec::new(),
+            next_sweep: Instant::now(),
+            limits_logged: Summary::default(),
+        }
+    }
+
+    pub fn host(&self) -> &H {
+        &self.host
+    }
+
+    pub fn config(&self) -> &Config {
+        &self.cfg
+    }
+
+    /// Whether there is anything for [`Engine::take_effects`].
+    #[inline]
+    pub fn effects_pending(&self) -> bool {
+        !self.replies.is_empty() || self.discovery.has_output()
+    }
+
+    /// Replies and datagrams produced since the last call.
+    pub fn take_effects(&mut self) -> Effects {
+        Effects {
+            wake: self.discovery.take_wake(),
+            replies: std::mem::take(&mut self.replies),
+            datagrams: self.discovery.take_datagrams(),
+        }
+    }
+
+    /// The replies produced since the last call, and whether the worker
+    /// has something to do (datagrams to send, a new deadline): what the
+    /// daemon's thread takes. Datagrams stay for the worker, which alone
+    /// sends, so they leave in the order they were made.
+    pub fn take_replies(&mut self) -> Effects {
+        Effects {
+            wake: self.discovery.take_wake(),
+            replies: std::mem::take(&mut self.replies),
+            datagrams: Vec::new(),
+        }
+    }
+
+    pub fn open_device(&mut self, guid: u64) -> Id {
+        self.local.open_device(guid)
+    }
+
+    pub fn close_device(&mut self, dev: Id) {
+        for p in self.local.ports_of_device(dev) {
+            self.close_port(p);
+        }
+        self.local.remove_device(dev);
+    }
+
+    pub fn open_port(&mut self, dev: Id, info: PortInfo) -> Result<Id, Refused> {
+        let id = self.local.add_port(dev, info)?;
+        // Paths to this host's own addresses may now lead elsewhere.
+        self.cache.flush_all();
+        self.discovery.schedule_announce(Instant::now());
+        Ok(id)
+    }
+
+    pub fn close_port(&mut self, port: Id) {
+        let Some(p) = self.local.port(port) else {
+            return;
+        };
+        for ep in p.endpoints.clone() {
+            self.close_endpoint(ep);
+        }
+        self.local.remove_port(port);
+        self.cache.flush_all();
+    }
+
+    pub fn open_endpoint(&mut self, port: Id, pkey: u16) -> Option<Id> {
+        let id = self.local.add_endpoint(port, pkey)?;
+        self.counters.push((id, [0; COUNTERS]));
+        Some(id)
+    }
+
+    /// Closing an endpoint answers every request still waiting on it: its
+    /// port is going down.
+    pub fn close_endpoint(&mut self, ep: Id) {
+        let Some(e) = self.local.endpoint(ep) else {
+            return;
+        };
+        let addresses = e.addresses.clone();
+        self.discovery.withdraw(&self.local, ep, None);
+        for a in addresses {
+            self.forget_address(a);
+        }
+        self.abandon_waiters(ep, ACM_STATUS_ENOTCONN as u8);
+        self.local.remove_endpoint(ep);
+        self.counters.retain(|(id, _)| *id != ep);
+        self.cache.flush_endpoint(ep);
+    }
+
+    /// Adds one of this host's addresses. The daemon may add an address it
+    /// already has (after a netlink overrun); that returns a fresh handle.
+    pub fn add_address(&mut self, ep: Id, address: Address) -> Option<Id> {
+        let id = self.local.add_address(ep, address)?;
+        self.cache.flush_all();
+        self.discovery.schedule_announce(Instant::now());
+        Some(id)
+    }
+
+    pub fn remove_address(&mut self, addr: Id) {
+        if let Some(a) = self.local.address(addr) {
+            let (ep, address) = (a.endpoint, a.address.clone());
+            self.discovery.withdraw(&self.local, ep, Some(&address));
+        }
+        self.forget_address(addr);
+    }
+
+    fn forget_address(&mut self, addr: Id) {
+        if self.local.remove_address(addr).is_some() {
+            self.cache.flush_all();
+        }
+    }
+
+    pub fn handle_event(&mut self, port: Id, event: u32) {
+        let Some(p) = self.local.port(port) else {
+            return;
+        };
+        if event == EVENT_CLIENT_REREGISTER {
+            let n: usize = p
+                .endpoints
+                .iter()
+                .map(|&ep| self.cache.flush_endpoint(ep))
+                .sum();
+            log::debug!(
+                "port {}: client reregister, {n} cached destinations flushed",
+                p.info.port_num
+            );
+        } else {
+            log::trace!("port {}: event {event} ignored", p.info.port_num);
+        }
+    }
+
+    /// The seven `ACM_CNTR_*` counters of an endpoint, host order.
+    pub fn counters(&self, ep: Id) -> Option<[u64; COUNTERS]> {
+        self.counters
+            .iter()
+            .find(|(id, _)| *id == ep)
+            .map(|(_, c)| *c)
+    }
+
+    fn count(&mut self, ep: Id, c: Counter) {
+        if let Some((_, counters)) = self.counters.iter_mut().find(|(id, _)| *id == ep) {
+            counters[c as usize] += 1;
+        }
+        if matches!(
+            c,
+            Counter::AddrQuery | Counter::AddrCache | Counter::RouteQuery | Counter::RouteCache
+        ) {
+            self.host.increment_counter(c);
+        }
+    }
+
+    /// Counts a reply's status the way `ib_acme -P` reports it.
+    fn count_status(&mut self, ep: Id, status: u8) {
+        match u32::from(status) {
+            ACM_STATUS_SUCCESS => {}
+            ACM_STATUS_ENODATA => self.count(ep, Counter::NoData),
+            _ => self.count(ep, Counter::Error),
+        }
+    }
+
+    /// Entries in the destination cache, for tests and statistics.
+    pub fn cached(&self) -> usize {
+        self.cache.len()
+    }
+
+    /// The hosts file in force.
+    pub fn hosts(&self) -> Arc<Hosts> {
+        self.hosts.clone()
+    }
+
+    /// Puts a new version of the hosts file in force. `changed` (from
+    /// [`Hosts::changes`]) leave the destination cache and the memory of
+    /// failed lookups, so they resolve by the new file at the next request.
+    pub fn replace_hosts(&mut self, hosts: Arc<Hosts>, changed: &[Address]) {
+        self.hosts = hosts;
+        // A whole new file changes more than is cached: then forgetting
+        // everything is cheaper than a removal per address, and only costs
+        // rebuilding paths (failed lookups are asked again).
+        if changed.len() > self.cache.len() + self.discovery.failures() {
+            self.cache.flush_all();
+            self.discovery.forget_failures(None);
+            return;
+        }
+        for a in changed {
+            self.cache.evict(a);
+        }
+        self.discovery.forget_failures(Some(changed));
+    }
+
+    // Discovery, driven by the worker thread: each call is followed by the
+    // outcomes it produced.
+
+    /// Called by the runtime when the discovery sockets are (or are not)
+    /// open.
+    pub fn set_discovery_up(&mut self, up: bool) {
+        self.discovery.set_up(up);
+    }
+
+    pub fn set_auth(&mut self, auth: Option<Auth>) {
+        self.discovery.set_auth(auth);
+    }
+
+    /// Turns discovery off for good (see [`Discovery::disable`]).
+    pub fn disable_discovery(&mut self) {
+        self.discovery.disable();
+    }
+
+    /// When the worker must run next.
+    pub fn next_wake(&self) -> Option<Instant> {
+        self.discovery.next_wake()
+    }
+
+    /// Retries, stage changes, announcements and sweeps that are due.
+    pub fn on_timers(&mut self, now: Instant) {
+        self.discovery.on_timers(&self.local, now);
+        self.apply(now);
+        if now >= self.next_sweep {
+            self.cache.sweep(now);
+            self.next_sweep = now + SWEEP_EVERY;
+        }
+        self.log_limits(now);
+    }
+
+    /// One datagram that arrived at the discovery port. `to` is the address
+    /// it was sent to, when the socket reports it.
+    pub fn on_datagram(
+        &mut self,
+        from: SocketAddr,
+        to: Option<IpAddr>,
+        bytes: &[u8],
+        now: Instant,
+    ) {
+        self.discovery
+            .on_datagram(&self.local, from, to, bytes, now);
+        self.apply(now);
+    }
+
+    /// An ICMP error for a datagram sent to `dest`.
+    pub fn on_unreachable(&mut self, dest: SocketAddr, payload: &[u8], now: Instant) {
+        self.discovery
+            .on_unreachable(&self.local, dest, payload, now);
+        self.apply(now);
+    }
+
+    pub fn take_neighbour_jobs(&mut self) -> Vec<NeighbourJob> {
+        self.discovery.take_neighbour_jobs()
+    }
+
+    /// The result of a neighbour lookup for an `eui64` derivation.
+    pub fn on_neighbour(&mut self, job: NeighbourJob, mac: Option<[u8; 6]>, now: Instant) {
+        self.discovery.on_neighbour(job, mac, now);
+        self.apply(now);
+    }
+
+    /// Ends every lookup at once and answers each waiting request with
+    /// `status`; returns how many were answered. For after the discovery
+    /// thread failed: a request never answered would hang its client.
+    pub fn abandon_all(&mut self, status: u8) -> usize {
+        self.discovery.abandon_all();
+        let keys: Vec<Address> = self.waiting.keys().cloned().collect();
+        keys.iter().map(|k| self.answer_waiters(k, status)).sum()
+    }
+
+    /// Whether a lookup of `key` is in flight.
+    pub fn looking_up(&self, key: &Address) -> bool {
+        self.discovery.looking_up(key)
+    }
+
+    pub fn lookups_in_flight(&self) -> usize {
+        self.discovery.lookups_in_flight()
+    }
+
+    /// Where a learned destination leads, for tests and statistics.
+    pub fn learned_dest(&self, a: &Address) -> Option<Dest> {
+        self.discovery.learned_binding(a).map(request::dest_of)
+    }
+
+    pub fn drops(&self) -> &DropCounts {
+        self.discovery.drops()
+    }
+
+    /// What reached a table's bound so far: destinations and bindings
+    /// evicted, failures evicted, lookups refused, hints left unchecked.
+    pub fn limits(&self) -> [u64; 5] {
+        let [learned, failed, refused, skipped] = self.discovery.limits();
+        [self.cache.evicted, learned, failed, refused, skipped]
+    }
+
+    /// Says in the log, like discovery's drops, when tables reached their
+    /// bounds.
+    fn log_limits(&mut self, now: Instant) {
+        let limits = self.limits();
+        if !self.limits_logged.due(&limits, now) {
+            return;
+        }
+        let [cache, learned, failed, refused, skipped] = limits;
+        let (learned_cap, lookups_cap) = self.discovery.bounds();
+        log::info!(
+            "tables at their bounds so far: destination cache {cache} evicted (of {}), \
+             bindings {learned} evicted (of {learned_cap}), failures {failed} evicted, \
+             lookups refused {refused} (of {lookups_cap} in flight), hints left unchecked {skipped}",
+            self.cache.capacity(),
+        );
+    }
+
+    /// Acts on what discovery decided: a changed binding leaves the cache,
+    /// a lookup's end answers the requests waiting for it.
+    fn apply(&mut self, now: Instant) {
+        for outcome in self.discovery.take_outcomes() {
+            match outcome {
+                Outcome::Changed(a) => {
+                    self.cache.evict(&a);
+                }
+                Outcome::Resolved(a) => self.answer_resolved(&a, now),
+                Outcome::Failed(a, status) => {
+                    self.answer_waiters(&a, status);
+                }
+            }
+        }
+    }
+
+    /// Answers, with `status`, every request waiting on endpoint `ep`; the
+    /// lookups they waited for go on for others or end.
+    fn abandon_waiters(&mut self, ep: Id, status: u8) {
+        let mut orphaned = Vec::new();
+        self.waiting.retain(|_, waiters| {
+            let (theirs, rest): (Vec<Waiter>, Vec<Waiter>) =
+                waiters.drain(..).partition(|w| w.endpoint == ep);
+            *waiters = rest;
+            orphaned.extend(theirs);
+            !waiters.is_empty()
+        });
+        let waiting = &self.waiting;
+        self.discovery.endpoint_closed(&self.local, ep, |key| {
+            waiting.get(key).and_then(|w| w.first()).map(|w| w.endpoint)
+        });
+        for w in orphaned {
+            self.answer_waiter(&w, crate::request::msg::resolve_error(&w.request, status));
+        }
+    }
+
+    #[cfg(test)]
+    pub(crate) fn local(&self) -> &Local {
+        &self.local
+    }
+
+    #[cfg(test)]
+    pub(crate) fn discovery(&self) -> &Discovery {
+        &self.discovery
+    }
+
+    #[cfg(test)]
+    pub(crate) fn discovery_mut(&mut self) -> &mut Discovery {
+        &mut self.discovery
+    }
+
+    /// Requests waiting for lookups.
+    #[cfg(test)]
+    pub(crate) fn waiting(&self) -> usize {
+        self.waiting.values().map(Vec::len).sum()
+    }
+
+    #[cfg(test)]
+    pub(crate) fn schedule_announce(&mut self, now: Instant) {
+        self.discovery.schedule_announce(now);
+    }
+}
+
+#[cfg(test)]
+mod tests;

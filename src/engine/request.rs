@@ -1,0 +1,349 @@
+//! The request path, on the daemon's thread: request → parse → lookup
+//! (destination cache, this host, the hosts file, what discovery learned)
+//! → resolve (a lookup by discovery when nothing knows) → path → reply.
+//! A request that must wait for a lookup is copied and answered when the
+//! lookup's outcome arrives.
+
+use super::{Engine, Outgoing, Reply, Waiter};
+use crate::addr::Address;
+use crate::discovery::state::Learned;
+use crate::host::{Counter, Host};
+use crate::local::Id;
+use crate::request::cache::{Entry, Lookup};
+use crate::request::msg::{self, MsgBuf, Rejected, ResolveRequest, Target};
+use crate::request::path::{self, Dest, PathRecord, PATH_RECORD_LEN};
+use acm_prov_sys::{
+    ACM_STATUS_EDESTADDR, ACM_STATUS_EINVAL, ACM_STATUS_ENODATA, ACM_STATUS_ENOMEM,
+    ACM_STATUS_ESRCADDR, ACM_STATUS_SUCCESS,
+};
+use std::time::Instant;
+
+/// A destination, looked up in what is known right now.
+enum Found {
+    At(Dest),
+    NotInPartition,
+    Unknown,
+}
+
+/// Where a binding learned by discovery leads.
+pub(super) fn dest_of(l: &Learned) -> Dest {
+    Dest {
+        gid: l.gid,
+        lid: l.lid,
+        mtu: l.mtu,
+        rate: l.rate,
+    }
+}
+
+fn rejected(status: u32, why: String) -> Rejected {
+    Rejected {
+        status: status as u8,
+        why,
+    }
+}
+
+impl<H: Host> Engine<H> {
+    /// Handles a `resolve` made on behalf of the local address `addr`.
+    /// `None`: the request waits for a lookup and is answered later through
+    /// the effects.
+    pub fn resolve(&mut self, addr: Id, req: &MsgBuf, id: u64) -> Option<MsgBuf> {
+        let mut msg = req.clone();
+        self.resolve_in_place(addr, &mut msg, id).then_some(msg)
+    }
+
+    /// [`Engine::resolve`] without copies: `msg` is the request and, when
+    /// this returns true, the reply to send. False: the engine holds a copy
+    /// of the request and answers it later.
+    pub fn resolve_in_place(&mut self, addr: Id, msg: &mut MsgBuf, id: u64) -> bool {
+        let Some(ep) = self.local.endpoint_of(addr) else {
+            log::error!("resolve for an address context this provider does not know");
+            msg.make_resolve_error(ACM_STATUS_ESRCADDR as u8);
+            return true;
+        };
+        self.count(ep, Counter::Resolve);
+        match ResolveRequest::parse(msg) {
+            Ok(r) => match (r.echo_source, self.route(ep, r, Some((id, msg)))) {
+                (echo, Ok(Some(wire))) => msg.make_resolve_success(&wire, echo),
+                (_, Ok(None)) => return false,
+                (_, Err(e)) => {
+                    log::trace!("resolve tid {:#x}: {}", msg.tid(), e.why);
+                    msg.make_resolve_error(e.status);
+                }
+            },
+            Err(e) => {
+                log::warn!("malformed resolve request: {}", e.why);
+                msg.make_resolve_error(e.status);
+            }
+        }
+        self.count_status(ep, msg.status());
+        true
+    }
+
+    /// Handles a `query` (`ib_acme -v`): there is no SA to ask, so the
+    /// record is checked against what this provider would build.
+    pub fn query(&mut self, addr: Id, req: &MsgBuf) -> Reply {
+        let Some(ep) = self.local.endpoint_of(addr) else {
+            log::error!("query for an address context this provider does not know");
+            return Reply(msg::query_reply(req, ACM_STATUS_ESRCADDR as u8, None));
+        };
+        self.count(ep, Counter::Resolve);
+        let reply = match msg::parse_query(req) {
+            Ok(want) => {
+                let request = ResolveRequest {
+                    target: Target::Path(want),
+                    echo_source: None,
+                    nodelay: true,
+                };
+                match self.route(ep, request, None) {
+                    Ok(Some(wire)) => match PathRecord::decode(&wire).satisfies(&want) {
+                        Ok(()) => msg::query_reply(req, ACM_STATUS_SUCCESS as u8, Some(&wire)),
+                        Err(field) => {
+                            log::trace!(
+                                "query tid {:#x}: {field} differs from the path this provider builds",
+                                req.tid()
+                            );
+                            msg::query_reply(req, ACM_STATUS_EINVAL as u8, None)
+                        }
+                    },
+                    Ok(None) => msg::query_reply(req, ACM_STATUS_ENODATA as u8, None),
+                    Err(e) => msg::query_reply(req, e.status, None),
+                }
+            }
+            Err(e) => {
+                log::warn!("malformed query request: {}", e.why);
+                msg::query_reply(req, e.status, None)
+            }
+        };
+        self.count_status(ep, reply.status());
+        Reply(reply)
+    }
+
+    /// Finds (or builds and caches) the path from endpoint `ep` to the
+    /// request's destination. `Ok(None)`: a lookup now holds the request
+    /// (`waiter`: its daemon id and message, copied only if it must wait).
+    fn route(
+        &mut self,
+        ep: Id,
+        req: ResolveRequest,
+        waiter: Option<(u64, &MsgBuf)>,
+    ) -> Result<Option<[u8; PATH_RECORD_LEN]>, Rejected> {
+        let (nodelay, echo_source) = (req.nodelay, req.echo_source);
+        let (key, want) = match req.target {
+            Target::Address(a) => (a, None),
+            Target::Path(p) if !p.dgid.is_zero() => (Address::Gid(p.dgid), Some(p)),
+            Target::Path(p) => (Address::Lid(p.dlid), Some(p)),
+        };
+        let now = Instant::now();
+        let (mut path, wire) = match self.cache.lookup(ep, &key, now) {
+            Lookup::Route(p, wire) => {
+                self.count(ep, Counter::RouteCache);
+                (p, wire)
+            }
+            Lookup::Address(dest) => {
+                self.count(ep, Counter::AddrCache);
+                self.build_and_cache(ep, key, dest, now)?
+            }
+            Lookup::Miss => {
+                self.count(ep, Counter::AddrQuery);
+                match self.find(ep, &key, now) {
+                    Found::At(dest) => self.build_and_cache(ep, key, dest, now)?,
+                    Found::NotInPartition => {
+                        return Err(rejected(
+                            ACM_STATUS_ENODATA,
+                            format!("{key} is not in partition of the source endpoint"),
+                        ))
+                    }
+                    Found::Unknown => {
+                        let waiter = waiter.filter(|_| !nodelay);
+                        return self.look_up(ep, key, waiter, echo_source, now);
+                    }
+                }
+            }
+        };
+        // An address's path goes out as cached; a path request's record is
+        // completed with the fields it asked for.
+        let Some(want) = want else {
+            return Ok(Some(wire));
+        };
+        path.service_id = want.service_id;
+        if want.tclass != 0 {
+            path.tclass = want.tclass;
+        }
+        // A source GID other than GID 0 of the same port is honoured.
+        let sgid_ours = self
+            .local
+            .port_of(ep)
+            .is_some_and(|p| p.gids.contains(&want.sgid));
+        if !want.sgid.is_zero() && sgid_ours {
+            path.sgid = want.sgid;
+        }
+        Ok(Some(path.encode()))
+    }
+
+    /// A destination nothing knows: asked of discovery, unless it failed
+    /// recently or cannot be asked. The request waits for the lookup
+    /// (`Ok(None)`), or with NODELAY (no `waiter`) is answered now and the
+    /// lookup serves the next one.
+    fn look_up(
+        &mut self,
+        ep: Id,
+        key: Address,
+        waiter: Option<(u64, &MsgBuf)>,
+        echo_source: Option<usize>,
+        now: Instant,
+    ) -> Result<Option<[u8; PATH_RECORD_LEN]>, Rejected> {
+        if let Some(status) = self.discovery.failure(&key, now) {
+            return Err(rejected(
+                u32::from(status),
+                format!("{key} failed recently"),
+            ));
+        }
+        if !self.discovery.can_look_up(&key) {
+            return Err(rejected(ACM_STATUS_ENODATA, format!("{key} is unknown")));
+        }
+        if !self.discovery.lookup_room(&key) {
+            return Err(rejected(
+                ACM_STATUS_ENOMEM,
+                format!("{key}: too many lookups in flight"),
+            ));
+        }
+        let waits = waiter.is_some();
+        if let Some((id, request)) = waiter {
+            self.waiting.entry(key.clone()).or_default().push(Waiter {
+                endpoint: ep,
+                id,
+                request: request.clone(),
+                echo_source,
+            });
+        }
+        self.discovery
+            .start_lookup(&self.local, ep, key.clone(), now);
+        // A derivation may have answered at once.
+        self.apply(now);
+        if waits {
+            return Ok(None);
+        }
+        Err(rejected(
+            ACM_STATUS_ENODATA,
+            format!("{key} is not cached; lookup started"),
+        ))
+    }
+
+    fn build_and_cache(
+        &mut self,
+        ep: Id,
+        key: Address,
+        dest: Dest,
+        now: Instant,
+    ) -> Result<(PathRecord, [u8; PATH_RECORD_LEN]), Rejected> {
+        self.count(ep, Counter::RouteQuery);
+        let path = self.build_path(ep, dest)?;
+        let entry = Entry::new(
+            path,
+            dest,
+            self.cfg.addr_timeout.duration().map(|d| now + d),
+            self.cfg.route_timeout.duration().map(|d| now + d),
+        );
+        let wire = entry.wire;
+        self.cache.insert(ep, key, entry);
+        Ok((path, wire))
+    }
+
+    /// Where a destination is: this host's own addresses and ports first
+    /// (preferring the source's partition), then the hosts file, then what
+    /// discovery learned.
+    fn find(&mut self, ep: Id, dest: &Address, now: Instant) -> Found {
+        let Some(pkey) = self.local.endpoint(ep).map(|e| e.pkey) else {
+            return Found::Unknown;
+        };
+        let known = self
+            .local
+            .holds(dest, pkey)
+            .or_else(|| self.hosts.lookup(dest).map(|r| (r.gid, r.lid)));
+        if let Some((gid, lid)) = known {
+            return Found::At(Dest {
+                gid,
+                lid,
+                mtu: None,
+                rate: None,
+            });
+        }
+        match self.discovery.learned(dest, now) {
+            Some(l) if !l.in_partition(pkey) => Found::NotInPartition,
+            Some(l) => Found::At(dest_of(l)),
+            None => Found::Unknown,
+        }
+    }
+
+    fn build_path(&self, ep: Id, dest: Dest) -> Result<PathRecord, Rejected> {
+        let (Some(e), Some(port)) = (self.local.endpoint(ep), self.local.port_of(ep)) else {
+            return Err(rejected(
+                ACM_STATUS_ESRCADDR,
+                "source endpoint is gone".into(),
+            ));
+        };
+        let (mut mtu, mut rate) = self.local.mtu_rate(port);
+        // A remote port that told us its MTU and rate bounds the path too.
+        if let Some(m) = dest.mtu {
+            mtu = mtu.min(m);
+        }
+        if let Some(r) = dest.rate {
+            rate = path::min_rate(rate, r);
+        }
+        if path::rate_x10(rate).is_none() {
+            return Err(rejected(ACM_STATUS_EDESTADDR, "no usable rate".into()));
+        }
+        Ok(PathRecord {
+            service_id: 0,
+            dgid: dest.gid,
+            sgid: port.gids[0],
+            dlid: dest.lid,
+            slid: port.lid,
+            flow_label: 0,
+            hop_limit: self.cfg.hop_limit,
+            tclass: self.cfg.tclass,
+            reversible: true,
+            pkey: e.pkey,
+            sl: self.cfg.sl,
+            mtu,
+            rate,
+            packet_lifetime: self.cfg.packet_lifetime,
+        })
+    }
+
+    /// The lookup of `key` found a binding: every request waiting for it
+    /// gets its path (or why not, from its own endpoint).
+    pub(super) fn answer_resolved(&mut self, key: &Address, now: Instant) {
+        for w in self.waiting.remove(key).unwrap_or_default() {
+            let reply = match self.find(w.endpoint, key, now) {
+                Found::At(dest) => match self.build_and_cache(w.endpoint, key.clone(), dest, now) {
+                    Ok((_, wire)) => msg::resolve_success(&w.request, &wire, w.echo_source),
+                    Err(e) => msg::resolve_error(&w.request, e.status),
+                },
+                Found::NotInPartition | Found::Unknown => {
+                    msg::resolve_error(&w.request, ACM_STATUS_ENODATA as u8)
+                }
+            };
+            self.answer_waiter(&w, reply);
+        }
+    }
+
+    /// Answers every request waiting for `key` with `status`; returns how
+    /// many there were.
+    pub(super) fn answer_waiters(&mut self, key: &Address, status: u8) -> usize {
+        let waiters = self.waiting.remove(key).unwrap_or_default();
+        for w in &waiters {
+            self.answer_waiter(w, msg::resolve_error(&w.request, status));
+        }
+        waiters.len()
+    }
+
+    pub(super) fn answer_waiter(&mut self, w: &Waiter, reply: MsgBuf) {
+        self.count_status(w.endpoint, reply.status());
+        self.replies.push(Outgoing {
+            id: w.id,
+            msg: reply,
+            query: false,
+        });
+    }
+}

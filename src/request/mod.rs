@@ -1,0 +1,3 @@
+pub mod cache;
+pub mod msg;
+pub mod path;

@@ -1,0 +1,28 @@
+//! Numbers summed up in the log at the daemon's default level: an operator
+//! sees a flood or a table at its bound without turning on tracing, and a
+//! flood costs a line per interval, not a line per datagram.
+
+use std::time::{Duration, Instant};
+
+/// How often a summary may be logged again.
+pub const EVERY: Duration = Duration::from_secs(10);
+
+/// What a summary in the log said last, and when: it is logged again when
+/// its numbers changed, at most every [`EVERY`].
+#[derive(Default)]
+pub struct Summary<T> {
+    pub said: T,
+    at: Option<Instant>,
+}
+
+impl<T: PartialEq + Clone> Summary<T> {
+    /// Whether `value` is to be logged at `now`; if so, it counts as said.
+    pub fn due(&mut self, value: &T, now: Instant) -> bool {
+        if *value == self.said || self.at.is_some_and(|t| now < t + EVERY) {
+            return false;
+        }
+        self.said = value.clone();
+        self.at = Some(now);
+        true
+    }
+}
