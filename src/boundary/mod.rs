@@ -6,25 +6,23 @@
 //! value instead of unwinding into C.
 
 mod daemon;
+mod verbs;
 
-use crate::addr::{Address, Gid, ADDR_LEN};
-use crate::config::reload;
+use crate::addr::{Address, ADDR_LEN};
 use crate::config::Config;
-use crate::discovery::net::Net;
 use crate::engine::Engine;
 use crate::host::{Host, COUNTERS};
-use crate::local::{Id, PortInfo, Refused};
+use crate::local::{Id, Refused};
 use crate::request::msg::{self, MsgBuf};
-use crate::runtime::worker;
-use crate::threads::{panic_message, Threads};
+use crate::runtime::Runtime;
+use crate::threads::panic_message;
 use acm_prov_sys::{
-    acm_address, acm_device, acm_endpoint, acm_msg, acm_port, acm_provider, ibv_context, ibv_gid,
-    ibv_port_attr, ACM_STATUS_ENOMEM, IBV_LINK_LAYER_ETHERNET, IBV_LINK_LAYER_INFINIBAND,
+    acm_address, acm_device, acm_endpoint, acm_msg, acm_port, acm_provider, ACM_STATUS_ENOMEM,
 };
 use daemon::Daemon;
 use std::ffi::{c_int, c_void};
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
+use std::sync::OnceLock;
 
 /// Runs an entry point's body; a panic is logged and becomes `on_panic`.
 fn guard<T>(entry: &str, on_panic: T, body: impl FnOnce() -> T) -> T {
@@ -37,41 +35,31 @@ fn guard<T>(entry: &str, on_panic: T, body: impl FnOnce() -> T) -> T {
     })
 }
 
-static ENGINE: OnceLock<Mutex<Engine<Daemon>>> = OnceLock::new();
-/// The discovery sockets, once the first port is up (`None`: disabled or
-/// unavailable).
-static NET: OnceLock<Option<Arc<Net>>> = OnceLock::new();
-/// The version of the hosts file read at start.
-static HOSTS_STAMP: OnceLock<Option<reload::Stamp>> = OnceLock::new();
-/// Set once the hosts-file watcher runs (or could not be started).
-static WATCHING: OnceLock<()> = OnceLock::new();
-/// The provider's own threads (discovery worker, hosts-file watcher):
-/// started at the first port, stopped when the library is unloaded. Not
-/// when the last device closes: the daemon closes a device whose last port
-/// went down and opens it again when the port comes back, and the
-/// withdrawal of the port's addresses still has to go out.
-static THREADS: OnceLock<Threads> = OnceLock::new();
+/// The provider, from `provider_query` until the library is unloaded.
+static RUNTIME: OnceLock<Runtime<Daemon>> = OnceLock::new();
 
-fn threads() -> &'static Threads {
-    THREADS.get_or_init(Threads::default)
+fn runtime() -> Option<&'static Runtime<Daemon>> {
+    let r = RUNTIME.get();
+    if r.is_none() {
+        log::error!("called before provider_query succeeded");
+    }
+    r
 }
 
-/// Stops the provider's threads and waits for them to end: a thread must
-/// not run on in code that is about to be unmapped.
-fn stop_threads() {
-    if let Some(t) = THREADS.get() {
-        t.stop(|| {
-            if let Some(net) = NET.get().and_then(Option::as_deref) {
-                net.wake();
-            }
-        });
-    }
+/// Runs `f` on the engine (see [`Runtime::with_engine`]).
+#[inline]
+fn with_engine<R>(f: impl FnOnce(&mut Engine<Daemon>) -> R) -> Option<R> {
+    Some(runtime()?.with_engine(f))
 }
 
 /// Runs when the library is unloaded (`dlclose`) or the process exits
-/// normally.
+/// normally: the provider's threads must not run on in unmapped code.
 extern "C" fn on_unload() {
-    guard("unload", (), stop_threads);
+    guard("unload", (), || {
+        if let Some(r) = RUNTIME.get() {
+            r.stop();
+        }
+    });
 }
 
 // SAFETY: an entry in .fini_array is called once, with no arguments, by
@@ -80,122 +68,6 @@ extern "C" fn on_unload() {
 #[used]
 #[link_section = ".fini_array"]
 static ON_UNLOAD: extern "C" fn() = on_unload;
-
-/// The engine, also after a panic poisoned its lock: its state is kept
-/// consistent per operation, and refusing every later request would be worse.
-fn engine() -> Option<MutexGuard<'static, Engine<Daemon>>> {
-    let e = ENGINE.get();
-    if e.is_none() {
-        log::error!("called before provider_query succeeded");
-    }
-    e.map(|m| m.lock().unwrap_or_else(|p| p.into_inner()))
-}
-
-/// Runs `f` on the engine, then, with the engine unlocked, sends the
-/// replies it produced: the daemon's own locks are never taken while the
-/// engine is held. Datagrams are left to the worker thread, which it wakes:
-/// the daemon's thread never touches a socket, and everything sent leaves
-/// from one thread in the order it was made (which authenticated peers
-/// rely on: they refuse a message older than one they took).
-fn with_engine<R>(f: impl FnOnce(&mut Engine<Daemon>) -> R) -> Option<R> {
-    let (r, host, fx) = {
-        let mut e = engine()?;
-        let r = f(&mut e);
-        // Most calls (every cache hit) produce nothing.
-        (r, *e.host(), e.effects_pending().then(|| e.take_replies()))
-    };
-    if let Some(fx) = fx {
-        worker::perform(&host, NET.get().and_then(Option::as_deref), fx);
-    }
-    Some(r)
-}
-
-/// Opens the discovery sockets and starts the worker thread, once: lazily,
-/// at the first port, never in `provider_query`.
-fn start_discovery() {
-    NET.get_or_init(|| {
-        let engine = ENGINE.get()?;
-        let cfg = engine
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .config()
-            .clone();
-        let mut discovery = cfg.discovery;
-        let mut sealer = None;
-        if let (true, Some(path)) = (discovery, &cfg.auth_key_file) {
-            let auth = crate::discovery::auth::Keyring::load(path);
-            let mut e = engine.lock().unwrap_or_else(|p| p.into_inner());
-            match auth {
-                Ok(ring) => {
-                    log::info!(
-                        "discovery: authenticated, signing with key {} of {}",
-                        ring.signing_id(),
-                        ring.len()
-                    );
-                    let auth = crate::discovery::auth::Auth::new(
-                        ring,
-                        crate::discovery::auth::wall_micros,
-                    );
-                    sealer = Some(auth.sealer());
-                    e.set_auth(Some(auth));
-                }
-                Err(err) => {
-                    log::error!("{err}; discovery disabled");
-                    e.disable_discovery();
-                    discovery = false;
-                }
-            }
-        }
-        if !discovery && cfg.derive.is_empty() {
-            log::info!("discovery disabled; only local and static data resolve");
-            return None;
-        }
-        let net = match Net::open(cfg.discovery_port, sealer) {
-            Ok(n) => Arc::new(n),
-            Err(e) => {
-                log::error!(
-                    "discovery: cannot open UDP port {}: {e}; discovery disabled",
-                    cfg.discovery_port
-                );
-                return None;
-            }
-        };
-        if let Err(e) = worker::spawn(threads(), engine, net.clone()) {
-            log::error!("discovery: cannot start its thread: {e}; discovery disabled");
-            return None;
-        }
-        if discovery {
-            log::info!("discovery on UDP port {}", cfg.discovery_port);
-        }
-        Some(net)
-    });
-    let up = NET.get().is_some_and(Option::is_some)
-        && ENGINE.get().is_some_and(|e| {
-            e.lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .config()
-                .discovery
-        });
-    with_engine(|e| e.set_discovery_up(up));
-}
-
-/// Starts watching the hosts file for changes, once: lazily, like
-/// discovery, at the first port.
-fn watch_hosts_file() {
-    WATCHING.get_or_init(|| {
-        let Some(engine) = ENGINE.get() else { return };
-        let path = engine
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .config()
-            .hosts_file
-            .clone();
-        let loaded = HOSTS_STAMP.get().copied().flatten();
-        if let Err(e) = reload::spawn(threads(), engine, path, loaded) {
-            log::error!("cannot start the hosts file watcher: {e}; changes need a restart");
-        }
-    });
-}
 
 /// Contexts handed to the daemon are engine ids: never zero, never
 /// dereferenced, so a stale one is an unknown id rather than a dangling
@@ -220,7 +92,9 @@ fn set_ctx(out: *mut *mut c_void, id: Id) -> c_int {
     0
 }
 
-fn load_engine(daemon: Daemon) -> Engine<Daemon> {
+/// The provider as the daemon's options file configures it, logging
+/// through the daemon from the first line on.
+fn load(daemon: Daemon) -> Runtime<Daemon> {
     let opts = daemon.opts_file();
     let (cfg, diags) = match &opts {
         Some(path) => Config::load(std::path::Path::new(path)),
@@ -234,20 +108,7 @@ fn load_engine(daemon: Daemon) -> Engine<Daemon> {
         log::error!("{d}");
     }
     log::info!("options from {}", opts.as_deref().unwrap_or("(none)"));
-    for key in crate::config::KEYS {
-        log::debug!("{key} {}", cfg.describe(key).unwrap_or_default());
-    }
-    let (hosts, stamp) = reload::read(&cfg.hosts_file);
-    if stamp.is_some() {
-        log::info!(
-            "hosts file {}: {} addresses",
-            cfg.hosts_file.display(),
-            hosts.len()
-        );
-    }
-    // The version the watcher compares with when it starts.
-    HOSTS_STAMP.get_or_init(|| stamp);
-    Engine::new(daemon, cfg, hosts)
+    Runtime::new(daemon, cfg)
 }
 
 /// The entry point the daemon looks up after `dlopen`.
@@ -258,7 +119,7 @@ fn load_engine(daemon: Daemon) -> Engine<Daemon> {
 #[no_mangle]
 pub unsafe extern "C" fn provider_query(info: *mut *mut acm_provider, version: *mut u32) -> c_int {
     guard("provider_query", -1, || {
-        if ENGINE.get().is_none() {
+        if RUNTIME.get().is_none() {
             let daemon = match Daemon::resolve() {
                 Ok(d) => d,
                 Err(e) => {
@@ -266,7 +127,7 @@ pub unsafe extern "C" fn provider_query(info: *mut *mut acm_provider, version: *
                     return -1;
                 }
             };
-            let _ = ENGINE.set(Mutex::new(load_engine(daemon)));
+            let _ = RUNTIME.set(load(daemon));
         }
         if !info.is_null() {
             // SAFETY: non-NULL out-pointer from the daemon; the vtable is a
@@ -328,61 +189,6 @@ unsafe extern "C" fn close_device(dev_context: *mut c_void) {
     })
 }
 
-extern "C" {
-    fn urdma_query_port(ctx: *mut ibv_context, port: u8, attr: *mut ibv_port_attr) -> c_int;
-    fn urdma_query_gid(ctx: *mut ibv_context, port: u8, index: c_int, gid: *mut ibv_gid) -> c_int;
-}
-
-/// Reads what the engine needs about a port from verbs.
-fn port_info(port: &acm_port) -> Option<PortInfo> {
-    // SAFETY: the daemon's port object points at its device object, which
-    // holds the daemon's own open verbs context; both live forever.
-    let verbs = unsafe { port.dev.as_ref() }?.verbs;
-    if verbs.is_null() {
-        return None;
-    }
-    let mut attr = ibv_port_attr::default();
-    // SAFETY: valid context and a zeroed attribute struct of the size the
-    // shim was compiled with.
-    if unsafe { urdma_query_port(verbs, port.port_num, &mut attr) } != 0 {
-        log::error!("port {}: ibv_query_port failed", port.port_num);
-        return None;
-    }
-    let mut gids = Vec::new();
-    for index in 0..attr.gid_tbl_len.max(0) {
-        let mut gid = ibv_gid::default();
-        // SAFETY: valid context, index within the port's table, and a
-        // 16-byte out parameter.
-        if unsafe { urdma_query_gid(verbs, port.port_num, index, &mut gid) } != 0 {
-            break;
-        }
-        // SAFETY: every bit pattern of the union is a valid byte array.
-        let g = Gid(unsafe { gid.raw });
-        // The daemon's GID table ends at the first entry without an
-        // interface id; matching it keeps indices consistent with its own.
-        if g.interface_id() == [0; 8] {
-            break;
-        }
-        gids.push(g);
-    }
-    let link_layer = match u32::from(attr.link_layer) {
-        IBV_LINK_LAYER_INFINIBAND => "InfiniBand",
-        IBV_LINK_LAYER_ETHERNET => "Ethernet",
-        _ => "unspecified",
-    };
-    Some(PortInfo {
-        port_num: port.port_num,
-        link_layer_ib: u32::from(attr.link_layer) == IBV_LINK_LAYER_INFINIBAND,
-        link_layer,
-        lid: attr.lid,
-        lmc: attr.lmc,
-        active_mtu: attr.active_mtu as u8,
-        active_width: attr.active_width,
-        active_speed: attr.active_speed,
-        gids,
-    })
-}
-
 unsafe extern "C" fn open_port(
     port: *const acm_port,
     dev_context: *mut c_void,
@@ -395,7 +201,7 @@ unsafe extern "C" fn open_port(
             log::error!("open_port: NULL port");
             return -1;
         };
-        let Some(info) = port_info(port) else {
+        let Some(info) = verbs::port_info(port) else {
             return -1;
         };
         let Some(opened) = with_engine(|e| e.open_port(from_ctx(dev_context), info)) else {
@@ -403,8 +209,9 @@ unsafe extern "C" fn open_port(
         };
         match opened {
             Ok(id) => {
-                start_discovery();
-                watch_hosts_file();
+                if let Some(r) = runtime() {
+                    r.start();
+                }
                 set_ctx(port_context, id)
             }
             Err(Refused::NotInfiniband(ll)) => {

@@ -1,16 +1,11 @@
-//! The hosts file, read at start and again whenever it changes: a thread
-//! of the provider's own looks at the file every [`POLL`], reads and
-//! compares a new version without holding the engine, and then puts it in
-//! force in one short step. The daemon's event loop never waits for it.
+//! The hosts file's versions: read at start, and read again when a look
+//! at the file (the runtime's watcher thread, every [`POLL`]) finds it
+//! changed and settled.
 
 use crate::config::hosts::Hosts;
 use crate::config::Diagnostic;
-use crate::engine::Engine;
-use crate::host::Host;
-use crate::threads::Threads;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 /// How often the file is looked at. A change is read once it has stayed
@@ -120,71 +115,19 @@ impl Watcher {
         due
     }
 
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
     pub fn loaded(&mut self, stamp: Option<Stamp>) {
         self.loaded = stamp;
         self.seen = stamp;
     }
 }
 
-/// Reads the file again and puts it in force. Returns how many
-/// destinations changed.
-pub fn reload<H: Host>(engine: &Mutex<Engine<H>>, path: &Path) -> (usize, Option<Stamp>) {
-    let (new, stamp) = read(path);
-    let old = lock(engine).hosts();
-    let changed = Hosts::changes(&old, &new);
-    let addresses = new.len();
-    lock(engine).replace_hosts(Arc::new(new), &changed);
-    log::info!(
-        "hosts file {}: reloaded, {addresses} addresses, {} destinations changed",
-        path.display(),
-        changed.len()
-    );
-    (changed.len(), stamp)
-}
-
-fn lock<H: Host>(engine: &Mutex<Engine<H>>) -> std::sync::MutexGuard<'_, Engine<H>> {
-    engine.lock().unwrap_or_else(|p| p.into_inner())
-}
-
-/// Starts the thread that watches `path`, whose version `loaded` is in
-/// force.
-pub fn spawn<H: Host + 'static>(
-    threads: &Threads,
-    engine: &'static Mutex<Engine<H>>,
-    path: PathBuf,
-    loaded: Option<Stamp>,
-) -> std::io::Result<()> {
-    let stop = threads.stop_flag();
-    // Outside the body, so that a restart after a panic goes on from the
-    // version last put in force.
-    let mut w = Watcher::new(path, loaded);
-    threads.spawn(
-        "hosts file watcher",
-        "urdma-hosts",
-        move || {
-            while !stop.sleep(POLL) {
-                if w.due() {
-                    #[cfg(feature = "fault-injection")]
-                    crate::fault::in_watcher(&w.path);
-                    let (_, stamp) = reload(engine, &w.path);
-                    w.loaded(stamp);
-                }
-            }
-        },
-        // It holds no request: nothing to answer.
-        || {},
-    )
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::addr::Address;
-    use crate::config::Config;
-    use crate::host::FakeHost;
-    use crate::local::PortInfo;
-    use crate::request::msg::tests::{addr_entry, request};
-    use acm_prov_sys::{ACM_ADDRESS_NAME, ACM_EP_FLAG_DEST, ACM_STATUS_ENODATA};
 
     fn temp(name: &str) -> PathBuf {
         let dir = std::env::temp_dir().join(format!("urdma-reload-{}-{name}", std::process::id()));
@@ -234,57 +177,5 @@ mod tests {
         assert_eq!((r.hosts.len(), r.problems.len()), (1, 1));
         assert_eq!(r.problems[0].line, 2);
         std::fs::remove_dir_all(dir).unwrap();
-    }
-
-    #[test]
-    fn a_reload_changes_answers_and_empties_the_cache_of_what_changed() {
-        let path = temp("engine");
-        std::fs::write(&path, "keep fe80::1\nmove fe80::2\ngone fe80::3\n").unwrap();
-        let (hosts, _) = read(&path);
-        let mut e = Engine::new(FakeHost::default(), Config::default(), hosts);
-        let dev = e.open_device(1);
-        let info = PortInfo::infiniband(1, "fe80::a".parse().unwrap());
-        let port = e.open_port(dev, info).unwrap();
-        let ep = e.open_endpoint(port, 0xffff).unwrap();
-        let src = e.add_address(ep, Address::name("self").unwrap()).unwrap();
-        let engine = Mutex::new(e);
-        let ask = |name: &str| {
-            let req = request(
-                &[addr_entry(
-                    ACM_EP_FLAG_DEST,
-                    ACM_ADDRESS_NAME,
-                    name.as_bytes(),
-                )],
-                false,
-                1,
-            );
-            let reply = lock(&engine).resolve(src, &req, 1).unwrap();
-            match reply.status() {
-                0 => Some(
-                    crate::request::path::PathRecord::decode(
-                        reply.entry(0).info.first_chunk().unwrap(),
-                    )
-                    .dgid
-                    .to_string(),
-                ),
-                s => {
-                    assert_eq!(s, ACM_STATUS_ENODATA as u8);
-                    None
-                }
-            }
-        };
-        for name in ["keep", "move", "gone"] {
-            assert!(ask(name).is_some(), "{name} is cached now");
-        }
-        assert_eq!(ask("new"), None);
-        std::fs::write(&path, "keep fe80::1\nmove fe80::22\nnew fe80::4\n").unwrap();
-        let (changed, _) = reload(&engine, &path);
-        assert_eq!(changed, 7, "move, gone, new and four GIDs");
-        assert_eq!(ask("keep").as_deref(), Some("fe80::1"));
-        assert_eq!(ask("move").as_deref(), Some("fe80::22"));
-        assert_eq!(ask("gone"), None);
-        assert_eq!(ask("new").as_deref(), Some("fe80::4"));
-        assert_eq!(lock(&engine).cached(), 3, "keep, move and new");
-        std::fs::remove_dir_all(path.parent().unwrap()).unwrap();
     }
 }

@@ -138,6 +138,11 @@ impl Discovery {
         self.auth = auth;
     }
 
+    /// Whether discovery is configured and not turned off.
+    pub fn enabled(&self) -> bool {
+        self.cfg.discovery
+    }
+
     /// Turns discovery off for good: its configuration cannot be honoured
     /// (an unusable key file must not mean unauthenticated discovery).
     pub fn disable(&mut self) {

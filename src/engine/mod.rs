@@ -318,6 +318,11 @@ impl<H: Host> Engine<H> {
         self.discovery.set_auth(auth);
     }
 
+    /// Whether discovery is configured and not turned off.
+    pub fn discovery_enabled(&self) -> bool {
+        self.discovery.enabled()
+    }
+
     /// Turns discovery off for good (see [`Discovery::disable`]).
     pub fn disable_discovery(&mut self) {
         self.discovery.disable();

@@ -1,1 +1,176 @@
+//! The running provider: the engine behind its lock, the discovery sockets,
+//! the provider's own threads and their stop, in one value the boundary
+//! keeps for the life of the library.
+//!
+//! Who runs what: the daemon's event loop calls in through the boundary
+//! and only takes the engine's lock, answers from the cache, and hands any
+//! other work to the worker ([`Runtime::with_engine`]); it never touches a
+//! socket. The discovery worker ([`worker`]) owns the sockets, the timers
+//! and the neighbour table; the watcher ([`watcher`]) rereads the hosts
+//! file. Both start lazily at the first port and stop at unload.
+
+pub mod watcher;
 pub mod worker;
+
+use crate::config::reload::{self, Stamp};
+use crate::config::Config;
+use crate::discovery::auth::{wall_micros, Auth, Keyring};
+use crate::discovery::net::Net;
+use crate::engine::Engine;
+use crate::host::Host;
+use crate::threads::Threads;
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
+
+/// The engine, also after a panic poisoned its lock: its state is kept
+/// consistent per operation, and refusing every later request would be
+/// worse.
+pub(crate) fn lock<H: Host>(engine: &Mutex<Engine<H>>) -> MutexGuard<'_, Engine<H>> {
+    engine.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+pub struct Runtime<H: Host> {
+    engine: Mutex<Engine<H>>,
+    /// The discovery sockets, once the first port is up (`None`: disabled
+    /// or unavailable).
+    net: OnceLock<Option<Arc<Net>>>,
+    /// The version of the hosts file read at start, for the watcher.
+    hosts_loaded: Option<Stamp>,
+    /// Set once the watcher runs (or could not be started).
+    watching: OnceLock<()>,
+    /// The worker and the watcher. Stopped when the library is unloaded,
+    /// not when the last device closes: the daemon closes a device whose
+    /// last port went down and opens it again when the port comes back,
+    /// and the withdrawal of the port's addresses still has to go out.
+    threads: Threads,
+}
+
+impl<H: Host + Copy + 'static> Runtime<H> {
+    /// The provider with the configuration `cfg` (its problems already
+    /// logged) and the hosts file it names.
+    pub fn new(host: H, cfg: Config) -> Runtime<H> {
+        for key in crate::config::KEYS {
+            log::debug!("{key} {}", cfg.describe(key).unwrap_or_default());
+        }
+        let (hosts, stamp) = reload::read(&cfg.hosts_file);
+        if stamp.is_some() {
+            log::info!(
+                "hosts file {}: {} addresses",
+                cfg.hosts_file.display(),
+                hosts.len()
+            );
+        }
+        Runtime {
+            engine: Mutex::new(Engine::new(host, cfg, hosts)),
+            net: OnceLock::new(),
+            hosts_loaded: stamp,
+            watching: OnceLock::new(),
+            threads: Threads::default(),
+        }
+    }
+
+    fn net(&self) -> Option<&Net> {
+        self.net.get().and_then(Option::as_deref)
+    }
+
+    /// Runs `f` on the engine, then, with the engine unlocked, sends the
+    /// replies it produced: the daemon's own locks are never taken while
+    /// the engine is held. Datagrams are left to the worker thread, which
+    /// it wakes: the daemon's thread never touches a socket, and everything
+    /// sent leaves from one thread in the order it was made (which
+    /// authenticated peers rely on: they refuse a message older than one
+    /// they took).
+    #[inline]
+    pub fn with_engine<R>(&self, f: impl FnOnce(&mut Engine<H>) -> R) -> R {
+        let (r, host, fx) = {
+            let mut e = lock(&self.engine);
+            let r = f(&mut e);
+            // Most calls (every cache hit) produce nothing.
+            (r, *e.host(), e.effects_pending().then(|| e.take_replies()))
+        };
+        if let Some(fx) = fx {
+            worker::perform(&host, self.net(), fx);
+        }
+        r
+    }
+
+    /// Starts what a port needs, once: the discovery sockets and worker,
+    /// and the hosts-file watcher. Lazily, at the first port, never when
+    /// the library is loaded.
+    pub fn start(&'static self) {
+        let up = self.start_discovery();
+        self.with_engine(|e| e.set_discovery_up(up));
+        self.watch_hosts_file();
+    }
+
+    /// Opens the discovery sockets and starts the worker, once; whether
+    /// discovery is on.
+    fn start_discovery(&'static self) -> bool {
+        let cfg = lock(&self.engine).config().clone();
+        let mut discovery = cfg.discovery;
+        self.net.get_or_init(|| {
+            let mut sealer = None;
+            if let (true, Some(path)) = (discovery, &cfg.auth_key_file) {
+                match Keyring::load(path) {
+                    Ok(ring) => {
+                        log::info!(
+                            "discovery: authenticated, signing with key {} of {}",
+                            ring.signing_id(),
+                            ring.len()
+                        );
+                        let auth = Auth::new(ring, wall_micros);
+                        sealer = Some(auth.sealer());
+                        lock(&self.engine).set_auth(Some(auth));
+                    }
+                    Err(err) => {
+                        log::error!("{err}; discovery disabled");
+                        lock(&self.engine).disable_discovery();
+                        discovery = false;
+                    }
+                }
+            }
+            if !discovery && cfg.derive.is_empty() {
+                log::info!("discovery disabled; only local and static data resolve");
+                return None;
+            }
+            let net = match Net::open(cfg.discovery_port, sealer) {
+                Ok(n) => Arc::new(n),
+                Err(e) => {
+                    log::error!(
+                        "discovery: cannot open UDP port {}: {e}; discovery disabled",
+                        cfg.discovery_port
+                    );
+                    return None;
+                }
+            };
+            if let Err(e) = worker::spawn(&self.threads, &self.engine, net.clone()) {
+                log::error!("discovery: cannot start its thread: {e}; discovery disabled");
+                return None;
+            }
+            if discovery {
+                log::info!("discovery on UDP port {}", cfg.discovery_port);
+            }
+            Some(net)
+        });
+        self.net().is_some() && lock(&self.engine).discovery_enabled()
+    }
+
+    /// Starts watching the hosts file for changes, once.
+    fn watch_hosts_file(&'static self) {
+        self.watching.get_or_init(|| {
+            let path = lock(&self.engine).config().hosts_file.clone();
+            if let Err(e) = watcher::spawn(&self.threads, &self.engine, path, self.hosts_loaded) {
+                log::error!("cannot start the hosts file watcher: {e}; changes need a restart");
+            }
+        });
+    }
+
+    /// Stops the provider's threads and waits for them to end: a thread
+    /// must not run on in code that is about to be unmapped.
+    pub fn stop(&self) {
+        self.threads.stop(|| {
+            if let Some(net) = self.net() {
+                net.wake();
+            }
+        });
+    }
+}

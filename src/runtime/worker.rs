@@ -2,21 +2,18 @@
 //! timers of lookups and announcements, and makes the neighbour-table
 //! lookups, so that nothing waits on the daemon's event loop.
 
+use super::lock;
 use crate::discovery::net::{Net, NetEvent};
 use crate::engine::{Effects, Engine};
 use crate::host::Host;
 use crate::threads::{Stop, Threads};
 use acm_prov_sys::ACM_STATUS_ENOMEM;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 /// Longest sleep without a deadline: bounds how late a new interface is
 /// noticed for multicast.
 const IDLE: Duration = Duration::from_secs(1);
-
-fn lock<H: Host>(engine: &Mutex<Engine<H>>) -> MutexGuard<'_, Engine<H>> {
-    engine.lock().unwrap_or_else(|p| p.into_inner())
-}
 
 /// Sends what an engine call produced: replies to the daemon, datagrams to
 /// the network. Called with the engine unlocked.
