@@ -20,6 +20,7 @@ pub mod fastmap;
 #[cfg(feature = "fault-injection")]
 pub mod fault;
 pub mod host;
+pub mod ib;
 pub mod local;
 pub mod log;
 pub mod request;

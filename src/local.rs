@@ -4,9 +4,8 @@
 //! which address to send from; neither changes it.
 
 use crate::addr::{Address, Gid};
-use crate::discovery::wire::{EndpointRecord, WireAddress, MAX_ADDRESSES};
 use crate::fastmap::Map;
-use crate::request::path;
+use crate::ib;
 use std::net::IpAddr;
 
 /// Handle of a device, port, endpoint or address; never zero, so the
@@ -167,7 +166,7 @@ impl Local {
             info.gids[0],
             info.lid,
             info.active_mtu,
-            path::port_rate(info.active_width, info.active_speed).unwrap_or(0)
+            ib::port_rate(info.active_width, info.active_speed).unwrap_or(0)
         );
         let id = self.new_id();
         let port = Port {
@@ -328,38 +327,15 @@ impl Local {
 
     /// The MTU and rate this host offers on a port.
     pub fn mtu_rate(&self, port: &PortInfo) -> (u8, u8) {
-        let cfg_mtu = path::mtu_enum(self.offer.mtu).unwrap_or(5);
+        let cfg_mtu = ib::mtu_enum(self.offer.mtu).unwrap_or(5);
         let mtu = match port.active_mtu {
             0 => cfg_mtu,
             m => m.min(cfg_mtu),
         };
-        let rate = path::port_rate(port.active_width, port.active_speed)
-            .or_else(|| path::rate_enum_x10(self.offer.rate_gbps * 10))
+        let rate = ib::port_rate(port.active_width, port.active_speed)
+            .or_else(|| ib::rate_enum_x10(self.offer.rate_gbps * 10))
             .unwrap_or(3);
         (mtu, rate)
-    }
-
-    /// The record of endpoint `ep`: its port's GID, LID, MTU and rate, its
-    /// partition and up to eight of its addresses (`first` among them).
-    pub fn record_for(&self, ep: Id, first: Option<&Address>) -> Option<EndpointRecord> {
-        let e = self.endpoints.get(&ep)?;
-        let port = &self.ports.get(&e.port)?.info;
-        let mut addresses: Vec<WireAddress> = first
-            .and_then(|a| WireAddress::new(a.clone()).ok())
-            .into_iter()
-            .collect();
-        for a in self.addresses_of(ep) {
-            if addresses.len() == MAX_ADDRESSES {
-                break;
-            }
-            if let Ok(w) = WireAddress::new(a.clone()) {
-                if !addresses.contains(&w) {
-                    addresses.push(w);
-                }
-            }
-        }
-        let (mtu, rate) = self.mtu_rate(port);
-        EndpointRecord::new(port.gids[0], port.lid, mtu, rate, vec![e.pkey], addresses).ok()
     }
 
     /// An address of endpoint `ep` to send to `to` from, so the peer sees

@@ -16,6 +16,10 @@ use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+/// The discovery protocol's UDP port unless `urdma_discovery_port` says
+/// otherwise. Not IANA-registered.
+pub const DEFAULT_DISCOVERY_PORT: u16 = 6126;
+
 /// A lifetime in minutes where -1 means "never expires".
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Lifetime {
@@ -143,7 +147,7 @@ impl Default for Config {
             hop_limit: 0,
             tclass: 0,
             discovery: true,
-            discovery_port: crate::discovery::wire::DEFAULT_PORT,
+            discovery_port: DEFAULT_DISCOVERY_PORT,
             timeout_ms: 500,
             retries: 2,
             negative_timeout_ms: 5000,
@@ -271,24 +275,19 @@ impl Config {
             "urdma_route_timeout" => self.route_timeout = lifetime(v).map_err(bad)?,
             "urdma_mtu" => {
                 self.mtu = match parse_int::<u32>(v) {
-                    Some(m) if crate::request::path::mtu_enum(m).is_some() => m,
+                    Some(m) if crate::ib::mtu_enum(m).is_some() => m,
                     _ => return Err(bad("expected 256, 512, 1024, 2048 or 4096".into())),
                 }
             }
             "urdma_rate" => {
-                self.rate_gbps = match parse_int::<u32>(v) {
-                    Some(g)
-                        if g <= 1200 && crate::request::path::rate_enum_x10(g * 10).is_some() =>
-                    {
-                        g
-                    }
-                    _ => {
-                        return Err(bad(
+                self.rate_gbps =
+                    match parse_int::<u32>(v) {
+                        Some(g) if g <= 1200 && crate::ib::rate_enum_x10(g * 10).is_some() => g,
+                        _ => return Err(bad(
                             "expected an IB link rate in Gb/s (e.g. 10, 25, 40, 56, 100, 200, 400)"
                                 .into(),
-                        ))
+                        )),
                     }
-                }
             }
             "urdma_sl" => self.sl = ranged(v, 0, 15).map_err(bad)? as u8,
             "urdma_packet_lifetime" => self.packet_lifetime = ranged(v, 0, 63).map_err(bad)? as u8,

@@ -131,7 +131,7 @@ impl Discovery {
         let target = q.target().address().clone();
         let answer = match local
             .holder(&target)
-            .and_then(|ep| local.record_for(ep, Some(&target)))
+            .and_then(|ep| super::record_for(local, ep, Some(&target)))
         {
             Some(record) => Answer::Found(record),
             // Every host of the segment gets a group query: only the

@@ -173,7 +173,7 @@ impl Discovery {
         };
         let (Ok(target), Some(sender)) = (
             WireAddress::new(p.target.clone()),
-            local.record_for(p.endpoint, None),
+            super::record_for(local, p.endpoint, None),
         ) else {
             return false;
         };

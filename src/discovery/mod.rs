@@ -41,6 +41,7 @@ use drops::DropCounts;
 use state::{Learned, NeighbourJob, State};
 use std::net::{IpAddr, SocketAddr};
 use std::time::{Duration, Instant};
+use wire::{EndpointRecord, WireAddress, MAX_ADDRESSES};
 
 pub use lookup::eui64_gid;
 
@@ -102,6 +103,29 @@ pub struct Discovery {
     /// The worker has a new deadline to learn of.
     wake: bool,
     outcomes: Vec<Outcome>,
+}
+
+/// The record of endpoint `ep`: its port's GID, LID, MTU and rate, its
+/// partition and up to eight of its addresses (`first` among them).
+pub fn record_for(local: &Local, ep: Id, first: Option<&Address>) -> Option<EndpointRecord> {
+    let e = local.endpoint(ep)?;
+    let port = &local.port(e.port)?.info;
+    let mut addresses: Vec<WireAddress> = first
+        .and_then(|a| WireAddress::new(a.clone()).ok())
+        .into_iter()
+        .collect();
+    for a in local.addresses_of(ep) {
+        if addresses.len() == MAX_ADDRESSES {
+            break;
+        }
+        if let Ok(w) = WireAddress::new(a.clone()) {
+            if !addresses.contains(&w) {
+                addresses.push(w);
+            }
+        }
+    }
+    let (mtu, rate) = local.mtu_rate(port);
+    EndpointRecord::new(port.gids[0], port.lid, mtu, rate, vec![e.pkey], addresses).ok()
 }
 
 impl Discovery {

@@ -81,7 +81,7 @@ fn peer_record(gid: &str) -> EndpointRecord {
 fn peer() -> SocketAddr {
     SocketAddr::new(
         IpAddr::V4(PEER_IP.into()),
-        crate::discovery::wire::DEFAULT_PORT,
+        crate::config::DEFAULT_DISCOVERY_PORT,
     )
 }
 
@@ -246,7 +246,7 @@ fn replies_from_elsewhere_or_unknown_transactions_are_dropped() {
     let found = reply_bytes(&q, Answer::Found(peer_record("fe80::666")));
     let impostor = SocketAddr::new(
         IpAddr::V4([10, 0, 0, 66].into()),
-        crate::discovery::wire::DEFAULT_PORT,
+        crate::config::DEFAULT_DISCOVERY_PORT,
     );
     f.e.on_datagram(impostor, None, &found, f.t0);
     let other_port = SocketAddr::new(IpAddr::V4(PEER_IP.into()), 4444);
@@ -533,7 +533,7 @@ fn queries_are_answered_by_the_owner_only_and_group_queries_never_refused() {
     let mine = Message::from(Query::new(
         std::num::NonZeroU64::new(7).unwrap(),
         WireAddress::new(Address::name("node-a").unwrap()).unwrap(),
-        f.e.local().record_for(f.ep, None).unwrap(),
+        record_for(f.e.local(), f.ep, None).unwrap(),
     ))
     .encode();
     f.e.on_datagram(peer(), Some(group()), &mine, f.t0);

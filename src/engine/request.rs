@@ -8,10 +8,11 @@ use super::{Engine, Outgoing, Reply, Waiter};
 use crate::addr::Address;
 use crate::discovery::state::Learned;
 use crate::host::{Counter, Host};
+use crate::ib;
 use crate::local::Id;
 use crate::request::cache::{Entry, Lookup};
 use crate::request::msg::{self, MsgBuf, Rejected, ResolveRequest, Target};
-use crate::request::path::{self, Dest, PathRecord, PATH_RECORD_LEN};
+use crate::request::path::{Dest, PathRecord, PATH_RECORD_LEN};
 use acm_prov_sys::{
     ACM_STATUS_EDESTADDR, ACM_STATUS_EINVAL, ACM_STATUS_ENODATA, ACM_STATUS_ENOMEM,
     ACM_STATUS_ESRCADDR, ACM_STATUS_SUCCESS,
@@ -288,9 +289,9 @@ impl<H: Host> Engine<H> {
             mtu = mtu.min(m);
         }
         if let Some(r) = dest.rate {
-            rate = path::min_rate(rate, r);
+            rate = ib::min_rate(rate, r);
         }
-        if path::rate_x10(rate).is_none() {
+        if ib::rate_x10(rate).is_none() {
             return Err(rejected(ACM_STATUS_EDESTADDR, "no usable rate".into()));
         }
         Ok(PathRecord {

@@ -74,12 +74,6 @@ pub struct Cache {
     pub expired: u64,
 }
 
-impl Default for Cache {
-    fn default() -> Self {
-        Cache::new(crate::config::Config::default().max_cached)
-    }
-}
-
 fn live(deadline: Option<Instant>, now: Instant) -> bool {
     deadline.is_none_or(|d| now < d)
 }
@@ -237,7 +231,7 @@ mod tests {
 
     #[test]
     fn lifetimes_decide_between_route_address_and_miss() {
-        let mut c = Cache::default();
+        let mut c = Cache::new(16);
         let now = Instant::now();
         let dest = Address::name("node2").unwrap();
         let path = PathRecord {

@@ -21,8 +21,6 @@ mod codec;
 #[cfg(test)]
 mod tests;
 
-/// UDP port (configurable as `urdma_discovery_port`). Not IANA-registered.
-pub const DEFAULT_PORT: u16 = 6126;
 /// IPv4 group for name queries: in the organization-local scope that RFC
 /// 2365 leaves to local administration, so it collides with no assignment;
 /// senders use TTL 1 to keep it on the segment.
