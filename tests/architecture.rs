@@ -1,0 +1,157 @@
+//! The structure docs/architecture.md describes, held by a test: the
+//! provider's components import each other in one direction only, and no
+//! module grows past what a newcomer can read in one sitting.
+
+use std::collections::BTreeSet;
+use std::fs;
+use std::path::{Path, PathBuf};
+
+/// Lines of code (before the module's tests) a module may have.
+const MAX_MODULE_LINES: usize = 600;
+
+/// Which components each component may import (besides the shared
+/// vocabulary in [`SHARED`]), in the order of the data path.
+const ALLOWED: &[(&str, &[&str])] = &[
+    (
+        "boundary",
+        &["runtime", "engine", "request", "local", "config"],
+    ),
+    // `fault`: the hooks of test builds (feature fault-injection).
+    (
+        "runtime",
+        &["engine", "discovery", "request", "local", "config", "fault"],
+    ),
+    ("engine", &["discovery", "request", "local", "config"]),
+    ("fault", &["engine"]),
+    ("discovery", &["local", "config"]),
+    ("request", &[]),
+    ("local", &[]),
+    ("config", &[]),
+    // The replies it sends are the daemon's message type.
+    ("host", &["request"]),
+];
+
+/// Modules every component may use: plain types and tools with no
+/// knowledge of the provider's components.
+const SHARED: &[&str] = &[
+    "addr", "ib", "bounded", "fastmap", "summary", "threads", "host", "log",
+];
+
+fn sources(dir: &Path, out: &mut Vec<PathBuf>) {
+    for entry in fs::read_dir(dir).expect("read src") {
+        let path = entry.expect("dir entry").path();
+        if path.is_dir() {
+            sources(&path, out);
+        } else if path.extension().is_some_and(|e| e == "rs") {
+            out.push(path);
+        }
+    }
+}
+
+/// A source file's component: its folder under src/, or its file name.
+fn component(src: &Path, file: &Path) -> String {
+    let rel = file.strip_prefix(src).expect("under src");
+    let first = rel.components().next().expect("non-empty");
+    first
+        .as_os_str()
+        .to_string_lossy()
+        .trim_end_matches(".rs")
+        .to_string()
+}
+
+/// The code of a file before its unit tests (a tests.rs holds only tests).
+fn code(file: &Path) -> String {
+    if file.file_name().is_some_and(|n| n == "tests.rs") {
+        return String::new();
+    }
+    let text = fs::read_to_string(file).expect("read source");
+    match text.find("\n#[cfg(test)]\nmod tests") {
+        Some(i) => text[..i].to_string(),
+        None => text,
+    }
+}
+
+/// The components a piece of code names as `crate::<component>`.
+fn imports(code: &str) -> BTreeSet<String> {
+    code.match_indices("crate::")
+        .map(|(i, m)| {
+            code[i + m.len()..]
+                .chars()
+                .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+                .collect()
+        })
+        .collect()
+}
+
+fn all_sources() -> (PathBuf, Vec<PathBuf>) {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut files = Vec::new();
+    sources(&src, &mut files);
+    files.sort();
+    (src, files)
+}
+
+#[test]
+fn components_import_each_other_in_one_direction_only() {
+    let (src, files) = all_sources();
+    let mut wrong = Vec::new();
+    for file in &files {
+        let from = component(&src, file);
+        if from == "lib" {
+            continue;
+        }
+        let placed = ALLOWED.iter().find(|(c, _)| *c == from).map(|(_, a)| *a);
+        let allowed: &[&str] = match placed {
+            Some(a) => a,
+            None if SHARED.contains(&from.as_str()) => &[],
+            None => panic!(
+                "{}: a component docs/architecture.md does not place",
+                file.display()
+            ),
+        };
+        for to in imports(&code(file)) {
+            let ok = to == from || SHARED.contains(&to.as_str()) || allowed.contains(&to.as_str());
+            if !ok {
+                wrong.push(format!("{} ({from}) imports {to}", file.display()));
+            }
+        }
+    }
+    assert!(
+        wrong.is_empty(),
+        "imports against the data path:\n{}",
+        wrong.join("\n")
+    );
+}
+
+#[test]
+fn no_module_is_longer_than_a_newcomer_can_read() {
+    let (_, files) = all_sources();
+    let long: Vec<String> = files
+        .iter()
+        .map(|f| (f, code(f).lines().count()))
+        .filter(|(_, n)| *n > MAX_MODULE_LINES)
+        .map(|(f, n)| format!("{}: {n} lines of code", f.display()))
+        .collect();
+    assert!(
+        long.is_empty(),
+        "over {MAX_MODULE_LINES} lines:\n{}",
+        long.join("\n")
+    );
+}
+
+#[test]
+fn the_checks_see_what_they_check() {
+    // A file whose imports were not read would pass the first test.
+    let (src, files) = all_sources();
+    let engine = files
+        .iter()
+        .find(|f| f.ends_with("engine/mod.rs"))
+        .expect("engine/mod.rs");
+    let seen = imports(&code(engine));
+    assert!(
+        seen.contains("discovery") && seen.contains("local"),
+        "{seen:?}"
+    );
+    assert_eq!(component(&src, engine), "engine");
+    assert!(files.len() > 30, "{} source files", files.len());
+}
