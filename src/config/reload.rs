@@ -126,10 +126,11 @@ impl Watcher {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
-    fn temp(name: &str) -> PathBuf {
+    /// A hosts file path in a directory of this test's own.
+    pub(crate) fn temp(name: &str) -> PathBuf {
         let dir = std::env::temp_dir().join(format!("urdma-reload-{}-{name}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         dir.join("hosts")

@@ -62,17 +62,12 @@ pub fn spawn<H: Host + 'static>(
 mod tests {
     use super::*;
     use crate::addr::Address;
+    use crate::config::reload::tests::temp;
     use crate::config::Config;
     use crate::host::FakeHost;
     use crate::local::PortInfo;
     use crate::request::msg::tests::{addr_entry, request};
     use acm_prov_sys::{ACM_ADDRESS_NAME, ACM_EP_FLAG_DEST, ACM_STATUS_ENODATA};
-
-    fn temp(name: &str) -> PathBuf {
-        let dir = std::env::temp_dir().join(format!("urdma-watch-{}-{name}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        dir.join("hosts")
-    }
 
     #[test]
     fn a_reload_changes_answers_and_empties_the_cache_of_what_changed() {
