@@ -23,6 +23,7 @@ pub mod host;
 pub mod ib;
 pub mod local;
 pub mod log;
+pub mod metrics;
 pub mod request;
 pub mod runtime;
 pub mod summary;

@@ -714,11 +714,16 @@ fn drop_summary(host: &Host) -> Option<String> {
 fn with_a_shared_key_only_key_holders_take_part() {
     let shared = KeyFile::new("shared", "5 00112233445566778899aabbccddeeff\n", 0o600);
     let other = KeyFile::new("other", "5 ffeeddccbbaa99887766554433221100\n", 0o600);
-    let quick = ["urdma_timeout 200", "urdma_retries 1"];
+    // Names asked of the segment only: its silence is what is checked.
+    let quick = [
+        "urdma_timeout 200",
+        "urdma_retries 1",
+        "urdma_name_lookup segment",
+    ];
     let net = Net::new();
     let (shared_opt, other_opt) = (shared.opt(), other.opt());
-    fn with<'a>(quick: [&'a str; 2], key: &'a str) -> [&'a str; 3] {
-        [quick[0], quick[1], key]
+    fn with<'a>(quick: [&'a str; 3], key: &'a str) -> [&'a str; 4] {
+        [quick[0], quick[1], quick[2], key]
     }
     let a = Node::A.start(&net, &with(quick, &shared_opt));
     let b = Node::B.start(&net, &with(quick, &shared_opt));

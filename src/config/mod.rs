@@ -72,6 +72,11 @@ pub struct Config {
     /// Fallbacks for peers that do not run the provider, tried in order
     /// after discovery fails.
     pub derive: Vec<Derivation>,
+    /// How names that are neither local nor in the hosts file are asked,
+    /// in order.
+    pub name_lookup: Vec<NameLookup>,
+    /// Where the metrics are written (`None`: nowhere).
+    pub metrics_file: Option<PathBuf>,
     /// Pre-shared keys that authenticate discovery (`None`: unauthenticated).
     pub auth_key_file: Option<PathBuf>,
     /// Discovery replies per second to one source (0: no limit).
@@ -105,6 +110,42 @@ impl Derivation {
     }
 }
 
+/// Ways to find the host of a name.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum NameLookup {
+    /// Ask the discovery groups of the local segment.
+    Segment,
+    /// Ask the system's resolver (NSS: /etc/hosts, DNS), then ask the
+    /// addresses it gives by unicast, as for an IP destination: names on
+    /// other subnets.
+    Nss,
+}
+
+impl NameLookup {
+    fn name(self) -> &'static str {
+        match self {
+            NameLookup::Segment => "segment",
+            NameLookup::Nss => "nss",
+        }
+    }
+}
+
+fn name_lookups(v: &str) -> Result<Vec<NameLookup>, String> {
+    let mut out = Vec::new();
+    for item in v.split(',') {
+        let n = match item {
+            "segment" => NameLookup::Segment,
+            "nss" => NameLookup::Nss,
+            _ => return Err(format!("'{item}' is not segment or nss")),
+        };
+        if out.contains(&n) {
+            return Err(format!("'{item}' listed twice"));
+        }
+        out.push(n);
+    }
+    Ok(out)
+}
+
 fn derivations(v: &str) -> Result<Vec<Derivation>, String> {
     if v == "none" {
         return Ok(Vec::new());
@@ -133,6 +174,9 @@ fn yes_no(v: &str) -> Result<bool, String> {
 }
 
 pub const DEFAULT_HOSTS_FILE: &str = "/etc/rdma/ibacm_urdma_hosts.data";
+/// Under /run: written every second, gone with the machine, and writable
+/// for the daemon under systemd's ProtectSystem=full.
+pub const DEFAULT_METRICS_FILE: &str = "/run/ibacm-urdma.prom";
 
 impl Default for Config {
     fn default() -> Self {
@@ -152,6 +196,8 @@ impl Default for Config {
             retries: 2,
             negative_timeout_ms: 5000,
             derive: Vec::new(),
+            name_lookup: vec![NameLookup::Segment, NameLookup::Nss],
+            metrics_file: Some(PathBuf::from(DEFAULT_METRICS_FILE)),
             auth_key_file: None,
             reply_rate: 5000,
             max_cached: 1 << 16,
@@ -188,7 +234,7 @@ fn lifetime(v: &str) -> Result<Lifetime, String> {
 }
 
 /// Every `urdma_` key, for the unknown-key check and the documentation test.
-pub const KEYS: [&str; 20] = [
+pub const KEYS: [&str; 22] = [
     "urdma_hosts_file",
     "urdma_addr_timeout",
     "urdma_route_timeout",
@@ -204,11 +250,13 @@ pub const KEYS: [&str; 20] = [
     "urdma_retries",
     "urdma_negative_timeout",
     "urdma_derive",
+    "urdma_name_lookup",
     "urdma_auth_key_file",
     "urdma_reply_rate",
     "urdma_max_cached",
     "urdma_max_learned",
     "urdma_max_lookups",
+    "urdma_metrics_file",
 ];
 
 /// Keys whose value decides whether discovery runs, where, and how it is
@@ -226,7 +274,10 @@ const STAYS_OFF: &str = "discovery stays off until this line is fixed";
 
 /// Keys whose values are paths: any bytes but NUL, as Unix allows.
 fn is_path_key(key: &str) -> bool {
-    matches!(key, "urdma_hosts_file" | "urdma_auth_key_file")
+    matches!(
+        key,
+        "urdma_hosts_file" | "urdma_auth_key_file" | "urdma_metrics_file"
+    )
 }
 
 impl Config {
@@ -251,20 +302,18 @@ impl Config {
         let raw = value.ok_or_else(|| format!("'{key}' has no value"))?;
         if is_path_key(key) {
             let path = Path::new(OsStr::from_bytes(raw));
+            let absolute_or_none = || match raw {
+                b"none" => Ok(None),
+                _ if path.is_absolute() => Ok(Some(path.to_path_buf())),
+                _ => Err(format!(
+                    "bad value '{}' for {key}: expected an absolute path or none",
+                    path.display()
+                )),
+            };
             match key {
                 "urdma_hosts_file" => self.hosts_file = path.to_path_buf(),
-                _ => {
-                    self.auth_key_file = match raw {
-                        b"none" => None,
-                        _ if path.is_absolute() => Some(path.to_path_buf()),
-                        _ => {
-                            return Err(format!(
-                                "bad value '{}' for {key}: expected an absolute path or none",
-                                path.display()
-                            ))
-                        }
-                    }
-                }
+                "urdma_metrics_file" => self.metrics_file = absolute_or_none()?,
+                _ => self.auth_key_file = absolute_or_none()?,
             }
             return Ok(true);
         }
@@ -303,6 +352,7 @@ impl Config {
                 self.negative_timeout_ms = ranged(v, 0, 3_600_000).map_err(bad)?
             }
             "urdma_derive" => self.derive = derivations(v).map_err(bad)?,
+            "urdma_name_lookup" => self.name_lookup = name_lookups(v).map_err(bad)?,
             "urdma_reply_rate" => self.reply_rate = ranged(v, 0, 1_000_000).map_err(bad)?,
             "urdma_max_cached" => self.max_cached = ranged(v, 1, 1 << 26).map_err(bad)? as usize,
             "urdma_max_learned" => self.max_learned = ranged(v, 1, 1 << 24).map_err(bad)? as usize,
@@ -413,7 +463,17 @@ impl Config {
                     .collect::<Vec<_>>()
                     .join(","),
             },
+            "urdma_name_lookup" => self
+                .name_lookup
+                .iter()
+                .map(|n| n.name())
+                .collect::<Vec<_>>()
+                .join(","),
             "urdma_auth_key_file" => match &self.auth_key_file {
+                Some(p) => p.display().to_string(),
+                None => "none".to_string(),
+            },
+            "urdma_metrics_file" => match &self.metrics_file {
                 Some(p) => p.display().to_string(),
                 None => "none".to_string(),
             },

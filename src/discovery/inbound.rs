@@ -13,7 +13,7 @@
 //!   ([`Purpose::Check`]), and only its reply moves the binding; a refusal
 //!   or no answer removes it.
 
-use super::drops::DropCounts;
+use super::counts::DropCounts;
 use super::state::{Learned, Probe, Purpose, MAX_CHECKS, MAX_CLAIMS};
 use super::wire::{Announce, Answer, Message, Query, Reply};
 use super::{Datagram, Discovery, Outcome, CHECK_HOLDOFF};
@@ -44,6 +44,7 @@ impl Discovery {
         bytes: &[u8],
         now: Instant,
     ) {
+        self.traffic.received += 1;
         let decoded = match &mut self.auth {
             None => Message::decode(bytes),
             Some(auth) => match auth.open(bytes, from.ip()) {
@@ -153,6 +154,7 @@ impl Discovery {
         // A reply to a unicast query comes from the queried address, the
         // only source the asker accepts.
         let from_addr = to.filter(|ip| !ip.is_multicast());
+        self.traffic.replies += 1;
         self.datagrams.push(Datagram::Unicast {
             to: from,
             from: from_addr,
@@ -193,13 +195,18 @@ impl Discovery {
                 let p = self.state.remove_probe(txid).expect("probe exists");
                 match p.purpose {
                     Purpose::Lookup => self.succeed(&p.target, learned, now),
-                    Purpose::Claim => {
-                        log::trace!("lookup {}: {from} confirms {}", p.target, learned.gid);
-                        if let Some(l) = self.state.lookups.get_mut(&p.target) {
+                    Purpose::Claim | Purpose::Address => {
+                        log::trace!("lookup {}: {from} confirms {}", p.key, learned.gid);
+                        if p.purpose == Purpose::Address {
+                            // Asked by unicast, answered from there: as
+                            // good as a lookup of the address itself.
+                            self.bind(&p.target, learned.clone(), now);
+                        }
+                        if let Some(l) = self.state.lookups.get_mut(&p.key) {
                             l.probes.retain(|t| *t != txid);
                             l.confirmed.push((from, learned));
                         }
-                        self.settle(local, &p.target, now);
+                        self.settle(local, &p.key, now);
                     }
                     Purpose::Check => self.check_confirmed(&p.target, learned, now),
                 }

@@ -5,33 +5,20 @@
 //! A name asked of the groups is claimed by whoever answers, and each
 //! claimant is asked again by unicast before its claim counts.
 
-use super::state::{Learned, Lookup, NeighbourJob, Probe, Purpose, Stage};
+use super::state::{Learned, Lookup, NeighbourJob, NssJob, Probe, Purpose, Stage};
 use super::wire::{Message, Query, WireAddress};
 use super::{Datagram, Discovery, Outcome};
 use crate::addr::{Address, Gid};
-use crate::config::Derivation;
+use crate::config::{Derivation, NameLookup};
 use crate::local::{ip_of, Id, Local};
 use acm_prov_sys::{ACM_STATUS_ENODATA, ACM_STATUS_ETIMEDOUT};
 use std::net::SocketAddr;
 use std::num::NonZeroU64;
 use std::time::{Duration, Instant};
 
-/// Where a datagram goes to make the kernel resolve a neighbour: the
-/// discard port, so no provider takes it for a message.
-const POKE_PORT: u16 = 9;
-
-/// `fe80::` + modified EUI-64 of a MAC: how urdma forms a port's GID.
-pub fn eui64_gid(mac: [u8; 6]) -> Gid {
-    let mut g = [0u8; 16];
-    g[0] = 0xfe;
-    g[1] = 0x80;
-    g[8] = mac[0] ^ 0x02;
-    g[9] = mac[1];
-    g[10] = mac[2];
-    g[11] = 0xff;
-    g[12] = 0xfe;
-    g[13..16].copy_from_slice(&mac[3..6]);
-    Gid(g)
+/// Whether a stage asks hosts, whose confirmations decide it.
+fn asks(stage: Stage) -> bool {
+    matches!(stage, Stage::Discover | Stage::Nss)
 }
 
 impl Discovery {
@@ -72,13 +59,44 @@ impl Discovery {
             failure: ACM_STATUS_ENODATA as u8,
             probes: Vec::new(),
             confirmed: Vec::new(),
+            resolving: false,
+            started: now,
         };
+        let first = self.asking(&key).first().copied();
         self.state.lookups.insert(key.clone(), lookup);
-        let first = match self.up {
-            true => Stage::Discover,
-            false => Stage::Derive(0),
-        };
-        self.run_stage(local, key, first, now);
+        self.run_stage(local, key, first.unwrap_or(Stage::Derive(0)), now);
+    }
+
+    /// The stages that ask someone, in order, before the derivations: for
+    /// a name those `urdma_name_lookup` lists, for an IP address its
+    /// owner; none without the discovery sockets.
+    fn asking(&self, key: &Address) -> Vec<Stage> {
+        if !self.up {
+            return Vec::new();
+        }
+        match key {
+            Address::Name(_) => self
+                .cfg
+                .name_lookup
+                .iter()
+                .map(|n| match n {
+                    NameLookup::Segment => Stage::Discover,
+                    NameLookup::Nss => Stage::Nss,
+                })
+                .collect(),
+            _ => vec![Stage::Discover],
+        }
+    }
+
+    /// The stage after `stage` for a lookup of `key`.
+    fn after(&self, key: &Address, stage: Stage) -> Stage {
+        if let Stage::Derive(i) = stage {
+            return Stage::Derive(i + 1);
+        }
+        let asking = self.asking(key);
+        let next = asking.iter().position(|s| *s == stage).map(|i| i + 1);
+        next.and_then(|i| asking.get(i).copied())
+            .unwrap_or(Stage::Derive(0))
     }
 
     fn run_stage(&mut self, local: &Local, key: Address, stage: Stage, now: Instant) {
@@ -101,6 +119,23 @@ impl Discovery {
                     l.deadline = now + discovery_time;
                     l.probes.push(txid);
                 }
+            }
+            Stage::Nss => {
+                let Address::Name(name) = &key else {
+                    return self.run_stage(local, key.clone(), Stage::Derive(0), now);
+                };
+                let deadline = now + discovery_time;
+                self.state.nss_jobs.push(NssJob {
+                    key: key.clone(),
+                    name: name.to_string(),
+                    deadline,
+                });
+                if let Some(l) = self.state.lookups.get_mut(&key) {
+                    l.stage = Stage::Nss;
+                    l.deadline = deadline;
+                    l.resolving = true;
+                }
+                self.wake = true;
             }
             Stage::Derive(i) => match self.cfg.derive.get(i).copied() {
                 None => self.fail(&key, failure, now),
@@ -146,6 +181,7 @@ impl Discovery {
     ) -> Option<NonZeroU64> {
         let txid = self.state.new_txid();
         let probe = Probe {
+            key: target.clone(),
             target,
             to,
             purpose,
@@ -179,12 +215,18 @@ impl Discovery {
         };
         let bytes = Message::from(Query::new(txid, target, sender)).encode();
         let datagram = match p.to {
-            Some(to) => Datagram::Unicast {
-                to,
-                from: local.source_for(p.endpoint, to.ip()),
-                bytes,
-            },
-            None => Datagram::Multicast { bytes },
+            Some(to) => {
+                self.traffic.unicast_queries += 1;
+                Datagram::Unicast {
+                    to,
+                    from: local.source_for(p.endpoint, to.ip()),
+                    bytes,
+                }
+            }
+            None => {
+                self.traffic.group_queries += 1;
+                Datagram::Multicast { bytes }
+            }
         };
         self.datagrams.push(datagram);
         if let Some(p) = self.state.probes.get_mut(&txid) {
@@ -205,13 +247,13 @@ impl Discovery {
             return;
         };
         l.failure = status;
-        let next = match l.stage {
-            Stage::Discover => Stage::Derive(0),
-            Stage::Derive(i) => Stage::Derive(i + 1),
-        };
+        l.resolving = false;
+        l.confirmed.clear();
+        let stage = l.stage;
         for t in std::mem::take(&mut l.probes) {
             self.state.probes.remove(&t);
         }
+        let next = self.after(key, stage);
         self.run_stage(local, key.clone(), next, now);
     }
 
@@ -247,7 +289,10 @@ impl Discovery {
     pub(super) fn succeed(&mut self, key: &Address, learned: Learned, now: Instant) {
         log::trace!("lookup {key}: {}", learned.gid);
         self.bind(key, learned, now);
-        if self.state.remove_lookup(key).is_some() {
+        if let Some(l) = self.state.remove_lookup(key) {
+            self.lookup_stats
+                .resolved
+                .observe(now.saturating_duration_since(l.started));
             self.outcomes.push(Outcome::Resolved(key.clone()));
         }
     }
@@ -258,7 +303,10 @@ impl Discovery {
             let until = now + Duration::from_millis(u64::from(self.cfg.negative_timeout_ms));
             self.state.failed.insert(key.clone(), status, Some(until));
         }
-        if self.state.remove_lookup(key).is_some() {
+        if let Some(l) = self.state.remove_lookup(key) {
+            self.lookup_stats
+                .failed
+                .observe(now.saturating_duration_since(l.started));
             self.outcomes.push(Outcome::Failed(key.clone(), status));
         }
     }
@@ -272,6 +320,7 @@ impl Discovery {
         self.state.probes.clear();
         self.state.checking.clear();
         self.state.neighbour_jobs.clear();
+        self.state.nss_jobs.clear();
     }
 
     /// Endpoint `ep` is closing. A lookup whose queries carry its record
@@ -350,7 +399,7 @@ impl Discovery {
                 .state
                 .lookups
                 .get(&key)
-                .is_some_and(|l| l.stage == Stage::Discover && !l.confirmed.is_empty());
+                .is_some_and(|l| asks(l.stage) && !l.confirmed.is_empty());
             if confirmed {
                 if let Some(l) = self.state.lookups.get_mut(&key) {
                     for t in std::mem::take(&mut l.probes) {
@@ -375,14 +424,14 @@ impl Discovery {
             _ => self
                 .state
                 .lookups
-                .get(&p.target)
+                .get(&p.key)
                 .is_some_and(|l| l.deadline > now),
         };
         if p.answered {
             // A group query some host answered: the claims decide now.
-            let target = p.target.clone();
+            let key = p.key.clone();
             self.state.probes.remove(&txid);
-            return self.lookup_probe_ended(local, &target, txid, None, now);
+            return self.lookup_probe_ended(local, &key, txid, None, now);
         }
         if p.tries <= self.cfg.retries && in_time {
             log::trace!(
@@ -419,8 +468,8 @@ impl Discovery {
                     self.outcomes.push(Outcome::Changed(p.target));
                 }
             }
-            Purpose::Lookup | Purpose::Claim => {
-                self.lookup_probe_ended(local, &p.target, txid, Some(status), now)
+            Purpose::Lookup | Purpose::Claim | Purpose::Address => {
+                self.lookup_probe_ended(local, &p.key, txid, Some(status), now)
             }
         }
     }
@@ -453,14 +502,14 @@ impl Discovery {
         let Some(l) = self.state.lookups.get(key) else {
             return;
         };
-        if l.stage != Stage::Discover {
+        if !asks(l.stage) || l.resolving {
             return;
         }
         let claims_pending = l
             .probes
             .iter()
             .filter_map(|t| self.state.probes.get(t))
-            .any(|p| p.purpose == Purpose::Claim);
+            .any(|p| matches!(p.purpose, Purpose::Claim | Purpose::Address));
         if claims_pending {
             return;
         }
@@ -484,36 +533,6 @@ impl Discovery {
         if l.probes.is_empty() {
             let status = l.failure;
             self.next_stage(local, key, status, now);
-        }
-    }
-
-    /// The result of a neighbour lookup for an `eui64` derivation.
-    pub fn on_neighbour(&mut self, mut job: NeighbourJob, mac: Option<[u8; 6]>, now: Instant) {
-        let Some(l) = self.state.lookups.get(&job.dest) else {
-            return;
-        };
-        let Stage::Derive(i) = l.stage else { return };
-        if self.cfg.derive.get(i) != Some(&Derivation::Eui64) {
-            return;
-        }
-        match mac {
-            Some(mac) => {
-                let learned = Learned::derived(eui64_gid(mac));
-                self.succeed(&job.dest.clone(), learned, now);
-            }
-            None if now < l.deadline => {
-                if !job.poked {
-                    self.datagrams.push(Datagram::Unicast {
-                        to: SocketAddr::new(job.ip, POKE_PORT),
-                        from: None,
-                        bytes: vec![0],
-                    });
-                    job.poked = true;
-                }
-                self.state.neighbour_jobs.push(job);
-            }
-            // The timer moves the lookup on at its deadline.
-            None => {}
         }
     }
 }

@@ -22,9 +22,11 @@
 
 mod announce;
 pub mod auth;
-pub mod drops;
+pub mod counts;
+mod derive;
 mod inbound;
 mod lookup;
+mod names;
 pub mod neigh;
 pub mod net;
 pub mod ratelimit;
@@ -37,13 +39,13 @@ use crate::local::{Id, Local};
 use crate::summary::Summary;
 use announce::Announcer;
 use auth::Auth;
-use drops::DropCounts;
-use state::{Learned, NeighbourJob, State};
+use counts::{DropCounts, Traffic};
+use state::{Learned, NeighbourJob, NssJob, State};
 use std::net::{IpAddr, SocketAddr};
 use std::time::{Duration, Instant};
 use wire::{EndpointRecord, WireAddress, MAX_ADDRESSES};
 
-pub use lookup::eui64_gid;
+pub use derive::eui64_gid;
 
 /// After a check of an address, hints about it are ignored this long: a
 /// host sends each announcement three times, and a flood of forged hints
@@ -89,6 +91,8 @@ pub struct Discovery {
     announcer: Announcer,
     drops: DropCounts,
     drops_logged: Summary<DropCounts>,
+    traffic: Traffic,
+    lookup_stats: counts::LookupStats,
     /// Hints not checked because [`state::MAX_CHECKS`] checks were in
     /// flight.
     checks_skipped: u64,
@@ -138,6 +142,8 @@ impl Discovery {
             announcer: Announcer::default(),
             drops: DropCounts::default(),
             drops_logged: Summary::default(),
+            traffic: Traffic::default(),
+            lookup_stats: counts::LookupStats::default(),
             checks_skipped: 0,
             conflicts: 0,
             next_sweep: Instant::now(),
@@ -229,6 +235,30 @@ impl Discovery {
         self.conflicts
     }
 
+    pub fn traffic(&self) -> &Traffic {
+        &self.traffic
+    }
+
+    pub fn lookup_stats(&self) -> &counts::LookupStats {
+        &self.lookup_stats
+    }
+
+    /// Sizes of its tables: bindings, remembered failures, lookups in
+    /// flight, probes in flight.
+    pub fn sizes(&self) -> [usize; 4] {
+        [
+            self.state.learned.len(),
+            self.state.failed.len(),
+            self.state.lookups.len(),
+            self.state.probes.len(),
+        ]
+    }
+
+    /// Whether the sockets are open.
+    pub fn is_up(&self) -> bool {
+        self.up
+    }
+
     /// What reached a table's bound so far: bindings and failures evicted
     /// to make room, lookups refused, hints left unchecked.
     pub fn limits(&self) -> [u64; 4] {
@@ -272,8 +302,10 @@ impl Discovery {
     /// Retries, stage changes, announcements and sweeps that are due.
     pub fn on_timers(&mut self, local: &Local, now: Instant) {
         self.lookup_timers(local, now);
+        let before = self.datagrams.len();
         self.announcer
             .on_timers(local, self.up, now, &mut self.datagrams);
+        self.traffic.announcements += (self.datagrams.len() - before) as u64;
         if now >= self.next_sweep {
             self.state.learned.sweep(now, |_, _| {});
             self.state.failed.sweep(now, |_, _| {});
@@ -289,6 +321,11 @@ impl Discovery {
     /// the daemon's event loop).
     pub fn take_neighbour_jobs(&mut self) -> Vec<NeighbourJob> {
         std::mem::take(&mut self.state.neighbour_jobs)
+    }
+
+    /// Names the runtime must ask the system's resolver about.
+    pub fn take_nss_jobs(&mut self) -> Vec<NssJob> {
+        std::mem::take(&mut self.state.nss_jobs)
     }
 
     /// Whether there is anything to take.

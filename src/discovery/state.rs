@@ -98,8 +98,11 @@ impl Learned {
 /// Where a lookup is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Stage {
-    /// Asking by discovery.
+    /// Asking by discovery: an IP address by unicast, a name of the
+    /// segment's groups.
     Discover,
+    /// A name: asking the system's resolver, then the addresses it gave.
+    Nss,
     /// Trying the derivation at this index of the configured list.
     Derive(usize),
 }
@@ -119,6 +122,9 @@ pub struct Lookup {
     pub probes: Vec<NonZeroU64>,
     /// Name lookups: the hosts that confirmed a claim, and what they said.
     pub confirmed: Vec<(SocketAddr, Learned)>,
+    /// Waiting for the system's resolver.
+    pub resolving: bool,
+    pub started: Instant,
 }
 
 /// Why a query is out.
@@ -136,6 +142,10 @@ pub enum Purpose {
     /// announcement said something else about it. Only the holder's
     /// reply changes the binding; no answer removes it.
     Check,
+    /// Asks an address the system's resolver gave for a name whether its
+    /// host is there: the reply binds the address, and confirms the name
+    /// as a claim does.
+    Address,
 }
 
 /// A query in flight, by its transaction id.
@@ -143,6 +153,8 @@ pub enum Purpose {
 pub struct Probe {
     /// The address asked about.
     pub target: Address,
+    /// The lookup it works for (for a check: the target).
+    pub key: Address,
     /// Where the query went; `None`: the discovery groups. A reply must
     /// come from there.
     pub to: Option<SocketAddr>,
@@ -167,6 +179,16 @@ pub struct NeighbourJob {
     pub poked: bool,
 }
 
+/// A name for the system's resolver, which may block for seconds: the
+/// runtime asks it on threads of its own.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NssJob {
+    pub key: Address,
+    pub name: String,
+    /// When the answer is no use any more.
+    pub deadline: Instant,
+}
+
 pub struct State {
     pub learned: Expiring<Address, Learned>,
     /// Destinations whose last lookup failed, with the status.
@@ -180,6 +202,7 @@ pub struct State {
     /// turn into a stream of queries to one host.
     pub checked: Expiring<Address, ()>,
     pub neighbour_jobs: Vec<NeighbourJob>,
+    pub nss_jobs: Vec<NssJob>,
     /// Lookups refused because [`State::max_lookups`] were in flight.
     pub lookups_refused: u64,
     pub max_lookups: usize,
@@ -204,6 +227,7 @@ impl State {
             checking: Map::default(),
             checked: Expiring::new(MAX_CHECKS * 4),
             neighbour_jobs: Vec::new(),
+            nss_jobs: Vec::new(),
             lookups_refused: 0,
             max_lookups,
             txid_key: RandomState::new(),

@@ -2,11 +2,12 @@
 //! engine, with a fake host and explicit time.
 
 use super::announce::{BATCH as ANNOUNCE_BATCH, PACE as ANNOUNCE_PACE};
+use super::state::NssJob;
 use super::wire::{Announce, Answer, EndpointRecord, Message, Query, WireAddress};
 use super::*;
 use crate::addr::{Address, Gid};
 use crate::config::hosts::Hosts;
-use crate::config::{Config, Derivation};
+use crate::config::{Config, Derivation, NameLookup};
 use crate::engine::{Effects, Engine};
 use crate::host::FakeHost;
 use crate::local::{Id, PortInfo};
@@ -124,6 +125,14 @@ fn learn_peer_name(f: &mut Fixture, tid: u64) {
     let fx = f.e.take_effects();
     assert_eq!(fx.replies.len(), 1, "{fx:?}");
     assert_eq!(dgid(&fx.replies[0].msg), PEER.parse().unwrap());
+}
+
+/// Names asked of the segment only, so a lookup that fails there fails.
+fn segment_only() -> Config {
+    Config {
+        name_lookup: vec![NameLookup::Segment],
+        ..Config::default()
+    }
 }
 
 fn reply_bytes(q: &Query, answer: Answer) -> Vec<u8> {
@@ -748,7 +757,7 @@ fn a_withdrawal_forgets_what_its_holder_no_longer_confirms() {
 
 #[test]
 fn a_claim_counts_only_once_its_host_confirms_it() {
-    let mut f = fixture(Config::default());
+    let mut f = fixture(segment_only());
     let by_name = |name: &[u8], tid| {
         request(
             &[addr_entry(ACM_EP_FLAG_DEST, ACM_ADDRESS_NAME, name)],
@@ -807,7 +816,7 @@ fn a_claim_counts_only_once_its_host_confirms_it() {
 
 #[test]
 fn a_name_two_hosts_confirm_with_different_gids_gets_no_answer() {
-    let mut f = fixture(Config::default());
+    let mut f = fixture(segment_only());
     let by_name = request(
         &[addr_entry(ACM_EP_FLAG_DEST, ACM_ADDRESS_NAME, b"node-b")],
         false,
@@ -1226,4 +1235,161 @@ fn port_cycles_with_lookups_pending_leave_nothing_behind() {
             "after cycle {i}"
         );
     }
+}
+
+/// The record of a host with GID `gid` that holds `ip`.
+fn record_of(gid: &str, ip: IpAddr) -> EndpointRecord {
+    let addrs = vec![WireAddress::new(Address::from(ip)).unwrap()];
+    EndpointRecord::new(gid.parse().unwrap(), 0, 4, 7, vec![0xffff], addrs).unwrap()
+}
+
+/// A name the segment does not know, asked of the system's resolver next.
+fn by_name(name: &str, tid: u64) -> MsgBuf {
+    request(
+        &[addr_entry(
+            ACM_EP_FLAG_DEST,
+            ACM_ADDRESS_NAME,
+            name.as_bytes(),
+        )],
+        false,
+        tid,
+    )
+}
+
+/// Asks for `name`, lets the segment stage time out silently, and returns
+/// the job the system's resolver gets and when it was made.
+fn to_the_resolver(f: &mut Fixture, name: &str, tid: u64) -> (NssJob, Instant) {
+    assert_eq!(f.e.resolve(f.addr, &by_name(name, tid), tid), None);
+    let (_, to) = sent_query(&f.e.take_effects());
+    assert_eq!(to, None, "the segment is asked first");
+    assert!(f.e.take_nss_jobs().is_empty(), "not yet");
+    // The group query's tries, each timing out silently, then its stage.
+    let start = Instant::now();
+    let mut t = start;
+    let mut jobs = Vec::new();
+    while jobs.is_empty() {
+        t += Duration::from_millis(100);
+        assert!(
+            t < start + Duration::from_secs(2),
+            "the segment stage ends in time"
+        );
+        f.e.on_timers(t);
+        let fx = f.e.take_effects();
+        assert!(fx.replies.is_empty(), "{fx:?}");
+        jobs = f.e.take_nss_jobs();
+    }
+    let segment_over = t;
+    assert_eq!(jobs.len(), 1, "then the system's resolver");
+    assert_eq!(jobs[0].name, name);
+    assert_eq!(jobs[0].deadline, segment_over + Duration::from_millis(1500));
+    (jobs.into_iter().next().unwrap(), segment_over)
+}
+
+#[test]
+fn a_name_off_the_segment_is_found_through_the_system_resolver_and_asked_by_unicast() {
+    let mut f = fixture(Config::default());
+    let (job, t) = to_the_resolver(&mut f, "node-far", 1);
+    let far: IpAddr = IpAddr::V4([10, 0, 1, 2].into());
+    let far_v6: IpAddr = "fd01::2".parse().unwrap();
+    f.e.on_nss(&job.key, Ok(vec![far_v6, far]), t);
+    let asked = sent_queries(&f.e.take_effects());
+    assert_eq!(asked.len(), 2, "each address it gave, by unicast");
+    let far_gid = "fe80::f";
+    for (q, to) in &asked {
+        let to = to.expect("unicast");
+        assert!([far, far_v6].contains(&to.ip()));
+        assert_eq!(
+            *q.target().address(),
+            Address::from(to.ip()),
+            "asked for itself"
+        );
+        // A reply from anywhere else is no answer.
+        let elsewhere = SocketAddr::new(IpAddr::V4([10, 0, 1, 66].into()), to.port());
+        let forged = record_of(ATTACKER, to.ip());
+        f.e.on_datagram(elsewhere, None, &reply_bytes(q, Answer::Found(forged)), t);
+    }
+    assert!(f.e.take_effects().replies.is_empty());
+    assert_eq!(f.e.drops().wrong_source, 2);
+    for (q, to) in &asked {
+        let record = record_of(far_gid, to.unwrap().ip());
+        f.e.on_datagram(to.unwrap(), None, &reply_bytes(q, Answer::Found(record)), t);
+    }
+    let fx = f.e.take_effects();
+    assert_eq!(fx.replies.len(), 1, "answered once: {fx:?}");
+    assert_eq!(dgid(&fx.replies[0].msg), far_gid.parse().unwrap());
+    let name = Address::name("node-far").unwrap();
+    assert_eq!(bound_gid(&f.e, &name), Some(far_gid.parse().unwrap()));
+    assert_eq!(
+        bound_gid(&f.e, &Address::from(far)),
+        Some(far_gid.parse().unwrap()),
+        "the address is bound too: it answered by unicast"
+    );
+}
+
+#[test]
+fn a_name_the_resolver_does_not_know_fails_at_once_and_is_remembered() {
+    let mut f = fixture(Config::default());
+    let (job, t) = to_the_resolver(&mut f, "nobody", 1);
+    f.e.on_nss(&job.key, Err("Name or service not known".into()), t);
+    let fx = f.e.take_effects();
+    assert_eq!(fx.replies.len(), 1);
+    assert_eq!(fx.replies[0].msg.status(), ACM_STATUS_ENODATA as u8);
+    let again = f.e.resolve(f.addr, &by_name("nobody", 2), 2).unwrap();
+    assert_eq!(
+        again.status(),
+        ACM_STATUS_ENODATA as u8,
+        "from the failure memory"
+    );
+    assert!(f.e.take_nss_jobs().is_empty());
+}
+
+#[test]
+fn a_resolver_that_never_answers_fails_the_name_at_the_stage_deadline_and_nothing_else() {
+    let mut f = fixture(Config::default());
+    let (job, t) = to_the_resolver(&mut f, "node-slow", 1);
+    // Meanwhile an IP lookup runs its course as usual.
+    learn_peer(&mut f, 2);
+    f.e.on_timers(job.deadline - Duration::from_millis(1));
+    assert!(f.e.take_effects().replies.is_empty());
+    f.e.on_timers(job.deadline);
+    let fx = f.e.take_effects();
+    assert_eq!(fx.replies.len(), 1);
+    assert_eq!(fx.replies[0].msg.status(), ACM_STATUS_ETIMEDOUT as u8);
+    assert_eq!(f.e.lookups_in_flight(), 0);
+    // The answer that comes late changes nothing and sends nothing.
+    f.e.on_nss(&job.key, Ok(vec![IpAddr::V4([10, 0, 1, 2].into())]), t);
+    assert!(f.e.take_effects().is_empty());
+}
+
+#[test]
+fn addresses_of_different_hosts_for_one_name_get_no_answer() {
+    let mut f = fixture(Config {
+        name_lookup: vec![NameLookup::Nss],
+        ..Config::default()
+    });
+    assert_eq!(f.e.resolve(f.addr, &by_name("node-rr", 1), 1), None);
+    assert!(
+        sent_queries(&f.e.take_effects()).is_empty(),
+        "no segment stage"
+    );
+    let job = f.e.take_nss_jobs().remove(0);
+    let ips = [
+        IpAddr::V4([10, 0, 1, 2].into()),
+        IpAddr::V4([10, 0, 1, 3].into()),
+    ];
+    f.e.on_nss(&job.key, Ok(ips.to_vec()), f.t0);
+    for (q, to) in &sent_queries(&f.e.take_effects()) {
+        let gid = ["fe80::2", "fe80::3"][usize::from(to.unwrap().ip() == ips[1])];
+        let record = record_of(gid, to.unwrap().ip());
+        f.e.on_datagram(
+            to.unwrap(),
+            None,
+            &reply_bytes(q, Answer::Found(record)),
+            f.t0,
+        );
+    }
+    let fx = f.e.take_effects();
+    assert_eq!(fx.replies.len(), 1);
+    assert_eq!(fx.replies[0].msg.status(), ACM_STATUS_ENODATA as u8);
+    assert_eq!(f.e.discovery().conflicts(), 1);
 }

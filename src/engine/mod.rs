@@ -10,14 +10,15 @@
 //! [`Effects`], which the caller performs after releasing the engine's
 //! lock, so no daemon lock is ever taken while the engine is held.
 
+mod metrics;
 mod request;
 
 use crate::addr::Address;
 use crate::config::hosts::Hosts;
 use crate::config::Config;
 use crate::discovery::auth::Auth;
-use crate::discovery::drops::DropCounts;
-use crate::discovery::state::NeighbourJob;
+use crate::discovery::counts::DropCounts;
+use crate::discovery::state::{NeighbourJob, NssJob};
 use crate::discovery::{Datagram, Discovery, Outcome};
 use crate::fastmap::Map;
 use crate::host::{Counter, Host, COUNTERS};
@@ -367,6 +368,17 @@ impl<H: Host> Engine<H> {
 
     pub fn take_neighbour_jobs(&mut self) -> Vec<NeighbourJob> {
         self.discovery.take_neighbour_jobs()
+    }
+
+    /// Names for the system's resolver.
+    pub fn take_nss_jobs(&mut self) -> Vec<NssJob> {
+        self.discovery.take_nss_jobs()
+    }
+
+    /// What the system's resolver said about the name of lookup `key`.
+    pub fn on_nss(&mut self, key: &Address, answer: Result<Vec<IpAddr>, String>, now: Instant) {
+        self.discovery.on_nss(&self.local, key, answer, now);
+        self.apply(now);
     }
 
     /// The result of a neighbour lookup for an `eui64` derivation.

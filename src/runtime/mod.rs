@@ -9,6 +9,8 @@
 //! and the neighbour table; the watcher ([`watcher`]) rereads the hosts
 //! file. Both start lazily at the first port and stop at unload.
 
+pub mod nss;
+pub mod report;
 pub mod watcher;
 pub mod worker;
 

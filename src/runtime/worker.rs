@@ -3,11 +3,14 @@
 //! lookups, so that nothing waits on the daemon's event loop.
 
 use super::lock;
+use super::report::MetricsFile;
 use crate::discovery::net::{Net, NetEvent};
+use crate::discovery::state::NssJob;
 use crate::engine::{Effects, Engine};
 use crate::host::Host;
 use crate::threads::{Stop, Threads};
 use acm_prov_sys::ACM_STATUS_ENOMEM;
+use std::sync::mpsc::Sender;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -42,17 +45,24 @@ pub fn perform<H: Host>(host: &H, net: Option<&Net>, fx: Effects) {
 /// Starts the worker thread, supervised: if it panics, the requests
 /// waiting on discovery are answered with an error at once and the thread
 /// starts again.
-pub fn spawn<H: Host + Clone + 'static>(
+pub fn spawn<H: Host + Copy + 'static>(
     threads: &Threads,
     engine: &'static Mutex<Engine<H>>,
     net: Arc<Net>,
 ) -> std::io::Result<()> {
     let stop = threads.stop_flag();
     let for_recovery = net.clone();
+    let resolvers = super::nss::spawn(threads, engine, net.clone())?;
+    // Outside the body: a restart goes on writing the same file.
+    let mut metrics = lock(engine)
+        .config()
+        .metrics_file
+        .clone()
+        .map(MetricsFile::new);
     threads.spawn(
         "discovery",
         "urdma-discovery",
-        move || run(engine, &net, &stop),
+        move || run(engine, &net, &resolvers, metrics.as_mut(), &stop),
         move || recover(engine, &for_recovery),
     )
 }
@@ -70,7 +80,13 @@ fn recover<H: Host + Clone>(engine: &'static Mutex<Engine<H>>, net: &Net) {
     perform(&host, Some(net), fx);
 }
 
-fn run<H: Host + Clone>(engine: &'static Mutex<Engine<H>>, net: &Net, stop: &Stop) {
+fn run<H: Host + Clone>(
+    engine: &'static Mutex<Engine<H>>,
+    net: &Net,
+    resolvers: &Sender<NssJob>,
+    mut metrics: Option<&mut MetricsFile>,
+    stop: &Stop,
+) {
     while !stop.requested() {
         let timeout = lock(engine)
             .next_wake()
@@ -92,9 +108,18 @@ fn run<H: Host + Clone>(engine: &'static Mutex<Engine<H>>, net: &Net, stop: &Sto
             e.on_timers(now);
             #[cfg(feature = "fault-injection")]
             crate::fault::in_worker(&e);
+            for job in e.take_nss_jobs() {
+                // The resolvers outlive the worker; a failed send means the
+                // provider stops.
+                let _ = resolvers.send(job);
+            }
             (e.host().clone(), e.take_effects(), e.take_neighbour_jobs())
         };
         perform(&host, Some(net), fx);
+        if let Some(m) = metrics.as_deref_mut().filter(|m| m.due(now)) {
+            let snapshot = lock(engine).metrics();
+            m.write(snapshot, now);
+        }
         if jobs.is_empty() {
             continue;
         }

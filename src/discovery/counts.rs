@@ -1,5 +1,6 @@
-//! What discovery refused, by reason: the numbers an operator reads to see
-//! an attack or a misconfigured peer.
+//! What discovery counts: what it refused, by reason (an attack or a
+//! misconfigured peer shows there), what it sent and received, and how its
+//! lookups ended. Exported as metrics (`crate::metrics`).
 
 /// Discovery datagrams dropped, by reason; each drop is also logged.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
@@ -44,4 +45,28 @@ impl std::fmt::Display for DropCounts {
             self.rate_limited
         )
     }
+}
+
+/// Datagrams received and sent, by kind: the load discovery puts on the
+/// segment.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct Traffic {
+    pub received: u64,
+    /// Queries to one host: lookups of IP addresses, confirmations, checks.
+    pub unicast_queries: u64,
+    /// Queries to the groups: lookups of names on the segment.
+    pub group_queries: u64,
+    pub replies: u64,
+    /// Announcements and withdrawals.
+    pub announcements: u64,
+}
+
+/// How lookups ended, and how long they took.
+#[derive(Debug, Default, Clone, PartialEq)]
+pub struct LookupStats {
+    pub resolved: crate::metrics::Histogram,
+    pub failed: crate::metrics::Histogram,
+    /// Names asked of the system's resolver, and how many it did not know.
+    pub nss_asked: u64,
+    pub nss_failed: u64,
 }

@@ -1,0 +1,69 @@
+//! Names off the segment (`urdma_name_lookup nss`): the system's resolver
+//! (asked by the runtime, off every loop that must not wait) gives
+//! addresses, and each is asked by unicast; the hosts that answer decide
+//! as claimants of a name on the segment do.
+
+use super::state::{Purpose, Stage, MAX_CLAIMS};
+use super::Discovery;
+use crate::addr::Address;
+use crate::local::Local;
+use acm_prov_sys::ACM_STATUS_ENODATA;
+use std::net::{IpAddr, SocketAddr};
+use std::time::Instant;
+
+impl Discovery {
+    /// What the system's resolver said about the name of lookup `key`:
+    /// each address it gave is asked by unicast, and the hosts that answer
+    /// decide as claimants of the name do; no address, or an error, ends
+    /// the stage.
+    pub fn on_nss(
+        &mut self,
+        local: &Local,
+        key: &Address,
+        answer: Result<Vec<IpAddr>, String>,
+        now: Instant,
+    ) {
+        let Some(l) = self.state.lookups.get_mut(key) else {
+            return;
+        };
+        if l.stage != Stage::Nss || !l.resolving {
+            return;
+        }
+        l.resolving = false;
+        let ep = l.endpoint;
+        self.lookup_stats.nss_asked += 1;
+        let mut ips = match answer {
+            Ok(ips) if !ips.is_empty() => ips,
+            Ok(_) => {
+                self.lookup_stats.nss_failed += 1;
+                return self.next_stage(local, key, ACM_STATUS_ENODATA as u8, now);
+            }
+            Err(e) => {
+                self.lookup_stats.nss_failed += 1;
+                log::debug!("lookup {key}: the system's resolver: {e}");
+                return self.next_stage(local, key, ACM_STATUS_ENODATA as u8, now);
+            }
+        };
+        ips.sort();
+        ips.dedup();
+        ips.truncate(MAX_CLAIMS);
+        log::trace!("lookup {key}: the system's resolver gives {ips:?}");
+        let mut probes = Vec::new();
+        for ip in ips {
+            let to = SocketAddr::new(ip, self.cfg.discovery_port);
+            let target = Address::from(ip);
+            if let Some(txid) = self.send_probe(local, target, Some(to), Purpose::Address, ep, now)
+            {
+                if let Some(p) = self.state.probes.get_mut(&txid) {
+                    p.key = key.clone();
+                }
+                probes.push(txid);
+            }
+        }
+        match self.state.lookups.get_mut(key) {
+            Some(l) if !probes.is_empty() => l.probes.extend(probes),
+            Some(_) => self.next_stage(local, key, ACM_STATUS_ENODATA as u8, now),
+            None => {}
+        }
+    }
+}

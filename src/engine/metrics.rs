@@ -1,0 +1,175 @@
+//! The provider's numbers as metrics (docs/man/urdma-acm.8 lists them):
+//! a snapshot the runtime renders into its metrics file.
+
+use super::Engine;
+use crate::host::{Host, COUNTERS};
+use crate::metrics::{Exposition, Kind};
+
+/// The daemon's per-endpoint counters (`ACM_CNTR_*` order), by name.
+const REQUEST_COUNTERS: [&str; COUNTERS] = [
+    "error",
+    "resolve",
+    "no_data",
+    "addr_query",
+    "addr_cache",
+    "route_query",
+    "route_cache",
+];
+
+impl<H: Host> Engine<H> {
+    /// Every metric, now.
+    pub fn metrics(&self) -> Exposition {
+        let d = &self.discovery;
+        let mut e = Exposition::default();
+        let mut requests = [0u64; COUNTERS];
+        for (_, c) in &self.counters {
+            for (sum, n) in requests.iter_mut().zip(c) {
+                *sum += n;
+            }
+        }
+        let requests: Vec<(&str, u64)> = REQUEST_COUNTERS.iter().copied().zip(requests).collect();
+        e.by_label(
+            "urdma_requests_total",
+            "Requests of the daemon and how they went, all endpoints together (what ib_acme -P shows per endpoint).",
+            Kind::Counter,
+            "counter",
+            &requests,
+        );
+        e.single(
+            "urdma_discovery_up",
+            "1 when the discovery sockets are open.",
+            Kind::Gauge,
+            u64::from(d.is_up()),
+        );
+        let t = d.traffic();
+        e.single(
+            "urdma_datagrams_received_total",
+            "Discovery datagrams received.",
+            Kind::Counter,
+            t.received,
+        );
+        e.by_label(
+            "urdma_datagrams_sent_total",
+            "Discovery datagrams sent, by kind.",
+            Kind::Counter,
+            "kind",
+            &[
+                ("unicast_query", t.unicast_queries),
+                ("group_query", t.group_queries),
+                ("reply", t.replies),
+                ("announcement", t.announcements),
+            ],
+        );
+        let x = d.drops();
+        e.by_label(
+            "urdma_datagrams_dropped_total",
+            "Discovery datagrams dropped, by reason: forged, replayed, unasked-for or malformed traffic, or replies left out by urdma_reply_rate.",
+            Kind::Counter,
+            "reason",
+            &[
+                ("malformed", x.malformed),
+                ("unsolicited", x.unsolicited),
+                ("wrong_source", x.wrong_source),
+                ("own", x.own),
+                ("unauthenticated", x.unauthenticated),
+                ("replayed", x.replayed),
+                ("rate_limited", x.rate_limited),
+            ],
+        );
+        let s = d.lookup_stats();
+        e.histograms(
+            "urdma_lookup_duration_seconds",
+            "Lookups by discovery, from the miss to their end, by result.",
+            "result",
+            &[("resolved", &s.resolved), ("failed", &s.failed)],
+        );
+        e.by_label(
+            "urdma_nss_lookups_total",
+            "Names asked of the system's resolver (urdma_name_lookup nss), by result.",
+            Kind::Counter,
+            "result",
+            &[
+                ("found", s.nss_asked - s.nss_failed),
+                ("not_found", s.nss_failed),
+            ],
+        );
+        let [learned, failed, in_flight, probes] = d.sizes();
+        let [cache_evicted, learned_evicted, failed_evicted, refused, skipped] = self.limits();
+        let (learned_cap, lookups_cap) = d.bounds();
+        let gauges = [
+            ("urdma_lookups_in_flight", "Lookups in flight.", in_flight),
+            ("urdma_lookups_max", "urdma_max_lookups.", lookups_cap),
+            (
+                "urdma_probes_in_flight",
+                "Queries waiting for a reply.",
+                probes,
+            ),
+            (
+                "urdma_requests_waiting",
+                "Requests waiting for a lookup.",
+                self.waiting.values().map(Vec::len).sum(),
+            ),
+            ("urdma_bindings", "Addresses bound by discovery.", learned),
+            ("urdma_bindings_max", "urdma_max_learned.", learned_cap),
+            (
+                "urdma_failures_remembered",
+                "Failed lookups remembered (urdma_negative_timeout).",
+                failed,
+            ),
+            (
+                "urdma_cache_entries",
+                "Destinations in the cache.",
+                self.cache.len(),
+            ),
+            (
+                "urdma_cache_max",
+                "urdma_max_cached.",
+                self.cache.capacity(),
+            ),
+            (
+                "urdma_hosts_file_addresses",
+                "Addresses in the hosts file in force.",
+                self.hosts.len(),
+            ),
+        ];
+        for (name, help, v) in gauges {
+            e.single(name, help, Kind::Gauge, v as u64);
+        }
+        let counters = [
+            (
+                "urdma_cache_evicted_total",
+                "Destinations evicted from the full cache.",
+                cache_evicted,
+            ),
+            (
+                "urdma_bindings_evicted_total",
+                "Bindings evicted from the full table.",
+                learned_evicted,
+            ),
+            (
+                "urdma_failures_evicted_total",
+                "Remembered failures evicted from the full table.",
+                failed_evicted,
+            ),
+            (
+                "urdma_lookups_refused_total",
+                "Misses refused because urdma_max_lookups were in flight.",
+                refused,
+            ),
+            (
+                "urdma_checks_skipped_total",
+                "Hints left unchecked because 1024 checks were in flight.",
+                skipped,
+            ),
+            (
+                "urdma_name_conflicts_total",
+                "Names left unanswered because hosts with different GIDs confirmed them.",
+                d.conflicts(),
+            ),
+        ];
+        for (name, help, v) in counters {
+            e.single(name, help, Kind::Counter, v);
+        }
+        e
+    }
+}

@@ -1,0 +1,105 @@
+//! The system's resolver (`getaddrinfo`: /etc/hosts, DNS, as nsswitch.conf
+//! says) for names discovery cannot find on the segment. An answer can
+//! take seconds, and getaddrinfo cannot be interrupted, so it runs on a few
+//! threads of its own: a DNS server that never answers holds up only the
+//! names waiting for it, never the worker, the daemon's event loop or any
+//! other lookup, and each of those names still fails at its stage's
+//! deadline.
+
+use super::lock;
+use super::worker::perform;
+use crate::discovery::net::Net;
+use crate::discovery::state::NssJob;
+use crate::engine::Engine;
+use crate::host::Host;
+use crate::threads::Threads;
+use std::net::{IpAddr, ToSocketAddrs};
+use std::sync::mpsc::{channel, Receiver, RecvTimeoutError, Sender};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// Names asked at once. More would only add threads waiting on the same
+/// unanswering server; a name queued behind them fails at its deadline.
+pub const THREADS: usize = 4;
+/// How often an idle resolver thread looks at its stop flag.
+const STOP_POLL: Duration = Duration::from_millis(100);
+
+/// The addresses the system's resolver gives for `name`, or why none.
+pub fn resolve(name: &str) -> Result<Vec<IpAddr>, String> {
+    let addrs = (name, 0u16).to_socket_addrs().map_err(|e| e.to_string())?;
+    let mut ips: Vec<IpAddr> = addrs.map(|a| a.ip()).collect();
+    ips.sort();
+    ips.dedup();
+    Ok(ips)
+}
+
+/// Starts the resolver threads; the worker hands them names through the
+/// returned sender.
+pub fn spawn<H: Host + Copy + 'static>(
+    threads: &Threads,
+    engine: &'static Mutex<Engine<H>>,
+    net: Arc<Net>,
+) -> std::io::Result<Sender<NssJob>> {
+    let (tx, rx) = channel::<NssJob>();
+    let rx = Arc::new(Mutex::new(rx));
+    for i in 0..THREADS {
+        let (rx, net, stop) = (rx.clone(), net.clone(), threads.stop_flag());
+        threads.spawn(
+            "resolver",
+            &format!("urdma-nss{i}"),
+            move || {
+                while !stop.requested() {
+                    if let Some(job) = next(&rx) {
+                        answer(engine, &net, job);
+                    }
+                }
+            },
+            // A name it held fails at its lookup's deadline.
+            || {},
+        )?;
+    }
+    Ok(tx)
+}
+
+/// The next name to ask, or `None` after a while without one.
+fn next(rx: &Mutex<Receiver<NssJob>>) -> Option<NssJob> {
+    let rx = rx.lock().unwrap_or_else(|p| p.into_inner());
+    match rx.recv_timeout(STOP_POLL) {
+        Ok(job) => Some(job),
+        Err(RecvTimeoutError::Timeout) => None,
+        // The worker is gone for good (the provider stops).
+        Err(RecvTimeoutError::Disconnected) => {
+            drop(rx);
+            std::thread::sleep(STOP_POLL);
+            None
+        }
+    }
+}
+
+/// Asks the system's resolver and hands the answer to discovery; a name
+/// whose lookup gave up meanwhile is not asked at all.
+fn answer<H: Host + Copy>(engine: &Mutex<Engine<H>>, net: &Net, job: NssJob) {
+    if Instant::now() >= job.deadline {
+        return;
+    }
+    let answer = resolve(&job.name);
+    let (host, fx) = {
+        let mut e = lock(engine);
+        e.on_nss(&job.key, answer, Instant::now());
+        // Datagrams stay for the worker, which alone sends.
+        (*e.host(), e.take_replies())
+    };
+    perform(&host, Some(net), fx);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_resolve_through_the_system_and_unknown_ones_fail() {
+        let ips = resolve("localhost").expect("localhost resolves");
+        assert!(ips.iter().all(|ip| ip.is_loopback()), "{ips:?}");
+        assert!(resolve("no-such-host.invalid").is_err());
+    }
+}
