@@ -47,3 +47,32 @@ fn every_subcommand_is_documented() {
         );
     }
 }
+
+#[test]
+fn every_metric_the_provider_writes_is_documented() {
+    let man = page("urdma-acm.8");
+    let engine = ibacm_urdma::engine::Engine::new(
+        ibacm_urdma::host::NullHost,
+        Config::default(),
+        Default::default(),
+    );
+    let mut names: Vec<String> = engine
+        .metrics()
+        .families
+        .into_iter()
+        .map(|f| f.name)
+        .collect();
+    names.push("urdma_metrics_written_seconds".into());
+    assert!(names.len() > 20, "{names:?}");
+    // Entries name metrics as `.B name` or in a `\fBname` list.
+    let documented = |n: &str| {
+        man.lines().any(|l| {
+            l.starts_with(".B ")
+                && (l[3..].split(['\\', ' ']).next() == Some(n)
+                    || l.contains(&format!("\\fB{n}")))
+        })
+    };
+    for n in &names {
+        assert!(documented(n), "urdma-acm.8 does not document {n}");
+    }
+}
