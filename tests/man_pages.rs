@@ -68,8 +68,7 @@ fn every_metric_the_provider_writes_is_documented() {
     let documented = |n: &str| {
         man.lines().any(|l| {
             l.starts_with(".B ")
-                && (l[3..].split(['\\', ' ']).next() == Some(n)
-                    || l.contains(&format!("\\fB{n}")))
+                && (l[3..].split(['\\', ' ']).next() == Some(n) || l.contains(&format!("\\fB{n}")))
         })
     };
     for n in &names {

@@ -8,9 +8,11 @@
 mod common;
 
 use common::{Host, HostConfig};
+use std::collections::BTreeMap;
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
+use std::time::{Duration, Instant};
 
 /// `urdma-acm`: `URDMA_ACM` if set (the package test runs the installed
 /// one), else the one built next to the provider in `target/<profile>/`.
@@ -383,8 +385,19 @@ fn stats_counts_what_was_resolved_per_endpoint() {
     // The daemon's default socket: /run is the host's run directory. Rows
     // come in the daemon's order (it lists a port's newest endpoint first).
     let tool = tool();
-    let (code, out) = host.exec(&[tool.to_str().unwrap(), "stats"]);
-    assert_eq!(code, 0, "{out}");
+    // The table, then the provider's metrics (discovery off or not), which
+    // are written every second.
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let out = loop {
+        let (code, out) = host.exec(&[tool.to_str().unwrap(), "stats"]);
+        assert_eq!(code, 0, "{out}");
+        let (table, metrics) = out.split_once("\n\n").expect("a table, then metrics");
+        if metrics.contains("urdma_requests_total{counter=resolve} 5\n") {
+            break format!("{table}\n");
+        }
+        assert!(Instant::now() < deadline, "{metrics}");
+        std::thread::sleep(Duration::from_millis(200));
+    };
     assert_eq!(
         out,
         "\
@@ -396,7 +409,288 @@ GUID                PORT  PKEY    PROVIDER  ADDRESS   ERROR  RESOLVE  NODATA  AD
 
     let sock = host.socket().display().to_string();
     let (code, again) = host.exec(&[tool.to_str().unwrap(), "stats", "--socket", &sock]);
-    assert_eq!((code, again.as_str()), (0, out.as_str()), "--socket");
+    assert_eq!(code, 0, "--socket: {again}");
+    assert!(again.starts_with(&out), "--socket: {again}");
+}
+
+// stats: the provider's metrics ------------------------------------------------
+
+/// `urdma-acm stats ARGS` inside `host`: exit status, stdout, stderr.
+fn stats_on(host: &Host, args: &[&str]) -> (i32, String, String) {
+    let tool = tool();
+    let mut argv = vec!["timeout", "15", tool.to_str().unwrap(), "stats"];
+    argv.extend_from_slice(args);
+    finish(host.in_namespaces(false, &argv))
+}
+
+/// Holds `text` to the rules of the Prometheus text exposition format
+/// (0.0.4), checked here on their own rather than by the provider's parser:
+/// HELP and TYPE once per family before its samples, names and labels of
+/// the allowed characters, quoted and escaped label values, numbers, no
+/// series twice, and histograms whose buckets rise to `+Inf`, which equals
+/// their count, beside a sum. Returns the value of each series.
+fn check_prometheus(text: &str) -> BTreeMap<String, f64> {
+    let name_ok = |n: &str, colon: bool| {
+        let mut c = n.chars();
+        c.next()
+            .is_some_and(|f| f.is_ascii_alphabetic() || f == '_' || (colon && f == ':'))
+            && c.all(|x| x.is_ascii_alphanumeric() || x == '_' || (colon && x == ':'))
+    };
+    let mut families: BTreeMap<String, String> = BTreeMap::new();
+    let mut current: Option<(String, String)> = None;
+    let mut values = BTreeMap::new();
+    let mut buckets: BTreeMap<String, Vec<(f64, f64)>> = BTreeMap::new();
+    for line in text.lines() {
+        if let Some(rest) = line.strip_prefix("# HELP ") {
+            let name = rest.split(' ').next().unwrap();
+            assert!(name_ok(name, true), "{line}");
+            assert!(!families.contains_key(name), "family twice: {line}");
+            current = Some((name.to_string(), String::new()));
+            continue;
+        }
+        if let Some(rest) = line.strip_prefix("# TYPE ") {
+            let (name, kind) = rest.split_once(' ').expect("TYPE name kind");
+            let (cur, _) = current.clone().expect("TYPE after HELP");
+            assert_eq!(name, cur, "{line}");
+            assert!(
+                ["counter", "gauge", "histogram", "summary", "untyped"].contains(&kind),
+                "{line}"
+            );
+            families.insert(name.to_string(), kind.to_string());
+            current = Some((cur, kind.to_string()));
+            continue;
+        }
+        assert!(
+            !line.starts_with('#') && !line.is_empty(),
+            "stray line {line:?}"
+        );
+        let (series, value) = line.rsplit_once(' ').expect("series value");
+        let value: f64 = match value {
+            "+Inf" => f64::INFINITY,
+            v => v.parse().unwrap_or_else(|_| panic!("bad value: {line}")),
+        };
+        let (name, labels) = series.split_once('{').unwrap_or((series, ""));
+        assert!(name_ok(name, true), "{line}");
+        let (family, kind) = current.clone().expect("sample after HELP and TYPE");
+        let suffix = name
+            .strip_prefix(family.as_str())
+            .expect("sample of its family");
+        match kind.as_str() {
+            "histogram" => assert!(["_bucket", "_sum", "_count"].contains(&suffix), "{line}"),
+            _ => assert_eq!(suffix, "", "{line}"),
+        }
+        let mut le = None;
+        let mut rest = labels.strip_suffix('}').unwrap_or(labels);
+        let mut others = Vec::new();
+        while !rest.is_empty() {
+            let (k, v) = rest.split_once("=\"").expect("label=\"value\"");
+            assert!(name_ok(k, false), "label {k}: {line}");
+            let mut end = None;
+            let mut escaped = false;
+            for (i, c) in v.char_indices() {
+                match c {
+                    _ if escaped => {
+                        assert!(['\\', '"', 'n'].contains(&c), "escape: {line}");
+                        escaped = false
+                    }
+                    '\\' => escaped = true,
+                    '"' => {
+                        end = Some(i);
+                        break;
+                    }
+                    _ => {}
+                }
+            }
+            let end = end.expect("closed label value");
+            if k == "le" {
+                le = Some(&v[..end]);
+            } else {
+                others.push(format!("{k}={}", &v[..end]));
+            }
+            rest = v[end + 1..].strip_prefix(',').unwrap_or(&v[end + 1..]);
+        }
+        assert!(
+            values.insert(series.to_string(), value).is_none(),
+            "series twice: {line}"
+        );
+        if let Some(le) = le {
+            let bound = if le == "+Inf" {
+                f64::INFINITY
+            } else {
+                le.parse().expect("le")
+            };
+            let key = format!("{family}{{{}}}", others.join(","));
+            buckets.entry(key).or_default().push((bound, value));
+        }
+    }
+    for (key, b) in &buckets {
+        assert!(
+            b.windows(2).all(|w| w[0].0 < w[1].0 && w[0].1 <= w[1].1),
+            "{key}: {b:?}"
+        );
+        let (last, total) = *b.last().unwrap();
+        assert_eq!(last, f64::INFINITY, "{key} ends at +Inf");
+        let (family, labels) = key.split_once('{').unwrap();
+        let labels = labels.trim_end_matches('}');
+        let count_series = match labels {
+            "" => format!("{family}_count"),
+            l => format!(
+                "{family}_count{{{}}}",
+                l.split(',')
+                    .map(|kv| {
+                        let (k, v) = kv.split_once('=').unwrap();
+                        format!("{k}=\"{v}\"")
+                    })
+                    .collect::<Vec<_>>()
+                    .join(",")
+            ),
+        };
+        assert_eq!(values.get(&count_series), Some(&total), "{count_series}");
+    }
+    values
+}
+
+#[test]
+fn stats_reports_metrics_that_match_the_traffic_and_the_attacks() {
+    use common::forger::Forger;
+    use common::nodes::{resolve_node, Node, DISCOVERY_PORT, WAIT};
+    use ibacm_urdma::addr::Address;
+    use ibacm_urdma::discovery::wire::{Answer, Message, Reply, WireAddress};
+    use std::net::{Ipv4Addr, SocketAddrV4};
+    use std::num::NonZeroU64;
+
+    let net = common::Net::new();
+    let a = Node::A.start(&net, &[]);
+    let _b = Node::B.start(&net, &[]);
+    resolve_node(&a, Node::A, Node::B, &["-f", "i", "-d", &Node::B.ip4()]);
+    resolve_node(
+        &a,
+        Node::A,
+        Node::B,
+        &["-f", "n", "-s", "node-a", "-d", "node-b"],
+    );
+
+    // What A counted before the attack, once its lookups have settled (a
+    // late second answer to the group query is counted as unsolicited).
+    let prometheus = || {
+        let (code, out, err) = stats_on(&a, &["--prometheus"]);
+        assert_eq!(code, 0, "{err}");
+        (check_prometheus(&out), out)
+    };
+    let dropped = |values: &BTreeMap<String, f64>, reason: &str| {
+        values
+            .get(&format!(
+                "urdma_datagrams_dropped_total{{reason=\"{reason}\"}}"
+            ))
+            .copied()
+            .unwrap_or_else(|| panic!("no drops by {reason}"))
+    };
+    std::thread::sleep(Duration::from_millis(1500));
+    let (before, _) = prometheus();
+
+    // Replies to queries A never sent, from B's address, and garbage.
+    let forger = Forger::start(&net, Ipv4Addr::new(10, 0, 0, 66), DISCOVERY_PORT);
+    let (to_a, from_b) = (
+        SocketAddrV4::new(Node::A.ip4().parse().unwrap(), DISCOVERY_PORT),
+        SocketAddrV4::new(Node::B.ip4().parse().unwrap(), DISCOVERY_PORT),
+    );
+    const FORGED: u64 = 37;
+    const GARBAGE: u64 = 23;
+    for i in 0..FORGED {
+        let target = WireAddress::new(Address::parse_host("10.0.0.9").unwrap()).unwrap();
+        let txid = NonZeroU64::new(0x5eed_0000 + i).unwrap();
+        let reply = Reply::new(txid, target, Answer::Refused).unwrap();
+        forger.send(from_b, to_a, &Message::from(reply).encode());
+    }
+    for i in 0..GARBAGE {
+        forger.send(
+            from_b,
+            to_a,
+            format!("not a discovery message {i}").as_bytes(),
+        );
+    }
+
+    // The worker writes the metrics every second: the drops reported grow
+    // by exactly what was sent.
+    let deadline = Instant::now() + WAIT;
+    let values = loop {
+        let (values, out) = prometheus();
+        let grew = |reason: &str| dropped(&values, reason) - dropped(&before, reason);
+        if (grew("malformed"), grew("unsolicited")) == (GARBAGE as f64, FORGED as f64) {
+            break values;
+        }
+        assert!(
+            grew("malformed") <= GARBAGE as f64 && grew("unsolicited") <= FORGED as f64,
+            "{out}"
+        );
+        assert!(
+            Instant::now() < deadline,
+            "drops never reached the datagrams sent:\n{out}"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    let get = |series: &str| {
+        values
+            .get(series)
+            .copied()
+            .unwrap_or_else(|| panic!("no {series}"))
+    };
+    assert_eq!(get("urdma_discovery_up"), 1.0);
+    assert!(get("urdma_lookup_duration_seconds_count{result=\"resolved\"}") >= 2.0);
+    assert!(
+        get("urdma_datagrams_sent_total{kind=\"unicast_query\"}") >= 2.0,
+        "the address, then the name's claimant"
+    );
+    assert!(
+        get("urdma_datagrams_sent_total{kind=\"group_query\"}") >= 1.0,
+        "the name"
+    );
+    assert!(get("urdma_datagrams_received_total") >= (FORGED + GARBAGE + 2) as f64);
+    assert!(get("urdma_bindings") >= 2.0, "B's address and name");
+    let resolves: f64 = values
+        .iter()
+        .filter(|(k, _)| {
+            k.starts_with("urdma_endpoint_requests_total{")
+                && k.contains("address=\"10.0.0.1\"")
+                && k.contains("counter=\"resolve\"")
+        })
+        .map(|(_, v)| v)
+        .sum();
+    assert!(resolves >= 2.0, "the endpoint's own counters come along");
+
+    // The same numbers as JSON, read by a JSON parser.
+    let (code, out, err) = stats_on(&a, &["--json"]);
+    assert_eq!(code, 0, "{err}");
+    let json: serde_json::Value =
+        serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}:\n{out}"));
+    assert!(json["metrics_age_seconds"].as_f64().unwrap() < 10.0);
+    assert_eq!(json["endpoints"][0]["provider"], "urdma");
+    let family = |name: &str| {
+        json["metrics"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|f| f["name"] == name)
+            .unwrap_or_else(|| panic!("no {name}"))
+            .clone()
+    };
+    let dropped_family = family("urdma_datagrams_dropped_total");
+    assert_eq!(dropped_family["type"], "counter");
+    let malformed = dropped_family["samples"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["labels"]["reason"] == "malformed")
+        .unwrap();
+    assert_eq!(malformed["value"], dropped(&values, "malformed") as u64);
+    assert_eq!(family("urdma_lookup_duration_seconds")["type"], "histogram");
+
+    // And after the table, one line per series.
+    let (code, out, _) = stats_on(&a, &[]);
+    assert_eq!(code, 0);
+    let unsolicited = dropped(&values, "unsolicited");
+    let line = format!("urdma_datagrams_dropped_total{{reason=unsolicited}} {unsolicited}\n");
+    assert!(out.contains(&line), "{out}");
 }
 
 #[test]

@@ -6,8 +6,10 @@
 //! and only takes the engine's lock, answers from the cache, and hands any
 //! other work to the worker ([`Runtime::with_engine`]); it never touches a
 //! socket. The discovery worker ([`worker`]) owns the sockets, the timers
-//! and the neighbour table; the watcher ([`watcher`]) rereads the hosts
-//! file. Both start lazily at the first port and stop at unload.
+//! and the neighbour table, helped by the resolver threads ([`nss`]) for
+//! names; the watcher ([`watcher`]) rereads the hosts file; the metrics
+//! writer ([`report`]) writes the metrics file. All start lazily at the
+//! first port and stop at unload.
 
 pub mod nss;
 pub mod report;
@@ -37,7 +39,8 @@ pub struct Runtime<H: Host> {
     net: OnceLock<Option<Arc<Net>>>,
     /// The version of the hosts file read at start, for the watcher.
     hosts_loaded: Option<Stamp>,
-    /// Set once the watcher runs (or could not be started).
+    /// Set once the watcher and the metrics writer run (or could not be
+    /// started).
     watching: OnceLock<()>,
     /// The worker and the watcher. Stopped when the library is unloaded,
     /// not when the last device closes: the daemon closes a device whose
@@ -156,12 +159,19 @@ impl<H: Host + Copy + 'static> Runtime<H> {
         self.net().is_some() && lock(&self.engine).discovery_enabled()
     }
 
-    /// Starts watching the hosts file for changes, once.
+    /// Starts watching the hosts file for changes and writing the
+    /// metrics, once.
     fn watch_hosts_file(&'static self) {
         self.watching.get_or_init(|| {
-            let path = lock(&self.engine).config().hosts_file.clone();
-            if let Err(e) = watcher::spawn(&self.threads, &self.engine, path, self.hosts_loaded) {
+            let cfg = lock(&self.engine).config().clone();
+            let (hosts, loaded) = (cfg.hosts_file, self.hosts_loaded);
+            if let Err(e) = watcher::spawn(&self.threads, &self.engine, hosts, loaded) {
                 log::error!("cannot start the hosts file watcher: {e}; changes need a restart");
+            }
+            if let Some(path) = cfg.metrics_file {
+                if let Err(e) = report::spawn(&self.threads, &self.engine, path) {
+                    log::error!("cannot start the metrics writer: {e}; no metrics file");
+                }
             }
         });
     }

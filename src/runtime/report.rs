@@ -1,11 +1,17 @@
-//! The metrics file (`urdma_metrics_file`): rewritten every [`EVERY`] by
-//! the worker, atomically (a new file renamed over the old), so a reader
+//! The metrics file (`urdma_metrics_file`): rewritten every [`EVERY`] by a
+//! thread of its own (discovery may be off, the request counters still
+//! count), atomically (a new file renamed over the old), so a reader
 //! (`urdma-acm stats`, node_exporter's textfile collector) never sees half
 //! of one. A channel of the provider's own: the daemon needs no change.
 
+use super::lock;
+use crate::engine::Engine;
+use crate::host::Host;
 use crate::metrics::{Exposition, Kind};
+use crate::threads::Threads;
 use std::io::Write;
 use std::path::PathBuf;
+use std::sync::Mutex;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 pub const EVERY: Duration = Duration::from_secs(1);
@@ -63,6 +69,33 @@ impl MetricsFile {
         drop(f);
         std::fs::rename(&tmp, &self.path)
     }
+}
+
+/// Starts the thread that writes the engine's metrics to `path`.
+pub fn spawn<H: Host + 'static>(
+    threads: &Threads,
+    engine: &'static Mutex<Engine<H>>,
+    path: PathBuf,
+) -> std::io::Result<()> {
+    let stop = threads.stop_flag();
+    // Outside the body: a restart goes on with the same file.
+    let mut file = MetricsFile::new(path);
+    threads.spawn(
+        "metrics",
+        "urdma-metrics",
+        move || loop {
+            let now = Instant::now();
+            if file.due(now) {
+                let snapshot = lock(engine).metrics();
+                file.write(snapshot, now);
+            }
+            if stop.sleep(file.next.saturating_duration_since(Instant::now())) {
+                return;
+            }
+        },
+        // It holds no request: nothing to answer.
+        || {},
+    )
 }
 
 #[cfg(test)]

@@ -3,7 +3,6 @@
 //! lookups, so that nothing waits on the daemon's event loop.
 
 use super::lock;
-use super::report::MetricsFile;
 use crate::discovery::net::{Net, NetEvent};
 use crate::discovery::state::NssJob;
 use crate::engine::{Effects, Engine};
@@ -53,16 +52,10 @@ pub fn spawn<H: Host + Copy + 'static>(
     let stop = threads.stop_flag();
     let for_recovery = net.clone();
     let resolvers = super::nss::spawn(threads, engine, net.clone())?;
-    // Outside the body: a restart goes on writing the same file.
-    let mut metrics = lock(engine)
-        .config()
-        .metrics_file
-        .clone()
-        .map(MetricsFile::new);
     threads.spawn(
         "discovery",
         "urdma-discovery",
-        move || run(engine, &net, &resolvers, metrics.as_mut(), &stop),
+        move || run(engine, &net, &resolvers, &stop),
         move || recover(engine, &for_recovery),
     )
 }
@@ -84,7 +77,6 @@ fn run<H: Host + Clone>(
     engine: &'static Mutex<Engine<H>>,
     net: &Net,
     resolvers: &Sender<NssJob>,
-    mut metrics: Option<&mut MetricsFile>,
     stop: &Stop,
 ) {
     while !stop.requested() {
@@ -116,10 +108,6 @@ fn run<H: Host + Clone>(
             (e.host().clone(), e.take_effects(), e.take_neighbour_jobs())
         };
         perform(&host, Some(net), fx);
-        if let Some(m) = metrics.as_deref_mut().filter(|m| m.due(now)) {
-            let snapshot = lock(engine).metrics();
-            m.write(snapshot, now);
-        }
         if jobs.is_empty() {
             continue;
         }

@@ -3,6 +3,7 @@
 mod check;
 mod daemon;
 mod doctor;
+mod report;
 mod stats;
 mod verbs;
 

@@ -60,6 +60,20 @@ pub struct Args {
     /// The daemon's unix socket (like ib_acme -S).
     #[arg(short = 'S', long = "socket", value_name = "PATH", default_value = DEFAULT_SOCKET)]
     pub socket: PathBuf,
+    /// The provider's metrics file [default: urdma_metrics_file of the
+    /// options file, else /run/ibacm-urdma.prom].
+    #[arg(short = 'M', long = "metrics", value_name = "PATH")]
+    pub metrics: Option<PathBuf>,
+    /// The daemon's options file, for urdma_metrics_file.
+    #[arg(short = 'O', long = "opts", value_name = "FILE", default_value = crate::daemon::DEFAULT_OPTS_FILE)]
+    pub opts: PathBuf,
+    /// Everything as one JSON object.
+    #[arg(long, conflicts_with = "prometheus")]
+    pub json: bool,
+    /// Everything in the Prometheus text format (node_exporter's textfile
+    /// collector).
+    #[arg(long)]
+    pub prometheus: bool,
 }
 
 /// An endpoint and its counters, or why they could not be read.
@@ -284,7 +298,34 @@ pub fn run(args: &Args) -> ExitCode {
             ExitCode::FAILURE
         }
         Ok(rows) => {
-            print!("{}", table(&rows));
+            let path = crate::report::metrics_path(args.metrics.as_deref(), &args.opts);
+            let metrics = match path.as_deref().map(crate::report::read_metrics) {
+                Some(Ok((families, age))) => {
+                    if age > crate::report::STALE_SECONDS {
+                        eprintln!("urdma-acm: the metrics are {age:.0} s old: the provider stopped writing them");
+                    }
+                    Some((families, age))
+                }
+                Some(Err(e)) => {
+                    eprintln!("urdma-acm: {e}");
+                    None
+                }
+                None => {
+                    eprintln!("urdma-acm: urdma_metrics_file is none: no provider metrics");
+                    None
+                }
+            };
+            let (families, age) = metrics.map_or((Vec::new(), None), |(f, a)| (f, Some(a)));
+            if args.json {
+                print!("{}", crate::report::json(&rows, &families, age));
+            } else if args.prometheus {
+                print!("{}", crate::report::prometheus(&rows, families));
+            } else {
+                print!("{}", table(&rows));
+                if !families.is_empty() {
+                    print!("\n{}", crate::report::lines(&families));
+                }
+            }
             ExitCode::SUCCESS
         }
         Err(e) => {
