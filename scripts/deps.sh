@@ -2,11 +2,13 @@
 # Installs what building and testing need on Debian 12, if missing: the
 # daemon and clients (ibacm, ib_acme, librdmacm), the headers bindgen reads,
 # libclang for bindgen, the namespace tools of the end-to-end tests, nftables
-# (packet loss in tests/faults.rs), valgrind and python3 (make memcheck).
+# (packet loss in tests/faults.rs), valgrind and python3 (make memcheck),
+# dnsmasq (the DNS server of tests/names.rs).
 set -euo pipefail
 
 packages=(ibacm libibverbs-dev libibumad-dev librdmacm-dev rdmacm-utils libclang-dev
-          gcc g++ binutils iproute2 util-linux make man-db groff-base nftables valgrind python3)
+          gcc g++ binutils iproute2 util-linux make man-db groff-base nftables valgrind python3
+          dnsmasq-base)
 missing=()
 for p in "${packages[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")

@@ -30,6 +30,7 @@ use std::time::{Duration, Instant};
 
 pub mod forger;
 pub mod nodes;
+pub mod routed;
 
 pub const IBACM: &str = "/usr/sbin/ibacm";
 pub const IB_ACME: &str = "/usr/bin/ib_acme";
@@ -268,7 +269,9 @@ impl Host {
     }
 
     /// Writes the configuration files and starts the daemon.
-    fn launch(&self, cfg: &HostConfig) {
+    /// Writes `cfg`'s files and starts the daemon on a host made with
+    /// [`Host::bare`] (and given its links).
+    pub fn launch(&self, cfg: &HostConfig) {
         self.write_files(cfg);
         self.spawn_daemon(cfg);
         self.wait_started();
@@ -877,9 +880,12 @@ fn valgrind_prefix() -> Vec<String> {
     v
 }
 
-/// `sh -c` body for `in_namespaces`: bind the host's run dir over /run, then
-/// exec the program, preloading the sim only if asked.
+/// `sh -c` body for `in_namespaces`: bind the host's run dir over /run (and
+/// a `resolv.conf` in it, if the test wrote one, over /etc/resolv.conf, as
+/// `ip netns exec` does), then exec the program, preloading the sim only
+/// if asked.
 const RUN_WRAPPER: &str = r#"mount --bind "$URDMA_E2E_RUN" /run || exit 125
+if [ -f /run/resolv.conf ]; then mount --bind /run/resolv.conf /etc/resolv.conf || exit 125; fi
 if [ -n "$URDMA_E2E_PRELOAD" ]; then exec env LD_PRELOAD="$URDMA_E2E_PRELOAD" "$@"; fi
 exec "$@""#;
 
