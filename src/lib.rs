@@ -16,6 +16,7 @@ pub mod bounded;
 pub mod config;
 pub mod discovery;
 pub mod engine;
+pub mod entropy;
 pub mod fastmap;
 #[cfg(feature = "fault-injection")]
 pub mod fault;

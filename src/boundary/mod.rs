@@ -23,6 +23,7 @@ use daemon::Daemon;
 use std::ffi::{c_int, c_void};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::OnceLock;
+use std::time::Instant;
 
 /// Runs an entry point's body; a panic is logged and becomes `on_panic`.
 fn guard<T>(entry: &str, on_panic: T, body: impl FnOnce() -> T) -> T {
@@ -351,7 +352,7 @@ unsafe extern "C" fn resolve(addr_context: *mut c_void, msg: *mut acm_msg, id: u
         answer(
             "resolve",
             msg,
-            |e, m| e.resolve_in_place(from_ctx(addr_context), m, id),
+            |e, m| e.resolve_in_place(from_ctx(addr_context), m, id, Instant::now()),
             |m| m.make_resolve_error(ACM_STATUS_ENOMEM as u8),
             |d, reply| d.resolve_response(id, reply),
         )
@@ -364,7 +365,7 @@ unsafe extern "C" fn query(addr_context: *mut c_void, msg: *mut acm_msg, id: u64
             "query",
             msg,
             |e, m| {
-                *m = e.query(from_ctx(addr_context), m).0;
+                *m = e.query_at(from_ctx(addr_context), m, Instant::now()).0;
                 true
             },
             |m| *m = msg::query_reply(m, ACM_STATUS_ENOMEM as u8, None),

@@ -35,7 +35,10 @@ struct Pending {
     seen: Set<WireAddress>,
 }
 
+#[derive(Default)]
 pub(super) struct Announcer {
+    /// An announcement is asked for; its times are set at the next timer.
+    asked: bool,
     /// When this host's endpoints are announced next.
     at: Vec<Instant>,
     /// Addresses to withdraw, per endpoint record, and when.
@@ -43,20 +46,10 @@ pub(super) struct Announcer {
     withdraw_at: Option<Instant>,
     /// Announcements and withdrawals waiting to leave, paced.
     queue: VecDeque<Vec<u8>>,
-    /// When the next batch of them may leave.
-    queue_at: Instant,
-}
-
-impl Default for Announcer {
-    fn default() -> Self {
-        Announcer {
-            at: Vec::new(),
-            withdrawals: Vec::new(),
-            withdraw_at: None,
-            queue: VecDeque::new(),
-            queue_at: Instant::now(),
-        }
-    }
+    /// When the next batch of them may leave (`None`: at once).
+    queue_at: Option<Instant>,
+    /// Withdrawals are waiting; their time is set at the next timer.
+    withdraw_asked: bool,
 }
 
 /// How a port's addresses travel: per datagram, the address lists of its
@@ -95,16 +88,14 @@ fn chunks(addrs: Vec<WireAddress>) -> Vec<Vec<Vec<WireAddress>>> {
 }
 
 impl Announcer {
-    /// Announces every endpoint soon, and twice more later.
-    pub fn schedule(&mut self, now: Instant) {
-        self.at = DELAYS_MS
-            .iter()
-            .map(|ms| now + Duration::from_millis(*ms))
-            .collect();
+    /// Announces every endpoint soon, and twice more later, counted from
+    /// the next timer.
+    pub fn schedule(&mut self) {
+        self.asked = true;
     }
 
     pub fn next_wake(&self) -> Option<Instant> {
-        let paced = (!self.queue.is_empty()).then_some(self.queue_at);
+        let paced = self.queue_at.filter(|_| !self.queue.is_empty());
         [self.at.first().copied(), paced, self.withdraw_at]
             .into_iter()
             .flatten()
@@ -113,6 +104,15 @@ impl Announcer {
 
     /// Announcements, withdrawals and paced batches that are due.
     pub fn on_timers(&mut self, local: &Local, up: bool, now: Instant, out: &mut Vec<Datagram>) {
+        if std::mem::take(&mut self.asked) {
+            self.at = DELAYS_MS
+                .iter()
+                .map(|ms| now + Duration::from_millis(*ms))
+                .collect();
+        }
+        if std::mem::take(&mut self.withdraw_asked) {
+            self.withdraw_at = Some(now + WITHDRAW_DELAY);
+        }
         if self.withdraw_at.is_some_and(|t| t <= now) {
             self.send_withdrawals();
         }
@@ -122,14 +122,14 @@ impl Announcer {
                 self.announce(local);
             }
         }
-        if !self.queue.is_empty() && self.queue_at <= now {
+        if !self.queue.is_empty() && self.queue_at.is_none_or(|t| t <= now) {
             let n = self.queue.len().min(BATCH);
             out.extend(
                 self.queue
                     .drain(..n)
                     .map(|bytes| Datagram::Multicast { bytes }),
             );
-            self.queue_at = now + PACE;
+            self.queue_at = Some(now + PACE);
         }
     }
 
@@ -203,10 +203,10 @@ impl Announcer {
                 pending.addrs.push(w);
             }
         }
-        if self.withdraw_at.is_some() {
+        if self.withdraw_at.is_some() || self.withdraw_asked {
             return false;
         }
-        self.withdraw_at = Some(Instant::now() + WITHDRAW_DELAY);
+        self.withdraw_asked = true;
         true
     }
 

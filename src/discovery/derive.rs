@@ -51,6 +51,7 @@ impl Discovery {
                     job.poked = true;
                 }
                 self.state.neighbour_jobs.push(job);
+                self.state.neighbour_at = Some(now + super::NEIGHBOUR_POLL);
             }
             // The timer moves the lookup on at its deadline.
             None => {}

@@ -160,6 +160,7 @@ impl Discovery {
                             ip,
                             poked,
                         });
+                        self.state.neighbour_at = Some(now);
                         self.wake = true;
                     }
                     None => self.run_stage(local, key, Stage::Derive(i + 1), now),

@@ -35,6 +35,7 @@ pub mod wire;
 
 use crate::addr::Address;
 use crate::config::Config;
+use crate::entropy::Seed;
 use crate::local::{Id, Local};
 use crate::summary::Summary;
 use announce::Announcer;
@@ -99,7 +100,8 @@ pub struct Discovery {
     /// Name lookups left unanswered because hosts with different GIDs
     /// confirmed the name.
     conflicts: u64,
-    next_sweep: Instant,
+    /// When the tables are swept next (`None`: at the first timer).
+    next_sweep: Option<Instant>,
     /// Opens discovery datagrams when authentication is on.
     auth: Option<Auth>,
     reply_limit: ratelimit::RateLimiter,
@@ -133,9 +135,10 @@ pub fn record_for(local: &Local, ep: Id, first: Option<&Address>) -> Option<Endp
 }
 
 impl Discovery {
-    pub fn new(cfg: &Config) -> Discovery {
+    /// Discovery configured by `cfg`, its transaction ids keyed by `seed`.
+    pub fn new(cfg: &Config, seed: Seed) -> Discovery {
         Discovery {
-            state: State::new(cfg.max_learned, cfg.max_lookups),
+            state: State::new(cfg.max_learned, cfg.max_lookups, seed),
             reply_limit: ratelimit::RateLimiter::new(cfg.reply_rate),
             cfg: cfg.clone(),
             up: false,
@@ -146,7 +149,7 @@ impl Discovery {
             lookup_stats: counts::LookupStats::default(),
             checks_skipped: 0,
             conflicts: 0,
-            next_sweep: Instant::now(),
+            next_sweep: None,
             auth: None,
             datagrams: Vec::new(),
             wake: false,
@@ -158,7 +161,7 @@ impl Discovery {
     pub fn set_up(&mut self, up: bool) {
         self.up = up;
         if up {
-            self.schedule_announce(Instant::now());
+            self.schedule_announce();
         }
     }
 
@@ -276,9 +279,10 @@ impl Discovery {
         (self.state.learned.capacity(), self.state.max_lookups)
     }
 
-    /// Announces this host's endpoints soon (they changed).
-    pub fn schedule_announce(&mut self, now: Instant) {
-        self.announcer.schedule(now);
+    /// Announces this host's endpoints soon (they changed): from the next
+    /// timer on, which the wake brings at once.
+    pub fn schedule_announce(&mut self) {
+        self.announcer.schedule();
         self.wake = true;
     }
 
@@ -292,7 +296,10 @@ impl Discovery {
 
     /// When the worker must run next.
     pub fn next_wake(&self) -> Option<Instant> {
-        let jobs = (!self.state.neighbour_jobs.is_empty()).then(|| Instant::now() + NEIGHBOUR_POLL);
+        let jobs = self
+            .state
+            .neighbour_at
+            .filter(|_| !self.state.neighbour_jobs.is_empty());
         [self.state.next_deadline(), self.announcer.next_wake(), jobs]
             .into_iter()
             .flatten()
@@ -306,11 +313,11 @@ impl Discovery {
         self.announcer
             .on_timers(local, self.up, now, &mut self.datagrams);
         self.traffic.announcements += (self.datagrams.len() - before) as u64;
-        if now >= self.next_sweep {
+        if self.next_sweep.is_none_or(|t| now >= t) {
             self.state.learned.sweep(now, |_, _| {});
             self.state.failed.sweep(now, |_, _| {});
             self.state.checked.sweep(now, |_, _| {});
-            self.next_sweep = now + SWEEP_EVERY;
+            self.next_sweep = Some(now + SWEEP_EVERY);
         }
         if self.drops_logged.due(&self.drops, now) {
             log::info!("discovery: datagrams dropped so far: {}", self.drops);

@@ -9,9 +9,9 @@
 use super::wire::EndpointRecord;
 use crate::addr::{Address, Gid};
 use crate::bounded::Expiring;
+use crate::entropy::Seed;
 use crate::fastmap::Map;
 use crate::local::Id;
-use std::hash::{BuildHasher, RandomState};
 use std::net::{IpAddr, SocketAddr};
 use std::num::NonZeroU64;
 use std::time::Instant;
@@ -202,23 +202,25 @@ pub struct State {
     /// turn into a stream of queries to one host.
     pub checked: Expiring<Address, ()>,
     pub neighbour_jobs: Vec<NeighbourJob>,
+    /// When the neighbour jobs are due.
+    pub neighbour_at: Option<Instant>,
     pub nss_jobs: Vec<NssJob>,
     /// Lookups refused because [`State::max_lookups`] were in flight.
     pub lookups_refused: u64,
     pub max_lookups: usize,
-    txid_key: RandomState,
+    txid_key: Seed,
     txid_counter: u64,
 }
 
 impl Default for State {
     fn default() -> Self {
         let cfg = crate::config::Config::default();
-        State::new(cfg.max_learned, cfg.max_lookups)
+        State::new(cfg.max_learned, cfg.max_lookups, Seed::random())
     }
 }
 
 impl State {
-    pub fn new(max_learned: usize, max_lookups: usize) -> State {
+    pub fn new(max_learned: usize, max_lookups: usize, txid_key: Seed) -> State {
         State {
             learned: Expiring::new(max_learned),
             failed: Expiring::new(max_learned),
@@ -227,21 +229,23 @@ impl State {
             checking: Map::default(),
             checked: Expiring::new(MAX_CHECKS * 4),
             neighbour_jobs: Vec::new(),
+            neighbour_at: None,
             nss_jobs: Vec::new(),
             lookups_refused: 0,
             max_lookups,
-            txid_key: RandomState::new(),
+            txid_key,
             txid_counter: 0,
         }
     }
 
     /// Transaction ids are what keeps an off-path host from forging replies,
-    /// so they must not be guessable: a keyed hash (SipHash with a random
-    /// key) of a counter. Every probe has its own.
+    /// so they must not be guessable: a keyed PRF (HMAC-SHA256 with a
+    /// random key) of a counter. Every probe has its own.
     pub fn new_txid(&mut self) -> NonZeroU64 {
         loop {
             self.txid_counter += 1;
-            if let Some(t) = NonZeroU64::new(self.txid_key.hash_one(self.txid_counter)) {
+            let value = self.txid_key.value(b"txid", self.txid_counter);
+            if let Some(t) = NonZeroU64::new(value) {
                 if !self.probes.contains_key(&t) {
                     return t;
                 }

@@ -20,6 +20,7 @@ use crate::discovery::auth::Auth;
 use crate::discovery::counts::DropCounts;
 use crate::discovery::state::{NeighbourJob, NssJob};
 use crate::discovery::{Datagram, Discovery, Outcome};
+use crate::entropy::Seed;
 use crate::fastmap::Map;
 use crate::host::{Counter, Host, COUNTERS};
 use crate::local::{Id, Local, Offer, PortInfo, Refused};
@@ -91,14 +92,23 @@ pub struct Engine<H: Host> {
     /// Counters per endpoint. Every request bumps two or three, and
     /// endpoints are few: a short scan costs less than hashing each time.
     counters: Vec<(Id, [u64; COUNTERS])>,
-    /// When the destination cache is swept of what expired next.
-    next_sweep: Instant,
+    /// When the destination cache is swept of what expired next (`None`:
+    /// at the first timer).
+    next_sweep: Option<Instant>,
     /// What the last summary of tables at their bounds said, and when.
     limits_logged: Summary<[u64; 5]>,
 }
 
 impl<H: Host> Engine<H> {
+    /// An engine whose transaction ids are keyed from the kernel's random
+    /// source.
     pub fn new(host: H, cfg: Config, hosts: Hosts) -> Self {
+        Engine::seeded(host, cfg, hosts, Seed::random())
+    }
+
+    /// An engine whose transaction ids are keyed by `seed`: with
+    /// [`crate::fastmap::set_seed`], one that runs the same way every time.
+    pub fn seeded(host: H, cfg: Config, hosts: Hosts, seed: Seed) -> Self {
         let offer = Offer {
             mtu: cfg.mtu,
             rate_gbps: cfg.rate_gbps,
@@ -106,14 +116,14 @@ impl<H: Host> Engine<H> {
         Engine {
             local: Local::new(offer),
             cache: Cache::new(cfg.max_cached),
-            discovery: Discovery::new(&cfg),
+            discovery: Discovery::new(&cfg, seed),
             host,
             cfg,
             hosts: Arc::new(hosts),
             waiting: Map::default(),
             replies: Vec::new(),
             counters: Vec::new(),
-            next_sweep: Instant::now(),
+            next_sweep: None,
             limits_logged: Summary::default(),
         }
     }
@@ -168,7 +178,7 @@ impl<H: Host> Engine<H> {
         let id = self.local.add_port(dev, info)?;
         // Paths to this host's own addresses may now lead elsewhere.
         self.cache.flush_all();
-        self.discovery.schedule_announce(Instant::now());
+        self.discovery.schedule_announce();
         Ok(id)
     }
 
@@ -211,7 +221,7 @@ impl<H: Host> Engine<H> {
     pub fn add_address(&mut self, ep: Id, address: Address) -> Option<Id> {
         let id = self.local.add_address(ep, address)?;
         self.cache.flush_all();
-        self.discovery.schedule_announce(Instant::now());
+        self.discovery.schedule_announce();
         Some(id)
     }
 
@@ -338,9 +348,9 @@ impl<H: Host> Engine<H> {
     pub fn on_timers(&mut self, now: Instant) {
         self.discovery.on_timers(&self.local, now);
         self.apply(now);
-        if now >= self.next_sweep {
+        if self.next_sweep.is_none_or(|t| now >= t) {
             self.cache.sweep(now);
-            self.next_sweep = now + SWEEP_EVERY;
+            self.next_sweep = Some(now + SWEEP_EVERY);
         }
         self.log_limits(now);
     }
@@ -496,8 +506,8 @@ impl<H: Host> Engine<H> {
     }
 
     #[cfg(test)]
-    pub(crate) fn schedule_announce(&mut self, now: Instant) {
-        self.discovery.schedule_announce(now);
+    pub(crate) fn schedule_announce(&mut self) {
+        self.discovery.schedule_announce();
     }
 }
 

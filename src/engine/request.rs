@@ -44,18 +44,24 @@ fn rejected(status: u32, why: String) -> Rejected {
 }
 
 impl<H: Host> Engine<H> {
-    /// Handles a `resolve` made on behalf of the local address `addr`.
-    /// `None`: the request waits for a lookup and is answered later through
-    /// the effects.
+    /// Handles a `resolve` made on behalf of the local address `addr`, at
+    /// the current time (tests, benchmarks). `None`: the request waits for
+    /// a lookup and is answered later through the effects.
     pub fn resolve(&mut self, addr: Id, req: &MsgBuf, id: u64) -> Option<MsgBuf> {
+        self.resolve_at(addr, req, id, Instant::now())
+    }
+
+    /// [`Engine::resolve`] at `now`.
+    pub fn resolve_at(&mut self, addr: Id, req: &MsgBuf, id: u64, now: Instant) -> Option<MsgBuf> {
         let mut msg = req.clone();
-        self.resolve_in_place(addr, &mut msg, id).then_some(msg)
+        self.resolve_in_place(addr, &mut msg, id, now)
+            .then_some(msg)
     }
 
     /// [`Engine::resolve`] without copies: `msg` is the request and, when
     /// this returns true, the reply to send. False: the engine holds a copy
     /// of the request and answers it later.
-    pub fn resolve_in_place(&mut self, addr: Id, msg: &mut MsgBuf, id: u64) -> bool {
+    pub fn resolve_in_place(&mut self, addr: Id, msg: &mut MsgBuf, id: u64, now: Instant) -> bool {
         let Some(ep) = self.local.endpoint_of(addr) else {
             log::error!("resolve for an address context this provider does not know");
             msg.make_resolve_error(ACM_STATUS_ESRCADDR as u8);
@@ -63,7 +69,7 @@ impl<H: Host> Engine<H> {
         };
         self.count(ep, Counter::Resolve);
         match ResolveRequest::parse(msg) {
-            Ok(r) => match (r.echo_source, self.route(ep, r, Some((id, msg)))) {
+            Ok(r) => match (r.echo_source, self.route(ep, r, Some((id, msg)), now)) {
                 (echo, Ok(Some(wire))) => msg.make_resolve_success(&wire, echo),
                 (_, Ok(None)) => return false,
                 (_, Err(e)) => {
@@ -80,9 +86,15 @@ impl<H: Host> Engine<H> {
         true
     }
 
+    /// Handles a `query` (`ib_acme -v`) at the current time (tests): see
+    /// [`Engine::query_at`].
+    pub fn query(&mut self, addr: Id, req: &MsgBuf) -> Reply {
+        self.query_at(addr, req, Instant::now())
+    }
+
     /// Handles a `query` (`ib_acme -v`): there is no SA to ask, so the
     /// record is checked against what this provider would build.
-    pub fn query(&mut self, addr: Id, req: &MsgBuf) -> Reply {
+    pub fn query_at(&mut self, addr: Id, req: &MsgBuf, now: Instant) -> Reply {
         let Some(ep) = self.local.endpoint_of(addr) else {
             log::error!("query for an address context this provider does not know");
             return Reply(msg::query_reply(req, ACM_STATUS_ESRCADDR as u8, None));
@@ -95,7 +107,7 @@ impl<H: Host> Engine<H> {
                     echo_source: None,
                     nodelay: true,
                 };
-                match self.route(ep, request, None) {
+                match self.route(ep, request, None, now) {
                     Ok(Some(wire)) => match PathRecord::decode(&wire).satisfies(&want) {
                         Ok(()) => msg::query_reply(req, ACM_STATUS_SUCCESS as u8, Some(&wire)),
                         Err(field) => {
@@ -127,6 +139,7 @@ impl<H: Host> Engine<H> {
         ep: Id,
         req: ResolveRequest,
         waiter: Option<(u64, &MsgBuf)>,
+        now: Instant,
     ) -> Result<Option<[u8; PATH_RECORD_LEN]>, Rejected> {
         let (nodelay, echo_source) = (req.nodelay, req.echo_source);
         let (key, want) = match req.target {
@@ -134,7 +147,6 @@ impl<H: Host> Engine<H> {
             Target::Path(p) if !p.dgid.is_zero() => (Address::Gid(p.dgid), Some(p)),
             Target::Path(p) => (Address::Lid(p.dlid), Some(p)),
         };
-        let now = Instant::now();
         let (mut path, wire) = match self.cache.lookup(ep, &key, now) {
             Lookup::Route(p, wire) => {
                 self.count(ep, Counter::RouteCache);
