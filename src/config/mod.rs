@@ -72,6 +72,9 @@ pub struct Config {
     /// Fallbacks for peers that do not run the provider, tried in order
     /// after discovery fails.
     pub derive: Vec<Derivation>,
+    /// How long a binding learned by discovery is used before its holder
+    /// is asked again (`None`: until `addr_timeout`).
+    pub reconfirm: Option<Duration>,
     /// How names that are neither local nor in the hosts file are asked,
     /// in order.
     pub name_lookup: Vec<NameLookup>,
@@ -197,6 +200,7 @@ impl Default for Config {
             negative_timeout_ms: 5000,
             derive: Vec::new(),
             name_lookup: vec![NameLookup::Segment, NameLookup::Nss],
+            reconfirm: Some(Duration::from_secs(30)),
             metrics_file: Some(PathBuf::from(DEFAULT_METRICS_FILE)),
             auth_key_file: None,
             reply_rate: 5000,
@@ -234,7 +238,7 @@ fn lifetime(v: &str) -> Result<Lifetime, String> {
 }
 
 /// Every `urdma_` key, for the unknown-key check and the documentation test.
-pub const KEYS: [&str; 22] = [
+pub const KEYS: [&str; 23] = [
     "urdma_hosts_file",
     "urdma_addr_timeout",
     "urdma_route_timeout",
@@ -251,6 +255,7 @@ pub const KEYS: [&str; 22] = [
     "urdma_negative_timeout",
     "urdma_derive",
     "urdma_name_lookup",
+    "urdma_reconfirm",
     "urdma_auth_key_file",
     "urdma_reply_rate",
     "urdma_max_cached",
@@ -353,6 +358,12 @@ impl Config {
             }
             "urdma_derive" => self.derive = derivations(v).map_err(bad)?,
             "urdma_name_lookup" => self.name_lookup = name_lookups(v).map_err(bad)?,
+            "urdma_reconfirm" => {
+                self.reconfirm = match ranged(v, 0, 86_400).map_err(bad)? {
+                    0 => None,
+                    s => Some(Duration::from_secs(u64::from(s))),
+                }
+            }
             "urdma_reply_rate" => self.reply_rate = ranged(v, 0, 1_000_000).map_err(bad)?,
             "urdma_max_cached" => self.max_cached = ranged(v, 1, 1 << 26).map_err(bad)? as usize,
             "urdma_max_learned" => self.max_learned = ranged(v, 1, 1 << 24).map_err(bad)? as usize,
@@ -463,6 +474,7 @@ impl Config {
                     .collect::<Vec<_>>()
                     .join(","),
             },
+            "urdma_reconfirm" => self.reconfirm.map_or(0, |d| d.as_secs()).to_string(),
             "urdma_name_lookup" => self
                 .name_lookup
                 .iter()

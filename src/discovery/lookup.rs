@@ -260,8 +260,15 @@ impl Discovery {
 
     /// Binds `key` (and, for a binding from a peer's record, its GID) to
     /// `learned`. A binding that changed leaves the destination cache.
-    pub(super) fn bind(&mut self, key: &Address, learned: Learned, now: Instant) {
-        let expires = self.cfg.addr_timeout.duration().map(|d| now + d);
+    pub(super) fn bind(&mut self, key: &Address, mut learned: Learned, now: Instant) {
+        learned.confirmed = Some(now);
+        // What a peer confirmed is good for `urdma_reconfirm`; what was
+        // derived stays as long as addresses do.
+        let reconfirm = self.cfg.reconfirm.filter(|_| learned.via.is_some());
+        let expires = match (self.cfg.addr_timeout.duration(), reconfirm) {
+            (Some(a), Some(r)) => Some(now + a.min(r)),
+            (a, r) => a.or(r).map(|d| now + d),
+        };
         let mut keys = vec![key.clone()];
         if learned.via.is_some() && *key != Address::Gid(learned.gid) {
             keys.push(Address::Gid(learned.gid));
@@ -272,6 +279,9 @@ impl Discovery {
                 // The common case (asked again): only the lifetime changes.
                 Some(old) if old.same_endpoint(&learned) && old.via == learned.via => {
                     self.state.learned.refresh(&k, expires);
+                    if let Some(l) = self.state.learned.get_mut(&k) {
+                        l.confirmed = Some(now);
+                    }
                     continue;
                 }
                 Some(old) if !old.same_endpoint(&learned) => {

@@ -192,9 +192,19 @@ impl Discovery {
         }
     }
 
-    /// A live binding learned for `a`.
+    /// A live binding learned for `a`: one confirmed by its holder less
+    /// than `urdma_reconfirm` ago (after that it expires, and the next
+    /// request asks again), so a host that changed while its announcements
+    /// could not reach this one (lost, or a partition) is followed all the
+    /// same.
     pub fn learned(&mut self, a: &Address, now: Instant) -> Option<&Learned> {
         self.state.learned(a, now)
+    }
+
+    /// How long a destination learned by discovery may be served from the
+    /// cache before its binding is looked at again.
+    pub fn reconfirm(&self) -> Option<Duration> {
+        self.cfg.reconfirm
     }
 
     /// The status of a failed lookup of `a` still remembered.

@@ -38,6 +38,8 @@ pub struct Learned {
     /// query (for an IP address, that address itself). A check asks
     /// there again. `None` for derived GIDs.
     pub via: Option<SocketAddr>,
+    /// When its holder last confirmed it (set when it is bound).
+    pub confirmed: Option<Instant>,
 }
 
 impl Learned {
@@ -57,6 +59,7 @@ impl Learned {
             rate: Some(r.rate()),
             partitions: r.pkeys().iter().map(|p| p & 0x7fff).collect(),
             via: None,
+            confirmed: None,
         }
     }
 
@@ -68,6 +71,7 @@ impl Learned {
             rate: None,
             partitions: Vec::new(),
             via: None,
+            confirmed: None,
         }
     }
 

@@ -292,6 +292,19 @@ impl<H: Host> Engine<H> {
         self.cache.len()
     }
 
+    /// The sizes of the tables with bounds, with their bounds: destination
+    /// cache, bindings, remembered failures, lookups in flight.
+    pub fn table_sizes(&self) -> [(usize, usize); 4] {
+        let [learned, failed, lookups, _] = self.discovery.sizes();
+        let (learned_cap, lookups_cap) = self.discovery.bounds();
+        [
+            (self.cache.len(), self.cache.capacity()),
+            (learned, learned_cap),
+            (failed, learned_cap),
+            (lookups, lookups_cap),
+        ]
+    }
+
     /// The hosts file in force.
     pub fn hosts(&self) -> Arc<Hosts> {
         self.hosts.clone()

@@ -21,7 +21,10 @@ use std::time::Instant;
 
 /// A destination, looked up in what is known right now.
 enum Found {
-    At(Dest),
+    /// With, for a binding discovery learned, when it is to be confirmed
+    /// again: the cache keeps it no longer, so the binding is looked at
+    /// then (`urdma_reconfirm`).
+    At(Dest, Option<Instant>),
     NotInPartition,
     Unknown,
 }
@@ -154,12 +157,14 @@ impl<H: Host> Engine<H> {
             }
             Lookup::Address(dest) => {
                 self.count(ep, Counter::AddrCache);
-                self.build_and_cache(ep, key, dest, now)?
+                self.build_and_cache(ep, key, dest, None, now)?
             }
             Lookup::Miss => {
                 self.count(ep, Counter::AddrQuery);
                 match self.find(ep, &key, now) {
-                    Found::At(dest) => self.build_and_cache(ep, key, dest, now)?,
+                    Found::At(dest, learned) => {
+                        self.build_and_cache(ep, key, dest, learned, now)?
+                    }
                     Found::NotInPartition => {
                         return Err(rejected(
                             ACM_STATUS_ENODATA,
@@ -247,14 +252,20 @@ impl<H: Host> Engine<H> {
         ep: Id,
         key: Address,
         dest: Dest,
+        reconfirm_at: Option<Instant>,
         now: Instant,
     ) -> Result<(PathRecord, [u8; PATH_RECORD_LEN]), Rejected> {
         self.count(ep, Counter::RouteQuery);
         let path = self.build_path(ep, dest)?;
+        let expiry = self.cfg.addr_timeout.duration().map(|d| now + d);
+        let expiry = match (expiry, reconfirm_at) {
+            (Some(e), Some(r)) => Some(e.min(r.max(now))),
+            (e, r) => e.or(r.map(|r| r.max(now))),
+        };
         let entry = Entry::new(
             path,
             dest,
-            self.cfg.addr_timeout.duration().map(|d| now + d),
+            expiry,
             self.cfg.route_timeout.duration().map(|d| now + d),
         );
         let wire = entry.wire;
@@ -274,16 +285,21 @@ impl<H: Host> Engine<H> {
             .holds(dest, pkey)
             .or_else(|| self.hosts.lookup(dest).map(|r| (r.gid, r.lid)));
         if let Some((gid, lid)) = known {
-            return Found::At(Dest {
+            let dest = Dest {
                 gid,
                 lid,
                 mtu: None,
                 rate: None,
-            });
+            };
+            return Found::At(dest, None);
         }
+        let reconfirm = self.discovery.reconfirm();
         match self.discovery.learned(dest, now) {
             Some(l) if !l.in_partition(pkey) => Found::NotInPartition,
-            Some(l) => Found::At(dest_of(l)),
+            Some(l) => {
+                let reconfirm_at = reconfirm.zip(l.confirmed);
+                Found::At(dest_of(l), reconfirm_at.map(|(r, c)| c + r))
+            }
             None => Found::Unknown,
         }
     }
@@ -329,10 +345,12 @@ impl<H: Host> Engine<H> {
     pub(super) fn answer_resolved(&mut self, key: &Address, now: Instant) {
         for w in self.waiting.remove(key).unwrap_or_default() {
             let reply = match self.find(w.endpoint, key, now) {
-                Found::At(dest) => match self.build_and_cache(w.endpoint, key.clone(), dest, now) {
-                    Ok((_, wire)) => msg::resolve_success(&w.request, &wire, w.echo_source),
-                    Err(e) => msg::resolve_error(&w.request, e.status),
-                },
+                Found::At(dest, learned) => {
+                    match self.build_and_cache(w.endpoint, key.clone(), dest, learned, now) {
+                        Ok((_, wire)) => msg::resolve_success(&w.request, &wire, w.echo_source),
+                        Err(e) => msg::resolve_error(&w.request, e.status),
+                    }
+                }
                 Found::NotInPartition | Found::Unknown => {
                     msg::resolve_error(&w.request, ACM_STATUS_ENODATA as u8)
                 }

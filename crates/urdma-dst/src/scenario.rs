@@ -1,0 +1,232 @@
+//! What the simulation runs: a mixed run of every kind of event, checked
+//! as it goes, and the measurements behind BENCHMARKS.md.
+
+use crate::net::Conditions;
+use crate::sim::{Event, Sim, Traffic, Tuning, Violation};
+
+const MS: u64 = 1_000_000;
+
+/// A mixed run.
+#[derive(Clone, Debug)]
+pub struct Mixed {
+    pub hosts: usize,
+    pub events: usize,
+    pub seed: u64,
+    pub net: Conditions,
+    pub tuning: Tuning,
+    /// Virtual time between events.
+    pub spacing_ms: u64,
+    /// The staleness bound to hold answers to, if not the one the tuning
+    /// implies.
+    pub staleness_ms: Option<u64>,
+}
+
+impl Mixed {
+    pub fn new(hosts: usize, events: usize, seed: u64) -> Mixed {
+        Mixed {
+            hosts,
+            events,
+            seed,
+            net: Conditions::default(),
+            // Reconfirmed often, so a run sees many of them.
+            tuning: Tuning {
+                reconfirm: Some(std::time::Duration::from_secs(5)),
+                ..Tuning::default()
+            },
+            spacing_ms: 5,
+            staleness_ms: None,
+        }
+    }
+}
+
+/// How a run went.
+#[derive(Clone, Debug, Default)]
+pub struct Outcome {
+    pub seed: u64,
+    pub violations: Vec<Violation>,
+    pub answered: u64,
+    pub succeeded: u64,
+    pub traffic: Traffic,
+    pub virtual_ms: u64,
+}
+
+/// All hosts start within 100 ms; then `events` events, one every
+/// `spacing_ms`: requests by address and by name (most of them), hosts
+/// crashing and coming back with a new GID, forged traffic, partitions of
+/// the segment in two, all on a lossy, duplicating, reordering network.
+/// Stops at the first violation.
+pub fn mixed(m: &Mixed) -> Outcome {
+    let mut sim = Sim::new(m.hosts, m.seed, m.net.clone(), m.tuning.clone());
+    if let Some(ms) = m.staleness_ms {
+        sim.staleness_ns = ms * MS;
+    }
+    let n = m.hosts as u64;
+    for h in 0..m.hosts {
+        let at = sim.rng().below(100 * MS);
+        sim.schedule(at, Event::Start { host: h });
+    }
+    let mut t = 200 * MS;
+    for _ in 0..m.events {
+        t += m.spacing_ms * MS;
+        let r = sim.rng().below(100);
+        let a = sim.rng().below(n) as usize;
+        let b = sim.rng().below(n) as usize;
+        let ev = match r {
+            0..=79 if a != b => Event::Request {
+                host: a,
+                dest: b,
+                by_name: r.is_multiple_of(3),
+            },
+            80..=84 => Event::Crash {
+                host: a,
+                down_ms: 500 + sim.rng().below(2_500),
+            },
+            85..=91 if a != b => Event::Forge {
+                victim: a,
+                claimed: b,
+            },
+            92 => Event::Partition {
+                heal_ms: 500 + sim.rng().below(1_500),
+            },
+            _ => continue,
+        };
+        sim.schedule(t, ev);
+    }
+    sim.settle(t + 10_000 * MS);
+    Outcome {
+        seed: m.seed,
+        violations: sim.violations.clone(),
+        answered: sim.answered,
+        succeeded: sim.succeeded,
+        traffic: sim.traffic.clone(),
+        virtual_ms: sim.now / MS,
+    }
+}
+
+/// One row of the scaling table (BENCHMARKS.md).
+#[derive(Clone, Debug, Default)]
+pub struct Scale {
+    pub hosts: usize,
+    /// Mass start: datagrams each host sent, on average, until quiet.
+    pub start_per_host: f64,
+    /// The most one host sent in any 100 ms of the mass start, per second.
+    pub start_peak_per_host_s: u64,
+    /// From the first start until every host's first lookup (by name, of a
+    /// random other host) was answered with the right GID.
+    pub converged_ms: u64,
+    /// One host restarts with a new GID while every other one has it
+    /// bound: datagrams per host until quiet.
+    pub restart_per_host: f64,
+    /// From that restart until every other host has bound its new GID.
+    pub followed_ms: u64,
+    /// One lookup by name: datagrams in all.
+    pub name_lookup: u64,
+    /// One lookup by address: datagrams in all.
+    pub address_lookup: u64,
+}
+
+fn sent(sim: &Sim) -> u64 {
+    sim.traffic.unicast + sim.traffic.multicast
+}
+
+/// The scaling measurements for `hosts` hosts, on a network without loss
+/// (delays of 50 µs to 2 ms).
+pub fn scale(hosts: usize, seed: u64) -> Scale {
+    let net = Conditions {
+        loss: 0.0,
+        duplication: 0.0,
+        ..Conditions::default()
+    };
+    let mut sim = Sim::new(hosts, seed, net, Tuning::default());
+    let n = hosts as u64;
+    // Mass start within 100 ms; at 150 ms every host asks for another.
+    for h in 0..hosts {
+        let at = sim.rng().below(100 * MS);
+        sim.schedule(at, Event::Start { host: h });
+    }
+    sim.record = true;
+    for h in 0..hosts {
+        let dest = (h + 1 + sim.rng().below(n - 1) as usize) % hosts;
+        sim.schedule(
+            150 * MS,
+            Event::Request {
+                host: h,
+                dest,
+                by_name: true,
+            },
+        );
+    }
+    sim.run_until(10_000 * MS);
+    assert!(sim.violations.is_empty(), "{:?}", sim.violations);
+    let answers = std::mem::take(&mut sim.answers);
+    assert!(
+        answers.iter().all(|a| a.3.is_some()),
+        "every first lookup resolves"
+    );
+    let converged_ms = answers.iter().map(|a| a.2).max().unwrap_or(0) / MS;
+    let mut row = Scale {
+        hosts,
+        start_per_host: sent(&sim) as f64 / hosts as f64,
+        start_peak_per_host_s: sim.traffic.peak_per_host_window * 10,
+        converged_ms,
+        ..Scale::default()
+    };
+    sim.record = false;
+
+    // Every host binds host 0's address; then host 0 restarts.
+    let t = sim.now;
+    for h in 1..hosts {
+        sim.schedule(
+            t + MS,
+            Event::Request {
+                host: h,
+                dest: 0,
+                by_name: false,
+            },
+        );
+    }
+    sim.run_until(t + 5_000 * MS);
+    let (before, t) = (sent(&sim), sim.now);
+    sim.schedule(
+        t,
+        Event::Crash {
+            host: 0,
+            down_ms: 100,
+        },
+    );
+    let restarted = t + 100 * MS;
+    let mut followed = None;
+    let mut at = restarted;
+    while at < restarted + 10_000 * MS {
+        at += 10 * MS;
+        sim.run_until(at);
+        let gid = sim.gid_of(0);
+        if followed.is_none() && (1..hosts).all(|h| sim.binding(h, 0) == Some(gid)) {
+            followed = Some(at - restarted);
+        }
+    }
+    assert!(sim.violations.is_empty(), "{:?}", sim.violations);
+    row.restart_per_host = (sent(&sim) - before) as f64 / hosts as f64;
+    row.followed_ms = followed.map_or(u64::MAX, |d| d / MS);
+
+    // One lookup by name and one by address, alone on a quiet network.
+    for (by_name, slot) in [
+        (true, &mut row.name_lookup),
+        (false, &mut row.address_lookup),
+    ] {
+        let (before, t) = (sent(&sim), sim.now);
+        let dest = hosts - 1;
+        sim.schedule(
+            t,
+            Event::Request {
+                host: 1 % hosts,
+                dest,
+                by_name,
+            },
+        );
+        sim.run_until(t + 3_000 * MS);
+        *slot = sent(&sim) - before;
+    }
+    assert!(sim.violations.is_empty(), "{:?}", sim.violations);
+    row
+}

@@ -1,0 +1,614 @@
+//! Many hosts, each running the provider's engine (the daemon's code, not a
+//! model of it), on one simulated segment in virtual time. Every datagram
+//! an engine sends goes through [`crate::net`]; every reply it gives is
+//! checked against what was true on the network when it was given.
+
+use crate::net::{Conditions, Queue, Rng};
+use acm_prov_sys::{ACM_ADDRESS_IP, ACM_ADDRESS_NAME, ACM_EP_FLAG_DEST};
+use ibacm_urdma::addr::{Address, Gid};
+use ibacm_urdma::config::hosts::Hosts;
+use ibacm_urdma::config::{Config, NameLookup};
+use ibacm_urdma::discovery::Datagram;
+use ibacm_urdma::engine::{Effects, Engine};
+use ibacm_urdma::entropy::Seed;
+use ibacm_urdma::host::NullHost;
+use ibacm_urdma::local::{Id, PortInfo};
+use ibacm_urdma::request::msg::{addr_entry, request, MsgBuf};
+use ibacm_urdma::request::path::PathRecord;
+use std::collections::{BTreeMap, HashMap};
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::time::{Duration, Instant};
+
+pub const PORT: u16 = 6126;
+const MS: u64 = 1_000_000;
+
+/// A check that failed, with what is needed to understand it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Violation {
+    pub at_ns: u64,
+    pub what: String,
+}
+
+/// The parts of the engine's configuration the simulation varies.
+#[derive(Clone, Debug)]
+pub struct Tuning {
+    pub timeout_ms: u32,
+    pub retries: u32,
+    /// Tables small enough to fill in a run.
+    pub max_cached: usize,
+    pub max_learned: usize,
+    pub max_lookups: usize,
+    /// `urdma_reconfirm`.
+    pub reconfirm: Option<Duration>,
+}
+
+impl Default for Tuning {
+    fn default() -> Self {
+        let c = Config::default();
+        Tuning {
+            timeout_ms: c.timeout_ms,
+            retries: c.retries,
+            max_cached: c.max_cached,
+            max_learned: c.max_learned,
+            max_lookups: c.max_lookups,
+            reconfirm: c.reconfirm,
+        }
+    }
+}
+
+pub enum Event {
+    Deliver {
+        to: usize,
+        from: SocketAddr,
+        to_ip: IpAddr,
+        bytes: Vec<u8>,
+    },
+    Unreachable {
+        to: usize,
+        dest: SocketAddr,
+        payload: Vec<u8>,
+    },
+    Timer {
+        host: usize,
+    },
+    Start {
+        host: usize,
+    },
+    Crash {
+        host: usize,
+        down_ms: u64,
+    },
+    Request {
+        host: usize,
+        dest: usize,
+        by_name: bool,
+    },
+    Forge {
+        victim: usize,
+        claimed: usize,
+    },
+    /// The segment splits in two halves for `heal_ms`.
+    Partition {
+        heal_ms: u64,
+    },
+    Heal,
+}
+
+pub(crate) struct SimHost {
+    pub(crate) ip: Ipv4Addr,
+    pub(crate) name: String,
+    pub(crate) generation: u16,
+    pub(crate) engine: Option<Engine<NullHost>>,
+    /// The address context requests are made from.
+    pub(crate) source: Id,
+    /// The timer queued for the engine, if any.
+    pub(crate) timer_at: Option<u64>,
+    /// Which half of a partition the host is in.
+    pub(crate) side: bool,
+}
+
+/// A request waiting for its reply.
+pub(crate) struct Pending {
+    pub(crate) host: usize,
+    pub(crate) dest: usize,
+    pub(crate) issued: u64,
+}
+
+/// What the network carried, for the scaling tables.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Traffic {
+    pub unicast: u64,
+    pub multicast: u64,
+    pub delivered: u64,
+    /// The most datagrams one host sent in one 100 ms window.
+    pub peak_per_host_window: u64,
+}
+
+pub struct Sim {
+    pub(crate) base: Instant,
+    pub now: u64,
+    pub(crate) rng: Rng,
+    pub(crate) seed: u64,
+    pub net: Conditions,
+    pub(crate) tuning: Tuning,
+    pub(crate) hosts: Vec<SimHost>,
+    pub(crate) by_ip: HashMap<IpAddr, usize>,
+    pub(crate) queue: Queue<Event>,
+    pub(crate) pending: BTreeMap<u64, Pending>,
+    pub(crate) next_id: u64,
+    /// Per host, the GIDs it held: (GID, from, until).
+    pub(crate) history: Vec<Vec<(Gid, u64, Option<u64>)>>,
+    pub partitioned: bool,
+    /// How long after it changed an old GID may still be answered.
+    pub staleness_ns: u64,
+    pub violations: Vec<Violation>,
+    pub traffic: Traffic,
+    /// Datagrams per host in the current 100 ms window.
+    pub(crate) window: (u64, Vec<u64>),
+    pub answered: u64,
+    pub succeeded: u64,
+    /// Per request: the host that asked, the destination, when, and the
+    /// GID answered (`None`: an error), kept when `record` is on.
+    pub answers: Vec<(usize, usize, u64, Option<Gid>)>,
+    pub record: bool,
+    /// Hosts whose events are printed (`URDMA_DST_TRACE`).
+    pub(crate) trace: Option<Vec<usize>>,
+}
+
+pub(crate) fn gid(n: usize, generation: u16) -> Gid {
+    let mut g = [0u8; 16];
+    g[0] = 0xfe;
+    g[1] = 0x80;
+    g[10..12].copy_from_slice(&generation.to_be_bytes());
+    g[12..16].copy_from_slice(&(n as u32 + 1).to_be_bytes());
+    Gid(g)
+}
+
+impl Sim {
+    /// `n` hosts on one segment, none started yet.
+    pub fn new(n: usize, seed: u64, net: Conditions, tuning: Tuning) -> Sim {
+        // Every table of every engine iterates alike, run after run.
+        ibacm_urdma::fastmap::set_seed(seed);
+        let hosts: Vec<SimHost> = (0..n)
+            .map(|i| SimHost {
+                ip: Ipv4Addr::new(10, 0, (i / 250) as u8, (i % 250 + 1) as u8),
+                name: format!("h{i}"),
+                generation: 0,
+                engine: None,
+                source: 0,
+                timer_at: None,
+                side: i % 2 == 1,
+            })
+            .collect();
+        let by_ip = hosts
+            .iter()
+            .enumerate()
+            .map(|(i, h)| (IpAddr::V4(h.ip), i))
+            .collect();
+        // docs/protocol.md: a binding is good for `urdma_reconfirm` after
+        // its holder confirmed it, and the confirmation was on its way for
+        // at most one delay of the network.
+        let staleness_ns = tuning.reconfirm.map_or(u64::MAX / 4, |r| {
+            r.as_nanos() as u64 + (net.base_us + net.jitter_us) * 1000
+        });
+        Sim {
+            base: Instant::now(),
+            now: 0,
+            rng: Rng::new(seed),
+            seed,
+            net,
+            tuning,
+            history: vec![Vec::new(); n],
+            hosts,
+            by_ip,
+            queue: Queue::default(),
+            pending: BTreeMap::new(),
+            next_id: 1,
+            partitioned: false,
+            staleness_ns,
+            violations: Vec::new(),
+            traffic: Traffic::default(),
+            window: (0, vec![0; n]),
+            answered: 0,
+            succeeded: 0,
+            answers: Vec::new(),
+            record: false,
+            trace: std::env::var("URDMA_DST_TRACE")
+                .ok()
+                .map(|t| t.split(',').filter_map(|h| h.parse().ok()).collect()),
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        self.hosts.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.hosts.is_empty()
+    }
+
+    pub fn rng(&mut self) -> &mut Rng {
+        &mut self.rng
+    }
+
+    fn instant(&self, t: u64) -> Instant {
+        self.base + Duration::from_nanos(t)
+    }
+
+    pub fn schedule(&mut self, at: u64, event: Event) {
+        self.queue.push(at, event);
+    }
+
+    pub fn is_up(&self, host: usize) -> bool {
+        self.hosts[host].engine.is_some()
+    }
+
+    pub fn gid_of(&self, host: usize) -> Gid {
+        gid(host, self.hosts[host].generation)
+    }
+
+    pub fn ip_of(&self, host: usize) -> Ipv4Addr {
+        self.hosts[host].ip
+    }
+
+    /// What host `asker` has bound `dest`'s address to.
+    pub fn binding(&self, asker: usize, dest: usize) -> Option<Gid> {
+        let e = self.hosts[asker].engine.as_ref()?;
+        e.learned_dest(&Address::Ip4(self.hosts[dest].ip))
+            .map(|d| d.gid)
+    }
+
+    fn violation(&mut self, what: String) {
+        if self.violations.len() < 20 {
+            self.violations.push(Violation {
+                at_ns: self.now,
+                what,
+            });
+        }
+    }
+
+    fn config(&self) -> Config {
+        Config {
+            hosts_file: "/nonexistent/urdma-dst-hosts".into(),
+            name_lookup: vec![NameLookup::Segment],
+            metrics_file: None,
+            timeout_ms: self.tuning.timeout_ms,
+            retries: self.tuning.retries,
+            max_cached: self.tuning.max_cached,
+            max_learned: self.tuning.max_learned,
+            max_lookups: self.tuning.max_lookups,
+            reconfirm: self.tuning.reconfirm,
+            ..Config::default()
+        }
+    }
+
+    /// Runs events until the queue is empty or virtual time passes `until`.
+    pub fn run_until(&mut self, until: u64) {
+        while let Some((at, ev)) = self.queue.pop() {
+            if at > until {
+                self.queue.push(at, ev);
+                break;
+            }
+            self.now = at;
+            self.step(ev);
+            self.check_deadlines();
+            if !self.violations.is_empty() {
+                return;
+            }
+        }
+        self.now = self.now.max(until);
+    }
+
+    /// Runs until nothing is left to do (or `limit` of virtual time).
+    pub fn settle(&mut self, limit: u64) {
+        let end = self.now + limit;
+        self.run_until(end);
+        self.check_deadlines();
+        let stuck: Vec<u64> = self.pending.keys().copied().collect();
+        if !stuck.is_empty() && self.queue.is_empty() {
+            self.violation(format!("requests never answered: {stuck:?}"));
+        }
+    }
+
+    fn step(&mut self, ev: Event) {
+        if let Some(hosts) = &self.trace {
+            self.trace_event(hosts, &ev);
+        }
+        match ev {
+            Event::Deliver {
+                to,
+                from,
+                to_ip,
+                bytes,
+            } => {
+                let now = self.instant(self.now);
+                if let Some(e) = self.hosts[to].engine.as_mut() {
+                    self.traffic.delivered += 1;
+                    e.on_datagram(from, Some(to_ip), &bytes, now);
+                    self.after(to);
+                }
+            }
+            Event::Unreachable { to, dest, payload } => {
+                let now = self.instant(self.now);
+                if let Some(e) = self.hosts[to].engine.as_mut() {
+                    e.on_unreachable(dest, &payload, now);
+                    self.after(to);
+                }
+            }
+            Event::Timer { host } => {
+                if self.hosts[host].timer_at != Some(self.now) {
+                    return;
+                }
+                self.hosts[host].timer_at = None;
+                let now = self.instant(self.now);
+                if let Some(e) = self.hosts[host].engine.as_mut() {
+                    e.on_timers(now);
+                    self.after(host);
+                }
+            }
+            Event::Start { host } => self.start(host),
+            Event::Crash { host, down_ms } => {
+                if self.hosts[host].engine.take().is_some() {
+                    let now = self.now;
+                    if let Some(last) = self.history[host].last_mut() {
+                        last.2 = Some(now);
+                    }
+                    // The daemon's clients lost their connection with it.
+                    self.pending.retain(|_, p| p.host != host);
+                    self.hosts[host].generation += 1;
+                    self.schedule(now + down_ms * MS, Event::Start { host });
+                }
+            }
+            Event::Request {
+                host,
+                dest,
+                by_name,
+            } => self.request(host, dest, by_name),
+            Event::Forge { victim, claimed } => self.forge(victim, claimed),
+            Event::Partition { heal_ms } => {
+                self.partitioned = true;
+                self.schedule(self.now + heal_ms * MS, Event::Heal);
+            }
+            Event::Heal => self.partitioned = false,
+        }
+    }
+
+    /// Starts (or restarts) a host's daemon with its current GID.
+    pub fn start(&mut self, host: usize) {
+        if self.hosts[host].engine.is_some() {
+            return;
+        }
+        let seed = Seed::from_u64(self.seed ^ ((host as u64) << 20) ^ self.now);
+        let mut e = Engine::seeded(NullHost, self.config(), Hosts::default(), seed);
+        let g = gid(host, self.hosts[host].generation);
+        let dev = e.open_device(0x5254_0000_0000_0000 | host as u64);
+        let port = e
+            .open_port(dev, PortInfo::infiniband(1, g))
+            .expect("an InfiniBand port with a GID");
+        let ep = e.open_endpoint(port, 0xffff).expect("its port");
+        let h = &self.hosts[host];
+        let source = e.add_address(ep, Address::Ip4(h.ip)).expect("endpoint");
+        e.add_address(ep, Address::name(&h.name).expect("a name"))
+            .expect("endpoint");
+        e.set_discovery_up(true);
+        self.hosts[host].source = source;
+        self.hosts[host].engine = Some(e);
+        self.hosts[host].timer_at = None;
+        self.history[host].push((g, self.now, None));
+        self.after(host);
+    }
+
+    fn request(&mut self, host: usize, dest: usize, by_name: bool) {
+        if self.hosts[host].engine.is_none() {
+            return;
+        }
+        let id = self.next_id;
+        self.next_id += 1;
+        let d = &self.hosts[dest];
+        let entry = match by_name {
+            true => addr_entry(ACM_EP_FLAG_DEST, ACM_ADDRESS_NAME, d.name.as_bytes()),
+            false => addr_entry(ACM_EP_FLAG_DEST, ACM_ADDRESS_IP, &d.ip.octets()),
+        };
+        let req = request(&[entry], false, id);
+        self.pending.insert(
+            id,
+            Pending {
+                host,
+                dest,
+                issued: self.now,
+            },
+        );
+        let now = self.instant(self.now);
+        let source = self.hosts[host].source;
+        let e = self.hosts[host].engine.as_mut().expect("up");
+        if let Some(reply) = e.resolve_at(source, &req, id, now) {
+            self.answer(id, &reply);
+        }
+        self.after(host);
+    }
+
+    /// Checks a reply against the truth and the bounds.
+    fn answer(&mut self, id: u64, reply: &MsgBuf) {
+        let Some(p) = self.pending.remove(&id) else {
+            return self.violation(format!("request {id} answered twice or never asked"));
+        };
+        self.answered += 1;
+        let took = self.now - p.issued;
+        if took > self.bound() {
+            self.violation(format!(
+                "request {id} of host {} for host {} answered after {} ms",
+                p.host,
+                p.dest,
+                took / MS
+            ));
+        }
+        let mut answered = None;
+        if reply.status() == 0 {
+            self.succeeded += 1;
+            let info = reply.entry(0).info;
+            let g = PathRecord::decode(info.first_chunk().expect("64 bytes")).dgid;
+            answered = Some(g);
+            let now = self.now;
+            let stale = self.staleness_ns;
+            let held = self.history[p.dest].iter().any(|&(h, from, until)| {
+                h == g && from <= now && until.is_none_or(|u| u + stale >= now)
+            });
+            if !held {
+                self.violation(format!(
+                    "host {} was told host {} is at {g}, which it {} (request {id})",
+                    p.host,
+                    p.dest,
+                    match self.history[p.dest].iter().find(|h| h.0 == g) {
+                        Some((_, _, Some(u))) => format!("left {} ms before", (now - u) / MS),
+                        _ => "never held".into(),
+                    }
+                ));
+            }
+        }
+        if self.record {
+            self.answers.push((p.host, p.dest, self.now, answered));
+        }
+    }
+
+    /// Every request is answered within its lookup's time, and a little.
+    pub fn bound(&self) -> u64 {
+        u64::from(self.tuning.timeout_ms) * u64::from(self.tuning.retries + 1) * MS + MS
+    }
+
+    fn check_deadlines(&mut self) {
+        let bound = self.bound();
+        let late: Vec<u64> = self
+            .pending
+            .iter()
+            .filter(|(_, p)| p.issued + bound < self.now)
+            .map(|(id, _)| *id)
+            .take(1)
+            .collect();
+        if let Some(id) = late.first() {
+            let p = &self.pending[id];
+            let what = format!(
+                "request {id} of host {} for host {} unanswered after {} ms",
+                p.host,
+                p.dest,
+                (self.now - p.issued) / MS
+            );
+            self.violation(what);
+        }
+    }
+
+    /// Sends what host `h`'s engine produced and queues its next timer.
+    fn after(&mut self, h: usize) {
+        let Some(e) = self.hosts[h].engine.as_mut() else {
+            return;
+        };
+        let fx: Effects = e.take_effects();
+        let next = e
+            .next_wake()
+            .map(|t| (t.saturating_duration_since(self.base).as_nanos() as u64).max(self.now));
+        for (i, (size, cap)) in e.table_sizes().into_iter().enumerate() {
+            if size > cap {
+                let what = format!("host {h}: table {i} holds {size}, over its bound {cap}");
+                self.violation(what);
+            }
+        }
+        for r in &fx.replies {
+            self.answer(r.id, &r.msg);
+        }
+        let wake = fx.wake.then_some(self.now);
+        for d in fx.datagrams {
+            self.send(h, d);
+        }
+        let due = [next, wake].into_iter().flatten().min();
+        if let Some(t) = due {
+            if self.hosts[h].timer_at.is_none_or(|q| t < q) {
+                self.hosts[h].timer_at = Some(t);
+                self.schedule(t, Event::Timer { host: h });
+            }
+        }
+    }
+
+    fn count_sent(&mut self, h: usize) {
+        let window = self.now / (100 * MS);
+        if window != self.window.0 {
+            self.window.0 = window;
+            self.window.1.iter_mut().for_each(|c| *c = 0);
+        }
+        self.window.1[h] += 1;
+        self.traffic.peak_per_host_window = self.traffic.peak_per_host_window.max(self.window.1[h]);
+    }
+
+    fn send(&mut self, h: usize, d: Datagram) {
+        self.count_sent(h);
+        let src_ip = IpAddr::V4(self.hosts[h].ip);
+        match d {
+            Datagram::Unicast { to, from, bytes } => {
+                self.traffic.unicast += 1;
+                let from = SocketAddr::new(from.unwrap_or(src_ip), PORT);
+                self.route(Some(h), from, to, bytes);
+            }
+            Datagram::Multicast { bytes } => {
+                self.traffic.multicast += 1;
+                let from = SocketAddr::new(src_ip, PORT);
+                for to in 0..self.hosts.len() {
+                    if to != h && self.hosts[to].engine.is_some() && self.reachable(h, to) {
+                        let group = IpAddr::V4(Ipv4Addr::new(239, 255, 65, 67));
+                        for delay in self.net.fate(&mut self.rng) {
+                            let ev = Event::Deliver {
+                                to,
+                                from,
+                                to_ip: group,
+                                bytes: bytes.clone(),
+                            };
+                            self.queue.push(self.now + delay, ev);
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    fn reachable(&self, a: usize, b: usize) -> bool {
+        !self.partitioned || self.hosts[a].side == self.hosts[b].side
+    }
+
+    /// Carries a unicast datagram from `sender` (`None`: the forger, which
+    /// no partition stops) to `to`.
+    pub(crate) fn route(
+        &mut self,
+        sender: Option<usize>,
+        from: SocketAddr,
+        to: SocketAddr,
+        bytes: Vec<u8>,
+    ) {
+        let Some(&dest) = self.by_ip.get(&to.ip()) else {
+            return;
+        };
+        if to.port() != PORT || sender.is_some_and(|s| !self.reachable(s, dest)) {
+            return;
+        }
+        for delay in self.net.fate(&mut self.rng) {
+            let at = self.now + delay;
+            match (self.hosts[dest].engine.is_some(), sender) {
+                (true, _) => self.queue.push(
+                    at,
+                    Event::Deliver {
+                        to: dest,
+                        from,
+                        to_ip: to.ip(),
+                        bytes: bytes.clone(),
+                    },
+                ),
+                // The host is there, its daemon is not: port unreachable.
+                (false, Some(s)) => self.queue.push(
+                    at + delay,
+                    Event::Unreachable {
+                        to: s,
+                        dest: to,
+                        payload: bytes.clone(),
+                    },
+                ),
+                (false, None) => {}
+            }
+        }
+    }
+}
