@@ -5,7 +5,7 @@
 # or any definite leak with the provider on the stack.
 #
 # Under memcheck the daemon is 20-50 times slower. The harness stretches
-# its own waits (tests/common: `scaled`), but assertions about the
+# its own waits (crates/urdma-harness: `scaled`), but assertions about the
 # provider's timing (answered within N ms) and memory (RSS) cannot hold, so
 # test failures are listed and do not decide the verdict; valgrind's
 # findings do. Logs: target/memcheck/ (MEMCHECK_DIR). Needs root.

@@ -1,4 +1,4 @@
-//! Faults, end to end: the real `ibacm` with this provider (see `common`)
+//! Faults, end to end: the real `ibacm` with this provider (see `urdma_harness`)
 //! while ports fail, clients hang up, the network loses, duplicates,
 //! reorders and mangles datagrams, peers misbehave, and the daemon is
 //! stopped. Each test checks what a user would notice: every request
@@ -10,19 +10,18 @@
 //! with their answers what a test tells them. Needs root and
 //! `cargo build --workspace`.
 
-mod common;
-
-use common::nodes::{
-    add_silent_neighbour, load_summary, resolve, resolve_fails, resolve_node,
-    resolves_by_every_kind, timed, Node, DISCOVERY_PORT, WAIT,
-};
-use common::{Host, Net};
 use ibacm_urdma::addr::Gid;
 use ibacm_urdma::wire::{Announce, Answer, EndpointRecord, Message, Query, WireAddress};
 use std::collections::BTreeMap;
 use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr, UdpSocket};
 use std::thread::sleep;
 use std::time::{Duration, Instant};
+use urdma_harness::load::load_summary;
+use urdma_harness::nodes::{
+    add_silent_neighbour, resolve, resolve_fails, resolve_node, resolves_by_every_kind, timed,
+    Node, DISCOVERY_PORT, WAIT,
+};
+use urdma_harness::{scaled, Artifacts, Host, HostConfig, Net};
 
 // Helpers -------------------------------------------------------------------
 
@@ -141,7 +140,7 @@ fn total_drops(host: &Host) -> u64 {
 
 /// Waits until `drops_from(host, from)[reason]` reaches `count`.
 fn expect_drops(host: &Host, from: &str, reason: &str, count: usize) {
-    let deadline = Instant::now() + common::scaled(WAIT);
+    let deadline = Instant::now() + scaled(WAIT);
     while drops_from(host, from).get(reason).copied().unwrap_or(0) < count {
         assert!(
             Instant::now() < deadline,
@@ -273,7 +272,7 @@ impl FakePeer {
 
     /// Like `next_query`, but a missing query fails the test.
     fn expect_query(&self, asker: &Host) -> Asked {
-        self.next_query(common::scaled(WAIT))
+        self.next_query(scaled(WAIT))
             .unwrap_or_else(|| panic!("the fake peer was never asked\n{}", asker.diagnostics()))
     }
 
@@ -400,7 +399,7 @@ fn two_thousand_clients_that_hang_up_before_their_reply_leak_no_client_slot() {
         );
         // Every abandoned request is answered (to nobody) once its lookup
         // fails, and its descriptor is closed.
-        let deadline = Instant::now() + common::scaled(WAIT);
+        let deadline = Instant::now() + scaled(WAIT);
         while a.log_count(": failed with status") < NAMES * round || a.daemon_fds() > fds_before {
             assert!(
                 Instant::now() < deadline,
@@ -780,7 +779,7 @@ fn a_peer_that_answers_slowly_late_or_twice() {
             let mut pending: Vec<(Instant, Asked)> = Vec::new();
             let mut answered = [false; 4];
             let started = Instant::now();
-            while answered.iter().any(|a| !a) && started.elapsed() < common::scaled(WAIT) {
+            while answered.iter().any(|a| !a) && started.elapsed() < scaled(WAIT) {
                 if let Some(q) = fake.next_query(Duration::from_millis(10)) {
                     if !answered[q.index] && pending.iter().all(|(_, p)| p.index != q.index) {
                         pending.push((Instant::now() + delay(q.index), q));
@@ -961,7 +960,7 @@ fn replayed_forged_and_misaddressed_replies_are_dropped_and_counted() {
     assert_ne!(check.query.txid(), first_txid);
     let refused = check.query.reply(Answer::Refused).unwrap();
     fake.send(0, check.from, &Message::from(refused).encode());
-    let deadline = Instant::now() + common::scaled(WAIT);
+    let deadline = Instant::now() + scaled(WAIT);
     while a.acme(&["-c", "-f", "i", "-d", &target]).0 == 0 {
         assert!(
             Instant::now() < deadline,
@@ -1070,13 +1069,9 @@ fn a_lookup_times_out_on_time_when_nothing_else_happens() {
 /// The daemon's RSS after `cycles` port down/up events, minus before, with
 /// `provider` (`null` or `urdma`) serving the port.
 fn rss_growth_over_port_cycles(provider: &str, cycles: usize) -> i64 {
-    let mut cfg = common::HostConfig::default().opt("urdma_discovery no");
-    let profile_dir = std::env::current_exe()
-        .ok()
-        .and_then(|p| Some(p.parent()?.parent()?.to_path_buf()))
-        .expect("target/<profile>/deps");
+    let mut cfg = HostConfig::default().opt("urdma_discovery no");
     cfg.provider_name = Some(provider.into());
-    cfg.provider_so = Some(profile_dir.join(format!("libibacm_{provider}.so")));
+    cfg.provider_so = Some(Artifacts::profile_dir().join(format!("libibacm_{provider}.so")));
     let h = Host::start(cfg);
     // Cycle `n` (from 1): each event handled by the daemon before the next
     // is injected, so that every cycle is a whole one and events never

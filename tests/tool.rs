@@ -5,12 +5,10 @@
 //! `URDMA_ACM` and `URDMA_PROVIDER_SO` choose other builds of the tool and
 //! the provider.
 
-mod common;
-
-use common::{Host, HostConfig};
 use std::fs;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Command, Output};
+use urdma_harness::{Artifacts, Host, HostConfig};
 
 /// `urdma-acm`: `URDMA_ACM` if set (the package test runs the installed
 /// one), else the one built next to the provider in `target/<profile>/`.
@@ -18,12 +16,7 @@ fn tool() -> PathBuf {
     if let Some(path) = std::env::var_os("URDMA_ACM") {
         return PathBuf::from(path);
     }
-    let exe = std::env::current_exe().expect("current_exe");
-    let path = exe
-        .parent()
-        .and_then(Path::parent)
-        .expect("test binary lives in target/<profile>/deps")
-        .join("urdma-acm");
+    let path = Artifacts::profile_dir().join("urdma-acm");
     assert!(
         path.is_file(),
         "{} is missing: run `cargo build --workspace` first",

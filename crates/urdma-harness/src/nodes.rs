@@ -1,13 +1,14 @@
-//! Simulated hosts for the scenarios with several daemons (discovery,
-//! faults): who each host is, and the checks those scenarios share.
+//! Simulated hosts for the scenarios with several daemons: who each host
+//! is, and the checks those scenarios share. One numbering for every
+//! scenario, so that an address, name or GID in a failure message says
+//! which host it was, whatever the test.
 //!
 //! Host N (1, 2, 3 = A, B, C) has 10.0.0.N, fd00::N and the name `node-x`
 //! (x = a, b, c) on its urdma0 port 1, whose GID is `fe80::` + EUI-64 of
 //! the sim MAC 52:54:00:00:GG:0x (GG: the generation, bumped when the host
 //! restarts with new hardware).
 
-use super::{Host, HostConfig, Net, PathInfo};
-use std::collections::BTreeMap;
+use crate::{Host, HostConfig, Net, PathInfo};
 use std::time::{Duration, Instant};
 
 /// Generous: the daemons answer in milliseconds, CI machines can be slow.
@@ -139,18 +140,6 @@ pub fn poll_until_resolved(host: &Host, args: &[&str], dgid: &str) -> Duration {
         }
         std::thread::sleep(Duration::from_millis(50));
     }
-}
-
-/// The `key=value` summary line `urdma-load` ends with.
-pub fn load_summary(out: &str) -> BTreeMap<String, String> {
-    out.lines()
-        .rev()
-        .find(|l| l.starts_with("requests="))
-        .unwrap_or_else(|| panic!("no urdma-load summary in:\n{out}"))
-        .split_whitespace()
-        .filter_map(|kv| kv.split_once('='))
-        .map(|(k, v)| (k.to_string(), v.to_string()))
-        .collect()
 }
 
 /// `resolve` from node `from`'s host to node `to`.
