@@ -23,7 +23,9 @@
 //! `nodes` (who the hosts of the multi-host scenarios are).
 
 mod artifacts;
+pub mod drops;
 mod env;
+pub mod fake_peer;
 pub mod forger;
 mod host;
 mod key_file;

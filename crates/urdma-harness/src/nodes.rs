@@ -88,6 +88,26 @@ impl Node {
     }
 }
 
+/// B (node 2) with `extra` more IPv4 addresses 10.0.0.101.. on its urdma
+/// endpoint, so that each is a lookup of its own for the asker. Returns
+/// the host and those addresses.
+pub fn b_with_addresses(net: &Net, extra: usize, opts: &[&str]) -> (Host, Vec<String>) {
+    let mut cfg = Node::B.config(opts);
+    let ips: Vec<String> = (0..extra).map(|i| format!("10.0.0.{}", 101 + i)).collect();
+    for ip in &ips {
+        cfg.ip_addrs.push(format!("{ip}/24"));
+        cfg.addr_lines.push(format!("{ip} urdma0 1 default"));
+    }
+    let b = Host::start_on(net, "eth0", cfg);
+    if let Some(last) = ips.last() {
+        b.expect_log(
+            &format!("urdma: endpoint pkey 0xffff: address {last}"),
+            WAIT,
+        );
+    }
+    (b, ips)
+}
+
 /// Runs `ib_acme ARGS` on `host`, which must succeed with a path from
 /// `sgid` to `dgid`. Returns the output.
 pub fn resolve(host: &Host, args: &[&str], dgid: &str, sgid: &str) -> String {
