@@ -1,6 +1,6 @@
 //! Through the real daemon: `/usr/sbin/ibacm` on a simulated urdma device,
 //! each daemon in network and mount namespaces of its own (the e2e harness,
-//! `tests/common`), driven by `urdma-load` over its client socket.
+//! `urdma_harness`), driven by `urdma-load` over its client socket.
 //!
 //! 1. Cache hits: resolves/s and p50/p99 latency at 1, 4, 16 and 64
 //!    concurrent clients, for the urdma provider (destinations from a
@@ -20,16 +20,13 @@
 //!
 //! `cargo bench --bench daemon [-- --quick]`
 
-#[path = "../tests/common/mod.rs"]
-mod common;
-
-use common::{Host, Net, IBACM};
 use std::collections::BTreeMap;
 use std::fs::{self, File};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::thread::sleep;
 use std::time::{Duration, Instant};
+use urdma_harness::{sigterm, Host, Net, IBACM};
 
 /// This host's own address and name (on the sim's urdma0 port 1).
 const SELF_IP: &str = "192.168.0.1";
@@ -263,11 +260,9 @@ impl Daemon {
     }
 
     /// SIGTERM, then waits (callgrind writes its last part at exit).
-    #[allow(unsafe_code)] // a test fixture's syscall, not the provider
     fn stop(&mut self) {
         if let Some(mut child) = self.child.take() {
-            // SAFETY: kill(2) on our own child's pid.
-            unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+            sigterm(&child);
             let deadline = Instant::now() + Duration::from_secs(60);
             loop {
                 if let Ok(Some(_)) = child.try_wait() {
@@ -902,7 +897,7 @@ fn main() {
         !args.iter().any(|a| a.starts_with("--only="))
             || args.iter().any(|a| a == &format!("--only={what}"))
     };
-    common::require_root();
+    urdma_harness::require_root();
     let sc = Scratch::new();
     write_hosts(&sc.path("hosts-1k.data"), 1_000);
     write_dests(&sc.path("dests-1k.txt"), 1_000, 1_000);

@@ -2,7 +2,7 @@
 # Installs what building and testing need on Debian 12, if missing: the
 # daemon and clients (ibacm, ib_acme, librdmacm), the headers bindgen reads,
 # libclang for bindgen, the namespace tools of the end-to-end tests, nftables
-# (packet loss in tests/faults.rs), valgrind and python3 (make memcheck),
+# (packet loss in tests/loss.rs), valgrind and python3 (make memcheck),
 # dnsmasq (the DNS server of tests/names.rs).
 set -euo pipefail
 

@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
-# The end-to-end suites (tests/e2e.rs, discovery.rs, faults.rs) with every
-# daemon under valgrind memcheck, then scripts/memcheck-report.py over the
-# XML each daemon wrote: exit 1 on any invalid access or uninitialised use,
-# or any definite leak with the provider on the stack.
+# The end-to-end suites (tests/e2e.rs, discovery.rs, and the fault suites
+# lifecycle.rs, loss.rs, peers.rs and soak.rs) with every daemon under
+# valgrind memcheck, then scripts/memcheck-report.py over the XML each
+# daemon wrote: exit 1 on any invalid access or uninitialised use, or any
+# definite leak with the provider on the stack.
 #
 # Under memcheck the daemon is 20-50 times slower. The harness stretches
-# its own waits (tests/common: `scaled`), but assertions about the
+# its own waits (crates/urdma-harness: `scaled`), but assertions about the
 # provider's timing (answered within N ms) and memory (RSS) cannot hold, so
 # test failures are listed and do not decide the verdict; valgrind's
 # findings do. Logs: target/memcheck/ (MEMCHECK_DIR). Needs root.
@@ -15,11 +16,12 @@ dir="${MEMCHECK_DIR:-$PWD/target/memcheck}"
 rm -rf "$dir"
 mkdir -p "$dir"
 cargo build --workspace
-cargo test --test e2e --test discovery --test faults --no-run
+suites=(--test e2e --test discovery --test lifecycle --test loss --test peers --test soak)
+cargo test "${suites[@]}" --no-run
 started=$(date +%s)
 set +e
 URDMA_TEST_VALGRIND=1 URDMA_TEST_VALGRIND_DIR="$dir" SOAK_SECONDS="${SOAK_SECONDS:-20}" \
-    cargo test --no-fail-fast --test e2e --test discovery --test faults -- --test-threads 1 \
+    cargo test --no-fail-fast "${suites[@]}" -- --test-threads 1 \
     > "$dir/tests.log" 2>&1
 tests_rc=$?
 set -e

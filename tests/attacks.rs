@@ -1,24 +1,22 @@
 //! The attacker of the threat model against real daemons: a host on the
 //! segment that forges source addresses and reads the discovery groups
-//! (`common::forger`). Whatever it sends, a client of a daemon never gets
+//! (`urdma_harness::forger`). Whatever it sends, a client of a daemon never gets
 //! a GID the destination does not hold, and no query brings more than one
 //! reply. Without keys, unless a test says otherwise. Needs root and
-//! `cargo build --workspace` (see `common`).
+//! `cargo build --workspace` (see `urdma_harness`).
 
-mod common;
-
-use common::forger::{Forger, GROUP_V4};
-use common::nodes::{
-    poll_until_resolved, resolve_fails, resolve_node, resolves_by_every_kind, Node, DISCOVERY_PORT,
-    WAIT,
-};
-use common::{Host, HostConfig, KeyFile, Net};
 use ibacm_urdma::addr::{Address, Gid};
 use ibacm_urdma::discovery::wire::{Announce, Answer, EndpointRecord, Message, Query, WireAddress};
 use std::net::{IpAddr, Ipv4Addr, SocketAddr, SocketAddrV4};
 use std::num::NonZeroU64;
 use std::thread::sleep;
 use std::time::{Duration, Instant};
+use urdma_harness::forger::{Forger, GROUP_V4};
+use urdma_harness::nodes::{
+    poll_until_resolved, resolve_fails, resolve_node, resolves_by_every_kind, Node, DISCOVERY_PORT,
+    WAIT,
+};
+use urdma_harness::{Host, HostConfig, KeyFile, Net};
 
 /// The attacker's own GID, which it wants clients to use for others.
 const ATTACKER_GID: &str = "fe80::bad:0:0:66";

@@ -4,22 +4,21 @@
 //! each other: everything a host knows about another it learned over the
 //! discovery protocol (docs/protocol.md). Driven by the real `ib_acme`,
 //! librdmacm (`urdma-rai`) and `urdma-load`. Needs root and
-//! `cargo build --workspace` (see `common`).
+//! `cargo build --workspace` (see `urdma_harness`).
 //!
 //! Host N (1, 2, 3 = A, B, C) has 10.0.0.N, fd00::N and the name `node-x`
 //! (x = a, b, c) on its urdma0 port 1, whose GID is `fe80::` + EUI-64 of
 //! the sim MAC 52:54:00:00:GG:0x (GG: the generation, bumped when the host
 //! restarts with new hardware).
 
-mod common;
-
-use common::nodes::{
-    add_silent_neighbour, load_summary, poll_until_resolved, resolve, resolve_fails, resolve_node,
-    timed, Node, DISCOVERY_PORT, WAIT,
-};
-use common::{Host, KeyFile, Net};
 use std::net::UdpSocket;
 use std::time::{Duration, Instant};
+use urdma_harness::load::load_summary;
+use urdma_harness::nodes::{
+    add_silent_neighbour, poll_until_resolved, resolve, resolve_fails, resolve_node, timed, Node,
+    DISCOVERY_PORT, WAIT,
+};
+use urdma_harness::{Host, KeyFile, Net};
 
 /// The three hosts A, B, C on one bridge, all with `opts`.
 fn trio(opts: &[&str]) -> (Net, Host, Host, Host) {

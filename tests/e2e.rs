@@ -2,17 +2,15 @@
 //! simulated devices, driven by the real `ib_acme` and by librdmacm's
 //! `rdma_getaddrinfo` (`urdma-rai`). Every test asserts what a user of those
 //! tools would see: their printed output, their exit status and the daemon
-//! log. Needs root and `cargo build --workspace` (see `common`).
+//! log. Needs root and `cargo build --workspace` (see `urdma_harness`).
 //!
 //! These scenarios are about local and static data, so discovery is off
 //! (`urdma_discovery no`): a destination that is neither local nor in the
 //! hosts file has nobody to ask. `tests/discovery.rs` covers the rest.
 
-mod common;
-
-use common::{Host, HostConfig, PathInfo};
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
+use urdma_harness::{Host, HostConfig, PathInfo};
 
 /// Generous: the daemon answers in milliseconds, CI machines can be slow.
 const WAIT: Duration = Duration::from_secs(10);
@@ -43,7 +41,13 @@ fn start() -> Host {
     Host::start(static_config().hosts_file(HOSTS))
 }
 
-impl PathInfo {
+/// The checks of this setup's paths, as methods of the harness's
+/// `PathInfo` (a trait, since that type is another crate's).
+trait AssertRoute {
+    fn assert_route(&self, dgid: &str, sgid: &str, dlid: &str);
+}
+
+impl AssertRoute for PathInfo {
     /// The fields every path of this setup has: the provider's defaults
     /// (MTU 4096, 100 Gb/s from the 4x EDR port), the default partition,
     /// a reversible path.

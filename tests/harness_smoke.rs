@@ -3,10 +3,8 @@
 //! asserts nothing about the provider beyond "the daemon comes up", so it
 //! holds whether or not the provider loads.
 
-mod common;
-
-use common::{Host, HostConfig, Net};
 use std::time::Duration;
+use urdma_harness::{Host, HostConfig, Net};
 
 const WAIT: Duration = Duration::from_secs(5);
 

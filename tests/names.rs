@@ -4,11 +4,9 @@
 //! provider asks the system's resolver, then the addresses it gives by
 //! unicast through the router. Needs root and `cargo build --workspace`.
 
-mod common;
-
-use common::nodes::{resolve_fails, resolve_node, timed, Node};
-use common::routed::{Routed, ROUTER_NEAR, SILENT_DNS};
 use std::time::Duration;
+use urdma_harness::nodes::{resolve_fails, resolve_node, timed, Node};
+use urdma_harness::routed::{Routed, ROUTER_NEAR, SILENT_DNS};
 
 /// One try of 200 ms and one retry per stage: a stage takes at most 400 ms,
 /// a name (segment, then the system's resolver) 800 ms.

@@ -3,14 +3,13 @@
 //! `fault-injection` feature (never shipped), whose discovery thread
 //! panics when asked for a name and whose hosts-file watcher panics on a
 //! marked file.
-mod common;
 
-use common::nodes::{resolve_node, resolves_by_every_kind, Node, WAIT};
-use common::{Host, Net};
 use std::path::PathBuf;
 use std::sync::OnceLock;
 use std::thread::sleep;
 use std::time::{Duration, Instant};
+use urdma_harness::nodes::{resolve_node, resolves_by_every_kind, Node, WAIT};
+use urdma_harness::{Host, Net};
 
 /// The provider built with `fault-injection`, in a target directory of its
 /// own so that it never replaces the library the other tests load.

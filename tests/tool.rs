@@ -5,14 +5,12 @@
 //! `URDMA_ACM` and `URDMA_PROVIDER_SO` choose other builds of the tool and
 //! the provider.
 
-mod common;
-
-use common::{Host, HostConfig};
 use std::collections::BTreeMap;
 use std::fs;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Command, Output};
 use std::time::{Duration, Instant};
+use urdma_harness::{Artifacts, Host, HostConfig};
 
 /// `urdma-acm`: `URDMA_ACM` if set (the package test runs the installed
 /// one), else the one built next to the provider in `target/<profile>/`.
@@ -20,12 +18,7 @@ fn tool() -> PathBuf {
     if let Some(path) = std::env::var_os("URDMA_ACM") {
         return PathBuf::from(path);
     }
-    let exe = std::env::current_exe().expect("current_exe");
-    let path = exe
-        .parent()
-        .and_then(Path::parent)
-        .expect("test binary lives in target/<profile>/deps")
-        .join("urdma-acm");
+    let path = Artifacts::profile_dir().join("urdma-acm");
     assert!(
         path.is_file(),
         "{} is missing: run `cargo build --workspace` first",
@@ -552,14 +545,14 @@ fn check_prometheus(text: &str) -> BTreeMap<String, f64> {
 
 #[test]
 fn stats_reports_metrics_that_match_the_traffic_and_the_attacks() {
-    use common::forger::Forger;
-    use common::nodes::{resolve_node, Node, DISCOVERY_PORT, WAIT};
     use ibacm_urdma::addr::Address;
     use ibacm_urdma::discovery::wire::{Answer, Message, Reply, WireAddress};
     use std::net::{Ipv4Addr, SocketAddrV4};
     use std::num::NonZeroU64;
+    use urdma_harness::forger::Forger;
+    use urdma_harness::nodes::{resolve_node, Node, DISCOVERY_PORT, WAIT};
 
-    let net = common::Net::new();
+    let net = urdma_harness::Net::new();
     let a = Node::A.start(&net, &[]);
     let _b = Node::B.start(&net, &[]);
     resolve_node(&a, Node::A, Node::B, &["-f", "i", "-d", &Node::B.ip4()]);

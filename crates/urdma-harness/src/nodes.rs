@@ -1,13 +1,14 @@
-//! Simulated hosts for the scenarios with several daemons (discovery,
-//! faults): who each host is, and the checks those scenarios share.
+//! Simulated hosts for the scenarios with several daemons: who each host
+//! is, and the checks those scenarios share. One numbering for every
+//! scenario, so that an address, name or GID in a failure message says
+//! which host it was, whatever the test.
 //!
 //! Host N (1, 2, 3 = A, B, C) has 10.0.0.N, fd00::N and the name `node-x`
 //! (x = a, b, c) on its urdma0 port 1, whose GID is `fe80::` + EUI-64 of
 //! the sim MAC 52:54:00:00:GG:0x (GG: the generation, bumped when the host
 //! restarts with new hardware).
 
-use super::{Host, HostConfig, Net, PathInfo};
-use std::collections::BTreeMap;
+use crate::{Host, HostConfig, Net, PathInfo};
 use std::time::{Duration, Instant};
 
 /// Generous: the daemons answer in milliseconds, CI machines can be slow.
@@ -87,6 +88,26 @@ impl Node {
     }
 }
 
+/// B (node 2) with `extra` more IPv4 addresses 10.0.0.101.. on its urdma
+/// endpoint, so that each is a lookup of its own for the asker. Returns
+/// the host and those addresses.
+pub fn b_with_addresses(net: &Net, extra: usize, opts: &[&str]) -> (Host, Vec<String>) {
+    let mut cfg = Node::B.config(opts);
+    let ips: Vec<String> = (0..extra).map(|i| format!("10.0.0.{}", 101 + i)).collect();
+    for ip in &ips {
+        cfg.ip_addrs.push(format!("{ip}/24"));
+        cfg.addr_lines.push(format!("{ip} urdma0 1 default"));
+    }
+    let b = Host::start_on(net, "eth0", cfg);
+    if let Some(last) = ips.last() {
+        b.expect_log(
+            &format!("urdma: endpoint pkey 0xffff: address {last}"),
+            WAIT,
+        );
+    }
+    (b, ips)
+}
+
 /// Runs `ib_acme ARGS` on `host`, which must succeed with a path from
 /// `sgid` to `dgid`. Returns the output.
 pub fn resolve(host: &Host, args: &[&str], dgid: &str, sgid: &str) -> String {
@@ -139,18 +160,6 @@ pub fn poll_until_resolved(host: &Host, args: &[&str], dgid: &str) -> Duration {
         }
         std::thread::sleep(Duration::from_millis(50));
     }
-}
-
-/// The `key=value` summary line `urdma-load` ends with.
-pub fn load_summary(out: &str) -> BTreeMap<String, String> {
-    out.lines()
-        .rev()
-        .find(|l| l.starts_with("requests="))
-        .unwrap_or_else(|| panic!("no urdma-load summary in:\n{out}"))
-        .split_whitespace()
-        .filter_map(|kv| kv.split_once('='))
-        .map(|(k, v)| (k.to_string(), v.to_string()))
-        .collect()
 }
 
 /// `resolve` from node `from`'s host to node `to`.

@@ -3,8 +3,8 @@
 //! by unicast through the router, and named only in DNS, since the
 //! discovery groups (link-scoped multicast) do not cross it.
 
-use super::nodes::Node;
-use super::{Host, HostConfig, Net};
+use crate::nodes::Node;
+use crate::{Host, HostConfig, Net};
 use std::fs;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};

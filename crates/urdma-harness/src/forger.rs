@@ -8,7 +8,7 @@
 //! The forger never answers ARP for an address it forges: the hosts'
 //! unicast keeps going where it belongs.
 
-use super::{Host, Net};
+use crate::{Host, Net};
 use ibacm_urdma::addr::Address;
 use ibacm_urdma::discovery::wire::{Message, Query};
 use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4, UdpSocket};
@@ -30,6 +30,7 @@ pub struct Forger {
 impl Forger {
     /// A host at `ip`/24 on `net`, with `port` (the discovery port) open
     /// for reading.
+    #[allow(unsafe_code)] // a raw socket, which std does not make
     pub fn start(net: &Net, ip: Ipv4Addr, port: u16) -> Forger {
         let host = Host::bare();
         net.attach(&host, "eth0", &[&format!("{ip}/24")]);
@@ -70,6 +71,7 @@ impl Forger {
 
     /// Sends `payload` in a UDP datagram from `src` to `dst`, whatever
     /// `src` is.
+    #[allow(unsafe_code)] // sendto(2) on the raw socket
     pub fn send(&self, src: SocketAddrV4, dst: SocketAddrV4, payload: &[u8]) {
         let packet = udp_packet(src, dst, payload);
         let to = libc::sockaddr_in {

@@ -1,0 +1,58 @@
+//! The discovery datagrams a daemon dropped, from its log.
+//!
+//! A datagram the provider refuses changes nothing a client can see, so
+//! the tests that send bad ones prove the refusal by the daemon's own
+//! account: one log line per drop, with its source, its reason and a
+//! running total.
+
+use crate::env::scaled;
+use crate::nodes::WAIT;
+use crate::Host;
+use std::collections::BTreeMap;
+use std::thread::sleep;
+use std::time::{Duration, Instant};
+
+/// Log lines of `host` saying a datagram from `from` was dropped, by
+/// reason (the text between the source and the running total).
+pub fn drops_from(host: &Host, from: &str) -> BTreeMap<String, usize> {
+    let needle = format!("discovery: dropped a datagram from {from}: ");
+    let mut by_reason = BTreeMap::new();
+    for l in host.log().lines() {
+        if let Some((_, rest)) = l.split_once(&needle) {
+            let reason = rest.rsplit_once(" (").map_or(rest, |(r, _)| r);
+            // Malformed datagrams carry the decoder's detail; group them.
+            let reason = reason.split(':').next().unwrap_or(reason);
+            *by_reason.entry(reason.to_string()).or_default() += 1;
+        }
+    }
+    by_reason
+}
+
+/// The running total of drops from the last drop line of the log.
+pub fn total_drops(host: &Host) -> u64 {
+    host.log()
+        .lines()
+        .rev()
+        .find_map(|l| {
+            l.rsplit_once('(')?
+                .1
+                .strip_suffix(" dropped so far)")?
+                .parse()
+                .ok()
+        })
+        .unwrap_or(0)
+}
+
+/// Waits until `drops_from(host, from)[reason]` reaches `count`.
+pub fn expect_drops(host: &Host, from: &str, reason: &str, count: usize) {
+    let deadline = Instant::now() + scaled(WAIT);
+    while drops_from(host, from).get(reason).copied().unwrap_or(0) < count {
+        assert!(
+            Instant::now() < deadline,
+            "expected {count} `{reason}` drops from {from}, got {:?}\n{}",
+            drops_from(host, from),
+            host.diagnostics()
+        );
+        sleep(Duration::from_millis(20));
+    }
+}

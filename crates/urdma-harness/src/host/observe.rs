@@ -1,0 +1,102 @@
+//! What a test sees of a running daemon: its process, its log and its
+//! output.
+//!
+//! Waits poll the log rather than sleep a fixed time, so a test is as fast
+//! as the daemon allows and still stands a slow machine. Every failure
+//! message carries `diagnostics`, because a daemon failing in a namespace
+//! that is gone by the time anyone looks is otherwise a mystery.
+
+use super::Host;
+use crate::env::scaled;
+use std::fs;
+use std::process::Child;
+use std::thread::sleep;
+use std::time::{Duration, Instant};
+
+impl Host {
+    /// The daemon's process id. The chain nsenter → unshare → sh → (env →
+    /// valgrind) → ibacm only ever execs, so it is the spawned child's.
+    pub fn daemon_pid(&self) -> Option<u32> {
+        self.daemon.lock().unwrap().as_ref().map(Child::id)
+    }
+
+    /// `VmRSS` of the daemon in KiB, from `/proc/<pid>/status`.
+    pub fn daemon_rss_kb(&self) -> u64 {
+        let pid = self.daemon_pid().expect("the daemon is running");
+        let status = fs::read_to_string(format!("/proc/{pid}/status"))
+            .unwrap_or_else(|e| panic!("/proc/{pid}/status: {e}\n{}", self.diagnostics()));
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix("VmRSS:"))
+            .and_then(|v| v.trim().strip_suffix("kB"))
+            .and_then(|v| v.trim().parse().ok())
+            .unwrap_or_else(|| panic!("no VmRSS in /proc/{pid}/status:\n{status}"))
+    }
+
+    /// How many file descriptors the daemon has open: each client holds
+    /// one, so a leaked client slot shows here.
+    pub fn daemon_fds(&self) -> usize {
+        let pid = self.daemon_pid().expect("the daemon is running");
+        fs::read_dir(format!("/proc/{pid}/fd"))
+            .unwrap_or_else(|e| panic!("/proc/{pid}/fd: {e}"))
+            .count()
+    }
+
+    /// The daemon's log file (`log_file`).
+    pub fn log(&self) -> String {
+        fs::read_to_string(self.path("ibacm.log")).unwrap_or_default()
+    }
+
+    /// The daemon's stdout/stderr: simulator messages and acknowledgements.
+    pub fn daemon_output(&self) -> String {
+        fs::read_to_string(self.path("daemon.out")).unwrap_or_default()
+    }
+
+    pub fn log_count(&self, pattern: &str) -> usize {
+        self.log().matches(pattern).count()
+    }
+
+    /// Waits until the log contains `pattern`; false on timeout.
+    pub fn wait_log(&self, pattern: &str, timeout: Duration) -> bool {
+        self.wait_log_count(pattern, 1, timeout)
+    }
+
+    /// Waits until `pattern` occurs at least `count` times in the log.
+    pub fn wait_log_count(&self, pattern: &str, count: usize, timeout: Duration) -> bool {
+        let deadline = Instant::now() + scaled(timeout);
+        loop {
+            if self.log_count(pattern) >= count {
+                return true;
+            }
+            if Instant::now() > deadline {
+                return false;
+            }
+            sleep(Duration::from_millis(10));
+        }
+    }
+
+    /// Like `wait_log`, but panics with the log on timeout.
+    pub fn expect_log(&self, pattern: &str, timeout: Duration) {
+        if !self.wait_log(pattern, timeout) {
+            panic!("log never showed `{pattern}`\n{}", self.diagnostics());
+        }
+    }
+
+    /// Log and output, for panic messages.
+    pub fn diagnostics(&self) -> String {
+        // Whether the daemon is still there, and if not how it ended: a
+        // daemon killed by a signal logs nothing about it.
+        let state = match self.daemon.lock().unwrap().as_mut().map(Child::try_wait) {
+            Some(Ok(None)) => "running".to_string(),
+            Some(Ok(Some(status))) => format!("exited: {status}"),
+            Some(Err(e)) => format!("unknown: {e}"),
+            None => "stopped by the test".to_string(),
+        };
+        format!(
+            "--- {} ---\n{}\n--- daemon stdout/stderr ---\n{}\n--- daemon: {state} ---",
+            self.path("ibacm.log").display(),
+            self.log(),
+            self.daemon_output()
+        )
+    }
+}

@@ -1,0 +1,102 @@
+//! What `urdma-load` reports, checked: the load generator counts replies,
+//! duplicates and missing ones per transaction id, which `ib_acme` cannot,
+//! so the scenarios that must prove "every request answered exactly once"
+//! run their clients through it and read its summary here.
+
+use crate::Host;
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+/// The `key=value` summary line `urdma-load` ends with.
+pub fn load_summary(out: &str) -> BTreeMap<String, String> {
+    out.lines()
+        .rev()
+        .find(|l| l.starts_with("requests="))
+        .unwrap_or_else(|| panic!("no urdma-load summary in:\n{out}"))
+        .split_whitespace()
+        .filter_map(|kv| kv.split_once('='))
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect()
+}
+
+/// Runs `urdma-load ARGS` on `host` and checks its summary: exit 0, every
+/// request answered exactly once, and the given keys. Returns the output
+/// and the summary.
+pub fn load_ok(
+    host: &Host,
+    args: &[&str],
+    timeout: Duration,
+    want: &[(&str, &str)],
+) -> (String, BTreeMap<String, String>) {
+    let (code, out) = host.load(args, timeout);
+    let sum = load_summary(&out);
+    assert_eq!(
+        code,
+        0,
+        "urdma-load {args:?}:\n{out}\n{}",
+        host.diagnostics()
+    );
+    for (k, v) in [
+        ("missing", "0"),
+        ("duplicates", "0"),
+        ("unknown_tid", "0"),
+        ("bad_replies", "0"),
+    ]
+    .iter()
+    .chain(want)
+    {
+        assert_eq!(
+            sum.get(*k).map(String::as_str),
+            Some(*v),
+            "`{k}` of urdma-load {args:?}: {sum:?}\n{}",
+            host.diagnostics()
+        );
+    }
+    (out, sum)
+}
+
+/// Resolves every IPv4 address of `dests` from 10.0.0.1 at once, one
+/// connection each, with `urdma-load --verbose` (see `load_ok`).
+pub fn resolve_all(
+    host: &Host,
+    dests: &[String],
+    want: &[(&str, &str)],
+) -> (String, BTreeMap<String, String>) {
+    let file = host.path("dests.txt");
+    std::fs::write(&file, dests.join("\n")).unwrap();
+    let n = dests.len().to_string();
+    let mut want = want.to_vec();
+    want.push(("requests", &n));
+    let args = [
+        "-s",
+        "10.0.0.1",
+        "-f",
+        "i",
+        "--dest-file",
+        file.to_str().unwrap(),
+        "-c",
+        &n,
+        "-n",
+        &n,
+        "--verbose",
+    ];
+    load_ok(host, &args, Duration::from_secs(60), &want)
+}
+
+/// `dest -> dgid` from the `--verbose` lines of `urdma-load`.
+pub fn verbose_dgids(out: &str) -> BTreeMap<String, Vec<String>> {
+    let mut by_dest: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    for l in out.lines().filter(|l| l.starts_with("tid=")) {
+        let field = |k: &str| {
+            l.split_whitespace()
+                .find_map(|kv| kv.strip_prefix(k))
+                .unwrap_or("")
+                .to_string()
+        };
+        by_dest
+            .entry(field("dest="))
+            .or_default()
+            .push(field("dgid="));
+    }
+    by_dest
+}

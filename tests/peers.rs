@@ -1,0 +1,392 @@
+//! Peers that misbehave, end to end: a host flooding the discovery port
+//! with garbage, a peer answering slowly, late or twice, and replies
+//! replayed, forged or sent from the wrong address. Anyone on the segment
+//! can send the provider anything, so none of it may change an answer a
+//! client gets, slow the others down or grow the daemon; each refusal is
+//! counted in the daemon's log, which is how the tests see it. The peers
+//! are `FakePeer`s (see the harness). Needs root and
+//! `cargo build --workspace`.
+
+use ibacm_urdma::discovery::wire::{Announce, Answer, Message, Query};
+use std::net::UdpSocket;
+use std::thread::sleep;
+use std::time::{Duration, Instant};
+use urdma_harness::drops::{expect_drops, total_drops};
+use urdma_harness::fake_peer::{Asked, FakePeer};
+use urdma_harness::load::{load_ok, verbose_dgids};
+use urdma_harness::nodes::{
+    b_with_addresses, resolve, resolve_fails, resolve_node, timed, Node, DISCOVERY_PORT, WAIT,
+};
+use urdma_harness::{scaled, Host, Net};
+
+/// Datagrams a noisy host throws at the discovery port: random bytes of
+/// every length up to beyond the largest message, and as many that start
+/// like a message (magic, version, a type) and go wrong later.
+fn garbage(seed: u64, count: usize) -> Vec<Vec<u8>> {
+    let mut x = seed | 1;
+    let mut next = move || {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        x
+    };
+    (0..count)
+        .map(|i| {
+            let len = (next() % 1500) as usize;
+            let mut d: Vec<u8> = (0..len).map(|_| next() as u8).collect();
+            if i % 2 == 0 && len >= 16 {
+                d[..4].copy_from_slice(b"URDD");
+                d[4] = 1;
+                d[5] = 1 + (next() % 3) as u8;
+                d[6] = 0;
+                d[7] = 0;
+            }
+            d
+        })
+        .collect()
+}
+
+#[test]
+fn a_garbage_flood_while_resolving_changes_no_answer_and_no_memory() {
+    const FLOOD: Duration = Duration::from_secs(8);
+    // What the daemon may grow by under the flood: its allocator's arenas
+    // and the log's stdio buffer settle in the warm-up; one drop costs
+    // nothing that stays.
+    const RSS_BOUND_KB: u64 = 1024;
+    let net = Net::new();
+    let a = Node::A.start(&net, &[]);
+    let (_b, ips) = b_with_addresses(&net, 20, &[]);
+    let d = Host::bare();
+    net.attach(&d, "eth0", &["10.0.0.4/24"]);
+    let dests = a.path("dests.txt");
+    std::fs::write(&dests, ips.join("\n")).unwrap();
+    let mixed = |duration: &str, conns: &str| {
+        let (out, sum) = load_ok(
+            &a,
+            &[
+                "-s",
+                "10.0.0.1",
+                "-f",
+                "i",
+                "--dest-file",
+                dests.to_str().unwrap(),
+                "-d",
+                "10.0.0.2",
+                "-c",
+                conns,
+                "--duration",
+                duration,
+                "--verbose",
+            ],
+            Duration::from_secs(60),
+            &[],
+        );
+        assert_eq!(sum["ok"], sum["requests"], "{sum:?}");
+        for (dest, dgids) in verbose_dgids(&out) {
+            assert!(
+                dgids.iter().all(|g| *g == Node::B.gid()),
+                "{dest}: {dgids:?}"
+            );
+        }
+        sum["requests"].parse::<u64>().unwrap()
+    };
+    // Warm-up: learn B, and run the daemon's request path and a few
+    // hundred drops, so that what is allocated once is allocated.
+    mixed("2", "4");
+    let a_addr = format!("{}:{DISCOVERY_PORT}", Node::A.ip4());
+    let warm_garbage = garbage(1, 500);
+    d.in_netns(|| {
+        let s = UdpSocket::bind("0.0.0.0:0").unwrap();
+        for g in &warm_garbage {
+            let _ = s.send_to(g, &a_addr);
+        }
+    });
+    sleep(Duration::from_secs(1));
+    let rss_warm = a.daemon_rss_kb();
+    let drops_warm = total_drops(&a);
+
+    let flood = garbage(0x9e37_79b9_7f4a_7c15, 4096);
+    let (sent, (requests, samples)) = std::thread::scope(|s| {
+        let flooder = s.spawn(|| {
+            d.in_netns(|| {
+                let s = UdpSocket::bind("0.0.0.0:0").unwrap();
+                let started = Instant::now();
+                let mut sent = 0u64;
+                while started.elapsed() < FLOOD {
+                    for g in &flood {
+                        if s.send_to(g, &a_addr).is_ok() {
+                            sent += 1;
+                        }
+                    }
+                }
+                sent
+            })
+        });
+        let sampler = s.spawn(|| {
+            let mut samples = Vec::new();
+            let started = Instant::now();
+            while started.elapsed() < FLOOD {
+                sleep(Duration::from_secs(1));
+                samples.push(a.daemon_rss_kb());
+            }
+            samples
+        });
+        let requests = mixed(&FLOOD.as_secs().to_string(), "4");
+        (flooder.join().unwrap(), (requests, sampler.join().unwrap()))
+    });
+    sleep(Duration::from_secs(1));
+    let rss_after = a.daemon_rss_kb();
+    let dropped = total_drops(&a) - drops_warm;
+    eprintln!(
+        "flood: {sent} datagrams sent, {dropped} dropped by the daemon, {requests} requests \
+         answered meanwhile; RSS warm {rss_warm} kB, during {samples:?}, after {rss_after} kB"
+    );
+    assert!(
+        dropped > 0 && dropped <= sent,
+        "{dropped} drops of {sent} sent"
+    );
+    for rss in samples.iter().chain([&rss_after]) {
+        assert!(
+            *rss <= rss_warm + RSS_BOUND_KB,
+            "RSS grew from {rss_warm} kB to {rss} kB under the flood ({samples:?})"
+        );
+    }
+    // Never answered: nothing in the flood is a query from a real host.
+    assert!(!a.log().contains("asked for"), "{}", a.diagnostics());
+    resolve_node(
+        &a,
+        Node::A,
+        Node::B,
+        &["-f", "n", "-s", "node-a", "-d", "node-b"],
+    );
+    assert!(a.daemon_alive(), "{}", a.diagnostics());
+}
+
+#[test]
+fn a_peer_that_answers_slowly_late_or_twice() {
+    const TIMEOUT_MS: u64 = 400;
+    // Two tries: a lookup gives up after 800 ms.
+    let net = Net::new();
+    let a = Node::A.start(
+        &net,
+        &[
+            &format!("urdma_timeout {TIMEOUT_MS}"),
+            "urdma_retries 1",
+            "urdma_negative_timeout 1000",
+        ],
+    );
+    let fake = FakePeer::start(&net, 4);
+    const SLOW: usize = 0;
+    const SLOWER: usize = 1;
+    const LATE: usize = 2;
+    const TWICE: usize = 3;
+    // How long each address waits before answering its first query.
+    let delay = |i: usize| match i {
+        SLOW => Duration::from_millis(250),
+        SLOWER => Duration::from_millis(600),
+        LATE => Duration::from_millis(1500),
+        _ => Duration::ZERO,
+    };
+    let ip = |i: usize| FakePeer::ip(i).to_string();
+    let gid = |i: usize, g: u16| FakePeer::gid(i, g).to_string();
+
+    std::thread::scope(|s| {
+        // The fake peer answers each address's first query once, after its
+        // delay; TWICE answers at once and then again with another GID.
+        let peer = s.spawn(|| {
+            let mut pending: Vec<(Instant, Asked)> = Vec::new();
+            let mut answered = [false; 4];
+            let started = Instant::now();
+            while answered.iter().any(|a| !a) && started.elapsed() < scaled(WAIT) {
+                if let Some(q) = fake.next_query(Duration::from_millis(10)) {
+                    if !answered[q.index] && pending.iter().all(|(_, p)| p.index != q.index) {
+                        pending.push((Instant::now() + delay(q.index), q));
+                    }
+                }
+                let (due, later): (Vec<_>, Vec<_>) = pending
+                    .into_iter()
+                    .partition(|(when, _)| *when <= Instant::now());
+                pending = later;
+                for (_, q) in due {
+                    fake.send(q.index, q.from, &FakePeer::found(&q.query, q.index, 0));
+                    if q.index == TWICE {
+                        fake.send(q.index, q.from, &FakePeer::found(&q.query, q.index, 1));
+                    }
+                    answered[q.index] = true;
+                }
+            }
+        });
+        let (out, took) = timed(|| {
+            resolve(
+                &a,
+                &["-f", "i", "-d", &ip(SLOW)],
+                &gid(SLOW, 0),
+                &Node::A.gid(),
+            )
+        });
+        assert!(took >= delay(SLOW), "{took:?}:\n{out}");
+        // Answered after the first try's timeout: a retry carries the same
+        // transaction id, so the late answer to the first try still counts.
+        let (out, took) = timed(|| {
+            resolve(
+                &a,
+                &["-f", "i", "-d", &ip(SLOWER)],
+                &gid(SLOWER, 0),
+                &Node::A.gid(),
+            )
+        });
+        assert!(took >= delay(SLOWER), "{took:?}:\n{out}");
+        // After the last try: the client has its ETIMEDOUT when the answer
+        // comes, which is then dropped.
+        let (out, took) =
+            timed(|| resolve_fails(&a, &["-f", "i", "-d", &ip(LATE)], "Connection timed out"));
+        assert!(took < delay(LATE), "{took:?}:\n{out}");
+        resolve(
+            &a,
+            &["-f", "i", "-d", &ip(TWICE)],
+            &gid(TWICE, 0),
+            &Node::A.gid(),
+        );
+        peer.join().unwrap();
+    });
+    expect_drops(
+        &a,
+        &FakePeer::source(LATE),
+        "no query with that transaction id",
+        1,
+    );
+    expect_drops(
+        &a,
+        &FakePeer::source(TWICE),
+        "no query with that transaction id",
+        1,
+    );
+    // The late answer taught nothing: once the failure is forgotten, a
+    // request that may not wait still finds no path.
+    sleep(Duration::from_millis(1200));
+    resolve_fails(&a, &["-c", "-f", "i", "-d", &ip(LATE)], "No data available");
+    // The second answer changed nothing.
+    resolve(
+        &a,
+        &["-c", "-f", "i", "-d", &ip(TWICE)],
+        &gid(TWICE, 0),
+        &Node::A.gid(),
+    );
+    resolve(
+        &a,
+        &["-c", "-f", "i", "-d", &ip(SLOWER)],
+        &gid(SLOWER, 0),
+        &Node::A.gid(),
+    );
+    drop(fake.host);
+}
+
+#[test]
+fn replayed_forged_and_misaddressed_replies_are_dropped_and_counted() {
+    let net = Net::new();
+    let a = Node::A.start(&net, &["urdma_timeout 3000", "urdma_retries 0"]);
+    let fake = FakePeer::start(&net, 2);
+    let target = FakePeer::ip(0).to_string();
+    let src = FakePeer::source(0);
+    let unsolicited = "no query with that transaction id";
+
+    // A valid exchange, whose reply is kept.
+    let captured = std::thread::scope(|s| {
+        let lookup = s.spawn(|| {
+            resolve(
+                &a,
+                &["-f", "i", "-d", &target],
+                &FakePeer::gid(0, 0).to_string(),
+                &Node::A.gid(),
+            )
+        });
+        let q = fake.expect_query(&a);
+        let reply = FakePeer::found(&q.query, 0, 0);
+        fake.send(0, q.from, &reply);
+        lookup.join().unwrap();
+        (q.from, q.query.txid(), reply)
+    });
+    let (a_port, first_txid, reply) = captured;
+
+    // Replayed after the fact, from the right address and port: dropped.
+    fake.send(0, a_port, &reply);
+    expect_drops(&a, &src, unsolicited, 1);
+
+    // The endpoint moves to a new GID: it withdraws the old binding, A
+    // checks with it (a withdrawal is only a hint), the endpoint refuses,
+    // and A asks again. While that query is in flight, the old reply is
+    // replayed, a reply with a wrong transaction id is sent, and the
+    // right one comes from another address: all dropped, and the lookup
+    // still ends with the real answer.
+    let withdrawal = Announce::new(vec![FakePeer::record(0, 0)], true).unwrap();
+    fake.send(0, a_port, &Message::from(withdrawal).encode());
+    let check = fake.expect_query(&a);
+    assert_eq!(check.index, 0, "checked at the address itself");
+    assert_ne!(check.query.txid(), first_txid);
+    let refused = check.query.reply(Answer::Refused).unwrap();
+    fake.send(0, check.from, &Message::from(refused).encode());
+    let deadline = Instant::now() + scaled(WAIT);
+    while a.acme(&["-c", "-f", "i", "-d", &target]).0 == 0 {
+        assert!(
+            Instant::now() < deadline,
+            "not withdrawn\n{}",
+            a.diagnostics()
+        );
+        sleep(Duration::from_millis(50));
+    }
+    std::thread::scope(|s| {
+        let lookup = s.spawn(|| {
+            resolve(
+                &a,
+                &["-f", "i", "-d", &target],
+                &FakePeer::gid(0, 1).to_string(),
+                &Node::A.gid(),
+            )
+        });
+        let q = loop {
+            let q = fake.expect_query(&a);
+            if q.index == 0 {
+                break q;
+            }
+        };
+        assert_ne!(
+            q.query.txid(),
+            first_txid,
+            "transaction ids must not repeat"
+        );
+        fake.send(0, q.from, &reply);
+        expect_drops(&a, &src, unsolicited, 2);
+        let other = q.query.txid().get().wrapping_add(1).max(1);
+        let wrong_txid = Query::new(
+            other.try_into().unwrap(),
+            q.query.target().clone(),
+            q.query.sender().clone(),
+        );
+        fake.send(0, q.from, &FakePeer::found(&wrong_txid, 0, 2));
+        expect_drops(&a, &src, unsolicited, 3);
+        let forged = FakePeer::found(&q.query, 0, 2);
+        fake.send(1, q.from, &forged);
+        expect_drops(
+            &a,
+            &FakePeer::source(1),
+            "reply not from the queried address",
+            1,
+        );
+        fake.send(0, q.from, &FakePeer::found(&q.query, 0, 1));
+        lookup.join().unwrap();
+        // The new answer replayed: too late as well.
+        fake.send(0, q.from, &FakePeer::found(&q.query, 0, 1));
+    });
+    expect_drops(&a, &src, unsolicited, 4);
+    // And the first reply once more, now that a binding exists: it would
+    // move the address back to the old GID if it were believed.
+    fake.send(0, a_port, &reply);
+    expect_drops(&a, &src, unsolicited, 5);
+    resolve(
+        &a,
+        &["-c", "-f", "i", "-d", &target],
+        &FakePeer::gid(0, 1).to_string(),
+        &Node::A.gid(),
+    );
+    drop(fake.host);
+}
