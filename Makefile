@@ -19,6 +19,12 @@ bench-quick: build-release
 	$(CARGO) bench --bench engine -- --quick
 	$(CARGO) bench --bench daemon -- --quick
 
+# 64 real daemons on one bridge against the simulation's prediction
+# (BENCHMARKS.md section 6; --peers 7: this sandbox's network limit).
+.PHONY: fleet
+fleet: build-release
+	$(CARGO) bench --bench fleet -- --hosts 64 --peers 7
+
 # Fuzzing (cargo-fuzz, libFuzzer). The machines this project builds on carry
 # only the stable toolchain; RUSTC_BOOTSTRAP lets it take the sanitizer
 # flags cargo-fuzz passes. Seeds are in fuzz/corpus/<target>/.

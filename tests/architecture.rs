@@ -34,7 +34,7 @@ const ALLOWED: &[(&str, &[&str])] = &[
 /// Modules every component may use: plain types and tools with no
 /// knowledge of the provider's components.
 const SHARED: &[&str] = &[
-    "addr", "ib", "bounded", "fastmap", "summary", "threads", "host", "log", "metrics",
+    "addr", "ib", "bounded", "fastmap", "summary", "threads", "host", "log", "metrics", "entropy",
 ];
 
 fn sources(dir: &Path, out: &mut Vec<PathBuf>) {

@@ -22,7 +22,12 @@ use crate::local::{ip_of, Local};
 use acm_prov_sys::ACM_STATUS_ENODATA;
 use std::net::{IpAddr, SocketAddr};
 use std::num::NonZeroU64;
-use std::time::Instant;
+use std::time::{Duration, Instant};
+
+/// How long the copies of one group query are taken for one: they arrive
+/// together (one per family); a try sent again comes `urdma_timeout`
+/// later and is answered again.
+const SAME_QUERY: Duration = Duration::from_millis(20);
 
 /// Which of the drop counts a dropped datagram goes to.
 type DropReason = fn(&mut DropCounts) -> &mut u64;
@@ -141,6 +146,15 @@ impl Discovery {
             None => Answer::Refused,
         };
         let found = matches!(answer, Answer::Found(_));
+        if group {
+            let copy = (q.txid().get(), q.sender().gid());
+            if self.state.answered_groups.get_live(&copy, now).is_some() {
+                // The same query through the other family's group.
+                return;
+            }
+            let until = now + SAME_QUERY;
+            self.state.answered_groups.insert(copy, (), Some(until));
+        }
         if !self.reply_limit.allow(from.ip(), now) {
             return self.drop_datagram(|d| &mut d.rate_limited, from, "over urdma_reply_rate");
         }

@@ -327,6 +327,7 @@ impl Discovery {
             self.state.learned.sweep(now, |_, _| {});
             self.state.failed.sweep(now, |_, _| {});
             self.state.checked.sweep(now, |_, _| {});
+            self.state.answered_groups.sweep(now, |_, _| {});
             self.next_sweep = Some(now + SWEEP_EVERY);
         }
         if self.drops_logged.due(&self.drops, now) {

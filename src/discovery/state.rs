@@ -205,6 +205,10 @@ pub struct State {
     /// only after [`super::CHECK_HOLDOFF`], so hints cannot
     /// turn into a stream of queries to one host.
     pub checked: Expiring<Address, ()>,
+    /// Group queries answered lately, by transaction id and asker: the
+    /// asker sends each one to the IPv4 and the IPv6 group, and one answer
+    /// is enough (a second one costs a second confirmation).
+    pub answered_groups: Expiring<(u64, Gid), ()>,
     pub neighbour_jobs: Vec<NeighbourJob>,
     /// When the neighbour jobs are due.
     pub neighbour_at: Option<Instant>,
@@ -232,6 +236,7 @@ impl State {
             probes: Map::default(),
             checking: Map::default(),
             checked: Expiring::new(MAX_CHECKS * 4),
+            answered_groups: Expiring::new(MAX_CHECKS * 4),
             neighbour_jobs: Vec::new(),
             neighbour_at: None,
             nss_jobs: Vec::new(),

@@ -557,6 +557,25 @@ fn queries_are_answered_by_the_owner_only_and_group_queries_never_refused() {
 }
 
 #[test]
+fn a_group_query_that_arrives_through_both_families_is_answered_once() {
+    let mut f = fixture(Config::default());
+    let v6_group = IpAddr::V6(crate::discovery::wire::V6_GROUP);
+    let node_a = || Address::name("node-a").unwrap();
+    query_from_peer(&mut f.e, node_a(), peer_record(PEER), group(), f.t0);
+    sent_reply(&f.e.take_effects());
+    let copy = f.t0 + Duration::from_millis(1);
+    query_from_peer(&mut f.e, node_a(), peer_record(PEER), v6_group, copy);
+    assert!(
+        f.e.take_effects().datagrams.is_empty(),
+        "the IPv6 copy of the same query: one claim is enough"
+    );
+    // A try sent again, a timeout later, is answered again.
+    let retry = f.t0 + Duration::from_millis(500);
+    query_from_peer(&mut f.e, node_a(), peer_record(PEER), group(), retry);
+    sent_reply(&f.e.take_effects());
+}
+
+#[test]
 fn a_forged_query_never_changes_a_binding() {
     let mut f = fixture(Config::default());
     learn_peer(&mut f, 1);

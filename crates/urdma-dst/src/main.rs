@@ -61,6 +61,16 @@ fn main() -> ExitCode {
             }
             ExitCode::SUCCESS
         }
+        Some("fleet") => {
+            let hosts = arg(&args, "--hosts", 64) as usize;
+            let peers = arg(&args, "--peers", hosts as u64 - 1) as usize;
+            let f = urdma_dst::scenario::fleet(hosts, peers, arg(&args, "--seed", 1));
+            println!(
+                "{hosts} hosts: {:.1} datagrams sent per host, {}/{} resolved, all done at {} ms",
+                f.sent_per_host, f.resolved, f.asked, f.done_ms
+            );
+            ExitCode::SUCCESS
+        }
         Some("scale") => {
             let seed = arg(&args, "--seed", 1);
             println!("| hosts | start-up datagrams/host | peak datagrams/host/s | converged | restart datagrams/host | all follow a new GID | name lookup datagrams | address lookup datagrams |");

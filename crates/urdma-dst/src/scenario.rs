@@ -230,3 +230,55 @@ pub fn scale(hosts: usize, seed: u64) -> Scale {
     assert!(sim.violations.is_empty(), "{:?}", sim.violations);
     row
 }
+
+/// What the 64-daemon run (benches/fleet.rs) does, simulated: every host
+/// starts at once, then asks for `peers` others (the next ones, in a ring)
+/// by name, then by address.
+#[derive(Clone, Debug, Default)]
+pub struct Fleet {
+    pub hosts: usize,
+    /// Datagrams each host sent, on average, start-up and lookups.
+    pub sent_per_host: f64,
+    /// From the start until every lookup was answered.
+    pub done_ms: u64,
+    pub resolved: u64,
+    pub asked: u64,
+}
+
+pub fn fleet(hosts: usize, peers: usize, seed: u64) -> Fleet {
+    let net = Conditions {
+        loss: 0.0,
+        duplication: 0.0,
+        ..Conditions::default()
+    };
+    let mut sim = Sim::new(hosts, seed, net, Tuning::default());
+    for h in 0..hosts {
+        sim.schedule(0, Event::Start { host: h });
+    }
+    sim.record = true;
+    // Like one load generator per host: its requests a little apart.
+    for (phase, by_name) in [(200, true), (2_000, false)] {
+        for h in 0..hosts {
+            for (k, dest) in (1..=peers).map(|k| (h + k) % hosts).enumerate() {
+                let at = phase * MS + k as u64 * 100_000;
+                sim.schedule(
+                    at,
+                    Event::Request {
+                        host: h,
+                        dest,
+                        by_name,
+                    },
+                );
+            }
+        }
+    }
+    sim.run_until(10_000 * MS);
+    assert!(sim.violations.is_empty(), "{:?}", sim.violations);
+    Fleet {
+        hosts,
+        sent_per_host: sent(&sim) as f64 / hosts as f64,
+        done_ms: sim.answers.iter().map(|a| a.2).max().unwrap_or(0) / MS,
+        resolved: sim.answers.iter().filter(|a| a.3.is_some()).count() as u64,
+        asked: sim.answers.len() as u64,
+    }
+}

@@ -1,0 +1,208 @@
+//! Sixty-four real daemons: `/usr/sbin/ibacm` with the provider on a
+//! simulated urdma device, each in network and mount namespaces of its own
+//! on one bridge (`crates/urdma-harness`), all started at once; then every
+//! one resolves every other by name and by address with `urdma-load`.
+//! Prints how long that took, the datagrams each daemon sent (from the
+//! provider's metrics files) and what the deterministic simulation
+//! (`crates/urdma-dst`) predicts for the same run. Every answer is checked
+//! for the right GID; numbers are printed, never asserted. Needs root and
+//! `cargo build --workspace --release`; everything it creates is removed
+//! at the end (also on panic).
+//!
+//! `cargo bench --bench fleet [-- --hosts N] [--peers K]` (`--peers`: each
+//! daemon asks for the K next ones only; see BENCHMARKS.md for why).
+
+use ibacm_urdma::discovery::eui64_gid;
+use ibacm_urdma::metrics::parse;
+use std::fs;
+use std::time::{Duration, Instant};
+use urdma_harness::load::load_summary;
+use urdma_harness::{Host, HostConfig, Net};
+
+fn mac(n: usize) -> [u8; 6] {
+    [0x52, 0x54, 0x00, 0x00, (n >> 8) as u8 | 0x10, n as u8]
+}
+
+fn config(n: usize) -> HostConfig {
+    let m = mac(n);
+    let mac = m.map(|b| format!("{b:02x}")).join(":");
+    let (ip4, ip6) = (
+        format!("10.0.{}.{}", n / 250, n % 250 + 1),
+        format!("fd00::{:x}", n + 1),
+    );
+    HostConfig::default()
+        .ip_addrs(&[&format!("{ip4}/16"), &format!("{ip6}/64")])
+        .addr_lines(&[
+            &format!("{ip4} urdma0 1 default"),
+            &format!("{ip6} urdma0 1 default"),
+            &format!("host{n} urdma0 1 default"),
+        ])
+        .sim_config(&format!(
+            "device urdma0\n  mac {mac}\n  node_desc URDMA Virtual HCA\n  port 1\n"
+        ))
+}
+
+fn ip4(n: usize) -> String {
+    format!("10.0.{}.{}", n / 250, n % 250 + 1)
+}
+
+/// Datagrams the provider of `host` says it sent.
+fn sent(host: &Host) -> u64 {
+    let text = fs::read_to_string(host.path("run/ibacm-urdma.prom")).unwrap_or_default();
+    parse(&text)
+        .unwrap_or_default()
+        .iter()
+        .filter(|f| f.name == "urdma_datagrams_sent_total")
+        .flat_map(|f| &f.samples)
+        .map(|s| s.value as u64)
+        .sum()
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    let hosts: usize = args
+        .iter()
+        .position(|a| a == "--hosts")
+        .and_then(|i| args.get(i + 1))
+        .map_or(64, |v| v.parse().expect("--hosts N"));
+    // Each daemon asks for this many others (the next ones, in a ring):
+    // all of them by default.
+    let peers: usize = args
+        .iter()
+        .position(|a| a == "--peers")
+        .and_then(|i| args.get(i + 1))
+        .map_or(hosts - 1, |v| v.parse().expect("--peers K"))
+        .min(hosts - 1);
+    let net = Net::new();
+    let started = Instant::now();
+    let fleet: Vec<Host> = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..hosts)
+            .map(|n| {
+                let net = &net;
+                s.spawn(move || Host::start_on(net, "eth0", config(n)))
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| h.join().expect("start"))
+            .collect()
+    });
+    let up = started.elapsed();
+    let rss_kb: u64 = fleet.iter().map(|h| h.daemon_rss_kb()).sum();
+
+    // Every host asks for every other: names first, then addresses, each
+    // checked against the GID the other's device has.
+    let resolving = Instant::now();
+    let mut wrong = 0;
+    let mut failed = 0;
+    for (flag, name) in [("n", true), ("i", false)] {
+        let results: Vec<(u64, u64)> = std::thread::scope(|s| {
+            let handles: Vec<_> = fleet
+                .iter()
+                .enumerate()
+                .map(|(n, host)| {
+                    s.spawn(move || {
+                        let others: Vec<usize> = (1..=peers).map(|k| (n + k) % hosts).collect();
+                        let dests: Vec<String> = others
+                            .iter()
+                            .map(|&d| if name { format!("host{d}") } else { ip4(d) })
+                            .collect();
+                        let file = host.path(&format!("dests-{flag}"));
+                        fs::write(&file, dests.join("\n") + "\n").expect("dest file");
+                        let count = others.len().to_string();
+                        // Names need the source named too (the daemon
+                        // routes addresses itself).
+                        let source = format!("host{n}");
+                        let mut load_args = vec!["-f", flag, "--dest-file"];
+                        load_args.push(file.to_str().unwrap());
+                        load_args.extend(["-c", "1", "-n", &count, "--timeout", "10"]);
+                        load_args.push("--verbose");
+                        if name {
+                            load_args.extend(["-s", source.as_str()]);
+                        }
+                        let (_, out) = host.load(&load_args, Duration::from_secs(600));
+                        if std::env::var_os("FLEET_DEBUG").is_some() && n == 0 {
+                            eprintln!("{out}");
+                            for l in host
+                                .log()
+                                .lines()
+                                .filter(|l| l.contains("resolve") || l.contains("urdma"))
+                            {
+                                eprintln!("LOG {l}");
+                            }
+                        }
+                        let summary = load_summary(&out);
+                        let ok: u64 = summary.get("ok").and_then(|v| v.parse().ok()).unwrap_or(0);
+                        // Each reply's dgid against the destination's GID.
+                        let mut bad = 0;
+                        for line in out.lines().filter(|l| l.starts_with("tid=")) {
+                            let field = |k: &str| {
+                                line.split_whitespace()
+                                    .find_map(|kv| kv.strip_prefix(k))
+                                    .unwrap_or("")
+                                    .to_string()
+                            };
+                            let dest = field("dest=");
+                            let Some(d) = dests.iter().position(|x| *x == dest) else {
+                                continue;
+                            };
+                            let want = eui64_gid(mac(others[d])).to_string();
+                            if field("status=") == "0" && field("dgid=") != want {
+                                bad += 1;
+                            }
+                        }
+                        (others.len() as u64 - ok, bad)
+                    })
+                })
+                .collect();
+            handles
+                .into_iter()
+                .map(|h| h.join().expect("load"))
+                .collect()
+        });
+        failed += results.iter().map(|r| r.0).sum::<u64>();
+        wrong += results.iter().map(|r| r.1).sum::<u64>();
+    }
+    let resolved_in = resolving.elapsed();
+    // Until the last of the three announcements is out and counted (the
+    // metrics files are rewritten every second).
+    std::thread::sleep(Duration::from_millis(3500));
+    let sent: Vec<u64> = fleet.iter().map(sent).collect();
+    if std::env::var_os("FLEET_DEBUG").is_some() {
+        let text = fs::read_to_string(fleet[0].path("run/ibacm-urdma.prom")).unwrap_or_default();
+        for l in text.lines().filter(|l| l.starts_with("urdma_datagrams")) {
+            eprintln!("METRIC {l}");
+        }
+    }
+    let per_host = sent.iter().sum::<u64>() as f64 / hosts as f64;
+    let predicted = urdma_dst::scenario::fleet(hosts, peers, 1);
+
+    let pairs = hosts * peers;
+    println!("## {hosts} daemons on one bridge, each asking for {peers} others\n");
+    println!("| | real daemons | simulation |");
+    println!("|---|---:|---:|");
+    println!(
+        "| daemons started (all at once) | {:.1} s | - |",
+        up.as_secs_f64()
+    );
+    println!(
+        "| lookups by name and address ({pairs} each), all daemons at once | {:.1} s | - |",
+        resolved_in.as_secs_f64()
+    );
+    println!(
+        "| answered with the right GID | {} of {} ({} failed, {} wrong) | {} of {} |",
+        2 * pairs as u64 - failed - wrong,
+        2 * pairs,
+        failed,
+        wrong,
+        predicted.resolved,
+        predicted.asked
+    );
+    println!(
+        "| datagrams sent per daemon | {per_host:.1} (min {}, max {}) | {:.1} |",
+        sent.iter().min().unwrap_or(&0),
+        sent.iter().max().unwrap_or(&0),
+        predicted.sent_per_host
+    );
+    println!("| daemons' RSS, all together | {} MiB | - |", rss_kb / 1024);
+}
