@@ -16,7 +16,7 @@ use ibacm_urdma::discovery::eui64_gid;
 use ibacm_urdma::metrics::parse;
 use std::fs;
 use std::time::{Duration, Instant};
-use urdma_harness::load::load_summary;
+use urdma_harness::load::{load_summary, verbose_dgids};
 use urdma_harness::{Host, HostConfig, Net};
 
 fn mac(n: usize) -> [u8; 6] {
@@ -121,35 +121,16 @@ fn main() {
                             load_args.extend(["-s", source.as_str()]);
                         }
                         let (_, out) = host.load(&load_args, Duration::from_secs(600));
-                        if std::env::var_os("FLEET_DEBUG").is_some() && n == 0 {
-                            eprintln!("{out}");
-                            for l in host
-                                .log()
-                                .lines()
-                                .filter(|l| l.contains("resolve") || l.contains("urdma"))
-                            {
-                                eprintln!("LOG {l}");
-                            }
-                        }
                         let summary = load_summary(&out);
                         let ok: u64 = summary.get("ok").and_then(|v| v.parse().ok()).unwrap_or(0);
                         // Each reply's dgid against the destination's GID.
                         let mut bad = 0;
-                        for line in out.lines().filter(|l| l.starts_with("tid=")) {
-                            let field = |k: &str| {
-                                line.split_whitespace()
-                                    .find_map(|kv| kv.strip_prefix(k))
-                                    .unwrap_or("")
-                                    .to_string()
-                            };
-                            let dest = field("dest=");
+                        for (dest, dgids) in verbose_dgids(&out) {
                             let Some(d) = dests.iter().position(|x| *x == dest) else {
                                 continue;
                             };
                             let want = eui64_gid(mac(others[d])).to_string();
-                            if field("status=") == "0" && field("dgid=") != want {
-                                bad += 1;
-                            }
+                            bad += dgids.iter().filter(|g| *g != "-" && **g != want).count() as u64;
                         }
                         (others.len() as u64 - ok, bad)
                     })
@@ -168,12 +149,6 @@ fn main() {
     // metrics files are rewritten every second).
     std::thread::sleep(Duration::from_millis(3500));
     let sent: Vec<u64> = fleet.iter().map(sent).collect();
-    if std::env::var_os("FLEET_DEBUG").is_some() {
-        let text = fs::read_to_string(fleet[0].path("run/ibacm-urdma.prom")).unwrap_or_default();
-        for l in text.lines().filter(|l| l.starts_with("urdma_datagrams")) {
-            eprintln!("METRIC {l}");
-        }
-    }
     let per_host = sent.iter().sum::<u64>() as f64 / hosts as f64;
     let predicted = urdma_dst::scenario::fleet(hosts, peers, 1);
 

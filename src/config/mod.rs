@@ -133,39 +133,33 @@ impl NameLookup {
     }
 }
 
-fn name_lookups(v: &str) -> Result<Vec<NameLookup>, String> {
+/// A comma-separated list of distinct names out of `known`.
+fn distinct_list<T: Copy + PartialEq>(v: &str, known: &[(&str, T)]) -> Result<Vec<T>, String> {
     let mut out = Vec::new();
     for item in v.split(',') {
-        let n = match item {
-            "segment" => NameLookup::Segment,
-            "nss" => NameLookup::Nss,
-            _ => return Err(format!("'{item}' is not segment or nss")),
+        let Some(&(_, x)) = known.iter().find(|(name, _)| *name == item) else {
+            let names: Vec<&str> = known.iter().map(|(n, _)| *n).collect();
+            return Err(format!("'{item}' is not {}", names.join(" or ")));
         };
-        if out.contains(&n) {
+        if out.contains(&x) {
             return Err(format!("'{item}' listed twice"));
         }
-        out.push(n);
+        out.push(x);
     }
     Ok(out)
+}
+
+fn name_lookups(v: &str) -> Result<Vec<NameLookup>, String> {
+    let known = [NameLookup::Segment, NameLookup::Nss].map(|n| (n.name(), n));
+    distinct_list(v, &known)
 }
 
 fn derivations(v: &str) -> Result<Vec<Derivation>, String> {
     if v == "none" {
         return Ok(Vec::new());
     }
-    let mut out = Vec::new();
-    for item in v.split(',') {
-        let d = match item {
-            "eui64" => Derivation::Eui64,
-            "ipv4-mapped" => Derivation::Ipv4Mapped,
-            _ => return Err(format!("'{item}' is not eui64 or ipv4-mapped")),
-        };
-        if out.contains(&d) {
-            return Err(format!("'{item}' listed twice"));
-        }
-        out.push(d);
-    }
-    Ok(out)
+    let known = [Derivation::Eui64, Derivation::Ipv4Mapped].map(|d| (d.name(), d));
+    distinct_list(v, &known)
 }
 
 fn yes_no(v: &str) -> Result<bool, String> {
