@@ -132,6 +132,17 @@ impl Routed {
             let (code, out) = host.exec(&["ip", family, "route", "add", "default", "via", via]);
             assert_eq!(code, 0, "default route via {via}: {out}");
         }
+        // A datagram to the router from each address, so the router knows
+        // the host's link-layer address before it forwards the first query
+        // (IPv6 neighbour discovery would otherwise hold it for a second).
+        let prime = format!(
+            "import socket\n\
+             for fam, to in ((socket.AF_INET, '{}'), (socket.AF_INET6, '{}')):\n\
+             \x20   socket.socket(fam, socket.SOCK_DGRAM).sendto(b'x', (to, 9))\n",
+            router[0], router[1]
+        );
+        let (code, out) = host.exec(&["python3", "-c", &prime]);
+        assert_eq!(code, 0, "priming the router: {out}");
         let resolv = format!("nameserver {nameserver}\noptions timeout:5 attempts:2\n");
         fs::write(host.path("run/resolv.conf"), resolv).expect("resolv.conf");
         host.launch(&cfg);
