@@ -7,7 +7,10 @@
 //! fix to one (a byte order, a length check, how a line splits) must reach
 //! all of them, and here it does, once.
 //!
-//! Safe code only, so that the tools can use it freely.
+//! Safe code only (byte offsets computed from the generated C layouts), so
+//! that the tools can use it freely; the provider's boundary does the one
+//! pointer cast that takes the daemon's message as a [`msg::MsgBuf`].
 
+pub mod msg;
 pub mod options;
 pub mod text;
