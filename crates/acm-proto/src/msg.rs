@@ -435,12 +435,12 @@ pub fn ep_query(index: u8) -> MsgBuf {
     m
 }
 
-/// A perf query for the endpoint that owns the address of `source`, as
-/// `ib_acme -P s -s ADDRESS` asks (by index, the daemon looks endpoint N up
-/// on port N). The entry goes as the SOURCE.
+/// A perf query for the endpoint that owns the address of `source` (an
+/// entry flagged SOURCE), as `ib_acme -P s -s ADDRESS` asks (by index, the
+/// daemon looks endpoint N up on port N).
 pub fn perf_query(source: &Entry) -> MsgBuf {
     let mut m = MsgBuf::request(ACM_OP_PERF_QUERY);
-    m.write_entry(0, ACM_EP_FLAG_SOURCE, source.kind, &source.info);
+    m.set_entry(0, source);
     m.set_length_be(HDR_LEN + EP_LEN);
     m
 }
@@ -516,7 +516,7 @@ mod tests {
     fn requests_have_the_layout_ib_acme_sends() {
         let q = ep_query(3);
         assert_eq!(q.bytes(), [1, 3, 0, 3, 0, 0, 0, 16, 0, 0, 0, 0, 0, 0, 0, 0]);
-        let p = perf_query(&address_entry(0, "10.0.0.1").unwrap());
+        let p = perf_query(&address_entry(ACM_EP_FLAG_SOURCE, "10.0.0.1").unwrap());
         let p = p.bytes();
         assert_eq!(p.len(), 88);
         assert_eq!(&p[..8], &[1, 2, 0, 0, 0, 0, 0, 88]);
@@ -527,7 +527,7 @@ mod tests {
         );
         assert_eq!(u16::from_ne_bytes([p[20], p[21]]), 2, "IPv4");
         assert_eq!(&p[24..29], &[10, 0, 0, 1, 0]);
-        let n = perf_query(&address_entry(0, "node1").unwrap());
+        let n = perf_query(&address_entry(ACM_EP_FLAG_SOURCE, "node1").unwrap());
         let n = n.bytes();
         assert_eq!(u16::from_ne_bytes([n[20], n[21]]), 1, "name");
         assert_eq!(&n[24..30], b"node1\0");
