@@ -119,7 +119,7 @@ impl MsgBuf {
     }
 
     /// A request header of this version: opcode, the rest zero.
-    fn request(opcode: u32) -> MsgBuf {
+    fn new_request(opcode: u32) -> MsgBuf {
         let mut m = MsgBuf::default();
         m.0[VERSION] = ACM_VERSION as u8;
         m.0[OPCODE] = opcode as u8;
@@ -415,7 +415,7 @@ pub fn query_reply(req: &MsgBuf, status: u8, path: Option<&[u8; PATH_LEN]>) -> M
 /// A resolve request as a client sends it and the daemon hands it over
 /// (`src_out`: the daemon chose the source and appended it).
 pub fn resolve_request(entries: &[Entry], src_out: bool, tid: u64) -> MsgBuf {
-    let mut m = MsgBuf::request(ACM_OP_RESOLVE);
+    let mut m = MsgBuf::new_request(ACM_OP_RESOLVE);
     m.0[DATA] = src_out as u8;
     m.set_tid(tid);
     for (i, e) in entries.iter().enumerate().take(MAX_ENTRIES) {
@@ -428,7 +428,7 @@ pub fn resolve_request(entries: &[Entry], src_out: bool, tid: u64) -> MsgBuf {
 /// An EP query for the `index`-th endpoint (from 1) over all ports, as
 /// `ib_acme -e` asks.
 pub fn ep_query(index: u8) -> MsgBuf {
-    let mut m = MsgBuf::request(ACM_OP_EP_QUERY);
+    let mut m = MsgBuf::new_request(ACM_OP_EP_QUERY);
     // data[1], the port, stays 0: all ports.
     m.0[DATA] = index;
     m.set_length_be(HDR_LEN);
@@ -439,7 +439,7 @@ pub fn ep_query(index: u8) -> MsgBuf {
 /// entry flagged SOURCE), as `ib_acme -P s -s ADDRESS` asks (by index, the
 /// daemon looks endpoint N up on port N).
 pub fn perf_query(source: &Entry) -> MsgBuf {
-    let mut m = MsgBuf::request(ACM_OP_PERF_QUERY);
+    let mut m = MsgBuf::new_request(ACM_OP_PERF_QUERY);
     m.set_entry(0, source);
     m.set_length_be(HDR_LEN + EP_LEN);
     m
