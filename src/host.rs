@@ -2,7 +2,7 @@
 //! boundary implements it over the daemon's exported helpers, unit tests
 //! over a fake.
 
-use crate::request::msg::MsgBuf;
+use acm_proto::msg::MsgBuf;
 
 /// `ACM_CNTR_*`, the order of `query_perf` values and of `ib_acme -P`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -27,8 +27,6 @@ const ALLOWED: &[(&str, &[&str])] = &[
     ("request", &[]),
     ("local", &[]),
     ("config", &[]),
-    // The replies it sends are the daemon's message type.
-    ("host", &["request"]),
 ];
 
 /// Modules every component may use: plain types and tools with no

@@ -10,6 +10,7 @@ pub mod reload;
 pub mod text;
 
 pub use crate::config::text::Diagnostic;
+use acm_proto::options;
 use std::ffi::OsStr;
 use std::fmt;
 use std::os::unix::ffi::OsStrExt;
@@ -378,13 +379,9 @@ impl Config {
         let mut cfg = Config::default();
         let mut diags = Vec::new();
         let mut veto = false;
-        for (n, line) in text::lines(bytes.as_ref()) {
-            if line.first() == Some(&b'#') {
-                continue;
-            }
-            let mut tokens = text::tokens(line);
-            let Some(key) = tokens.next() else { continue };
-            let key = key.to_ascii_lowercase();
+        for setting in options::settings(bytes.as_ref()) {
+            let n = setting.line;
+            let key = setting.key.to_ascii_lowercase();
             if !key.starts_with(b"urdma_") && key != b"log_level" {
                 continue;
             }
@@ -402,7 +399,7 @@ impl Config {
                 Err(_) => continue,
             };
             let before = cfg.describe(key);
-            if let Err(message) = cfg.apply(key, tokens.next()) {
+            if let Err(message) = cfg.apply(key, setting.value) {
                 let guards = GUARDS_DISCOVERY.contains(&key) || before.is_none();
                 veto |= guards;
                 let message = match (guards, before) {

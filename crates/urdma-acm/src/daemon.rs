@@ -3,7 +3,10 @@
 //! serves a port: `provider_lib_path`, and the `provider NAME default` and
 //! `provider NAME PREFIX` lines.
 
+use acm_proto::options;
+use std::ffi::OsStr;
 use std::fs;
+use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
 pub const DEFAULT_OPTS_FILE: &str = "/etc/rdma/ibacm_opts.cfg";
@@ -72,19 +75,13 @@ impl Options {
     /// UTF-8 (a Latin-1 comment) spoils its own line at most, never the file.
     pub fn parse(bytes: impl AsRef<[u8]>) -> Options {
         let mut o = Options::default();
-        for (number, raw) in ibacm_urdma::config::text::lines(bytes.as_ref()) {
-            let n = number - 1;
-            let line = String::from_utf8_lossy(raw);
-            let line = line.as_ref();
-            if line.starts_with('#') {
-                continue;
-            }
-            let mut words = line.split_whitespace();
-            if let (Some(key), Some(value)) = (words.next(), words.next()) {
-                if key.eq_ignore_ascii_case("provider_lib_path") {
-                    o.provider_dir = PathBuf::from(value);
+        for setting in options::settings(bytes.as_ref()) {
+            if setting.is("provider_lib_path") {
+                if let Some(value) = setting.value {
+                    o.provider_dir = PathBuf::from(OsStr::from_bytes(value));
                 }
             }
+            let line = String::from_utf8_lossy(setting.raw);
             let mut tokens = line.split(' ').filter(|t| !t.is_empty());
             let Some(first) = tokens.next() else { continue };
             let is_provider = first
@@ -94,7 +91,7 @@ impl Options {
                 continue;
             }
             if line.contains('\t') {
-                o.tabbed.push(n + 1);
+                o.tabbed.push(setting.line);
             }
             let (Some(name), Some(arg)) = (tokens.next(), tokens.next()) else {
                 continue;
@@ -103,12 +100,12 @@ impl Options {
                 .get(..7)
                 .is_some_and(|p| p.eq_ignore_ascii_case("default"));
             if is_default {
-                o.default = Some((name.to_string(), n + 1));
+                o.default = Some((name.to_string(), setting.line));
             } else {
                 o.subnets.push(Subnet {
                     provider: name.to_string(),
                     prefix: strtoull(arg),
-                    line: n + 1,
+                    line: setting.line,
                 });
             }
         }

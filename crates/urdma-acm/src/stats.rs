@@ -5,13 +5,12 @@
 //! address as the source. (Perf queries by endpoint index hit a daemon bug
 //! that looks endpoint N up on port N.)
 
+pub use acm_proto::msg::Endpoint;
+use acm_proto::msg::{self, MsgBuf, HDR_LEN};
 use acm_prov_sys::{
-    ACM_EP_FLAG_SOURCE, ACM_EP_INFO_ADDRESS_IP, ACM_EP_INFO_ADDRESS_IP6, ACM_EP_INFO_NAME,
-    ACM_MAX_ADDRESS, ACM_MAX_COUNTER, ACM_MSG_EP_LENGTH, ACM_MSG_HDR_LENGTH, ACM_OP_EP_QUERY,
-    ACM_OP_PERF_QUERY, ACM_STATUS_EINVAL, ACM_STATUS_ESRCADDR, ACM_STATUS_SUCCESS, ACM_VERSION,
+    ACM_EP_FLAG_SOURCE, ACM_MAX_COUNTER, ACM_STATUS_EINVAL, ACM_STATUS_ESRCADDR, ACM_STATUS_SUCCESS,
 };
 use std::io::{Read, Write};
-use std::net::{Ipv4Addr, Ipv6Addr};
 use std::os::unix::net::UnixStream;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -19,8 +18,6 @@ use std::time::Duration;
 
 /// Where Debian's daemon (and `ib_acme` by default) listens.
 pub const DEFAULT_SOCKET: &str = "/run/ibacm-unix.sock";
-const HDR: usize = ACM_MSG_HDR_LENGTH as usize;
-const ADDR: usize = ACM_MAX_ADDRESS as usize;
 /// The daemon answers on its event loop at once; a daemon that does not
 /// answer in this time is stuck.
 const TIMEOUT: Duration = Duration::from_secs(5);
@@ -79,66 +76,9 @@ pub struct Args {
 /// An endpoint and its counters, or why they could not be read.
 pub type Row = (Endpoint, Result<Vec<u64>, String>);
 
-/// One endpoint of an EP query reply.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Endpoint {
-    pub guid: u64,
-    pub port: u8,
-    pub pkey: u16,
-    pub provider: String,
-    pub addresses: Vec<String>,
-}
-
-fn header(opcode: u32, index: u8, port: u8, length: usize) -> Vec<u8> {
-    let mut m = vec![0u8; HDR];
-    m[0] = ACM_VERSION as u8;
-    m[1] = opcode as u8;
-    m[3] = index;
-    m[4] = port;
-    // Perf and EP messages carry their length big-endian.
-    m[6..8].copy_from_slice(&(length as u16).to_be_bytes());
-    m
-}
-
-/// EP query for the `index`-th (1-based) endpoint over all ports.
-pub fn ep_query(index: u8) -> Vec<u8> {
-    header(ACM_OP_EP_QUERY, index, 0, HDR)
-}
-
-/// Perf query for the endpoint that owns `address` (`ib_acme -P s`).
-pub fn perf_query(address: &str) -> Vec<u8> {
-    let len = HDR + ACM_MSG_EP_LENGTH as usize;
-    let mut m = header(ACM_OP_PERF_QUERY, 0, 0, len);
-    let (kind, bytes) = if let Ok(v4) = address.parse::<Ipv4Addr>() {
-        (ACM_EP_INFO_ADDRESS_IP, v4.octets().to_vec())
-    } else if let Ok(v6) = address.parse::<Ipv6Addr>() {
-        (ACM_EP_INFO_ADDRESS_IP6, v6.octets().to_vec())
-    } else {
-        (ACM_EP_INFO_NAME, address.as_bytes().to_vec())
-    };
-    // `flags` and `type` stay in host order, as in resolve entries.
-    m.extend_from_slice(&ACM_EP_FLAG_SOURCE.to_ne_bytes());
-    m.extend_from_slice(&(kind as u16).to_ne_bytes());
-    m.extend_from_slice(&[0, 0]);
-    let mut info = [0u8; ADDR];
-    let n = bytes.len().min(ADDR - 1);
-    info[..n].copy_from_slice(&bytes[..n]);
-    m.extend_from_slice(&info);
-    m
-}
-
-fn c_string(bytes: &[u8]) -> String {
-    let end = bytes.iter().position(|&b| b == 0).unwrap_or(bytes.len());
-    String::from_utf8_lossy(&bytes[..end]).into_owned()
-}
-
-fn be16(b: &[u8], at: usize) -> u16 {
-    u16::from_be_bytes([b[at], b[at + 1]])
-}
-
 /// Decodes an EP query reply: `Ok(None)` past the last endpoint.
-pub fn parse_ep_reply(reply: &[u8]) -> Result<Option<Endpoint>, String> {
-    match u32::from(reply[2]) {
+pub fn parse_ep_reply(reply: &MsgBuf) -> Result<Option<Endpoint>, String> {
+    match u32::from(reply.status()) {
         ACM_STATUS_SUCCESS => {}
         ACM_STATUS_EINVAL => return Ok(None),
         s => {
@@ -147,30 +87,13 @@ pub fn parse_ep_reply(reply: &[u8]) -> Result<Option<Endpoint>, String> {
             ))
         }
     }
-    // dev_guid, port_num, phys_port_cnt, rsvd[2], pkey, addr_cnt, prov_name[64]
-    let data = &reply[HDR..];
-    let fixed = 16 + ADDR;
-    if data.len() < fixed {
-        return Err(format!("short endpoint reply ({} bytes)", reply.len()));
-    }
-    let count = usize::from(be16(data, 14));
-    let addresses = data[fixed..]
-        .chunks_exact(ADDR)
-        .take(count)
-        .map(c_string)
-        .collect();
-    Ok(Some(Endpoint {
-        guid: u64::from_be_bytes(data[0..8].try_into().expect("8 bytes")),
-        port: data[8],
-        pkey: be16(data, 12),
-        provider: c_string(&data[16..fixed]),
-        addresses,
-    }))
+    let short = || format!("short endpoint reply ({} bytes)", reply.bytes().len());
+    reply.endpoint().map(Some).ok_or_else(short)
 }
 
 /// Decodes a perf query reply into its counters.
-pub fn parse_perf_reply(reply: &[u8], address: &str) -> Result<Vec<u64>, String> {
-    match u32::from(reply[2]) {
+pub fn parse_perf_reply(reply: &MsgBuf, address: &str) -> Result<Vec<u64>, String> {
+    match u32::from(reply.status()) {
         ACM_STATUS_SUCCESS => {}
         ACM_STATUS_ESRCADDR => {
             return Err(format!(
@@ -183,35 +106,37 @@ pub fn parse_perf_reply(reply: &[u8], address: &str) -> Result<Vec<u64>, String>
             ))
         }
     }
-    let count = usize::from(reply[3]);
-    let values = reply[HDR..]
-        .chunks_exact(8)
-        .take(count)
-        .map(|c| u64::from_be_bytes(c.try_into().expect("8 bytes")))
-        .collect::<Vec<_>>();
-    if values.len() != count {
-        return Err(format!("short counter reply for {address}"));
-    }
-    Ok(values)
+    reply
+        .counters()
+        .ok_or_else(|| format!("short counter reply for {address}"))
 }
 
 /// One request and its whole reply (the daemon sends each in one piece,
 /// its length in the header, big-endian for these opcodes).
-fn exchange(sock: &mut UnixStream, request: &[u8]) -> Result<Vec<u8>, String> {
+fn exchange(sock: &mut UnixStream, request: &MsgBuf) -> Result<MsgBuf, String> {
     let io = |e: std::io::Error| match e.kind() {
         std::io::ErrorKind::UnexpectedEof => "the daemon closed the connection".to_string(),
         _ => format!("talking to the daemon: {e}"),
     };
-    sock.write_all(request).map_err(io)?;
-    let mut reply = vec![0u8; HDR];
-    sock.read_exact(&mut reply).map_err(io)?;
-    let len = usize::from(be16(&reply, 6));
-    if len < HDR {
+    sock.write_all(request.bytes()).map_err(io)?;
+    let mut reply = MsgBuf::default();
+    sock.read_exact(&mut reply.0[..HDR_LEN]).map_err(io)?;
+    let len = reply.message_len();
+    if !(HDR_LEN..=reply.0.len()).contains(&len) {
         return Err(format!("bad reply length {len} from the daemon"));
     }
-    reply.resize(len, 0);
-    sock.read_exact(&mut reply[HDR..]).map_err(io)?;
+    sock.read_exact(&mut reply.0[HDR_LEN..len]).map_err(io)?;
     Ok(reply)
+}
+
+/// The counters of the endpoint that owns `address`.
+fn counters(sock: &mut UnixStream, address: &str) -> Result<Vec<u64>, String> {
+    let Some(source) = msg::address_entry(ACM_EP_FLAG_SOURCE, address) else {
+        return Err(format!(
+            "cannot ask by '{address}' (neither an IP address nor a name of 1 to 63 bytes)"
+        ));
+    };
+    parse_perf_reply(&exchange(sock, &msg::perf_query(&source))?, address)
 }
 
 /// Every endpoint with its counters (`Err` per endpoint whose counters
@@ -219,11 +144,11 @@ fn exchange(sock: &mut UnixStream, request: &[u8]) -> Result<Vec<u8>, String> {
 pub fn collect(sock: &mut UnixStream) -> Result<Vec<Row>, String> {
     let mut rows = Vec::new();
     for index in 1..=u8::MAX {
-        let Some(ep) = parse_ep_reply(&exchange(sock, &ep_query(index))?)? else {
+        let Some(ep) = parse_ep_reply(&exchange(sock, &msg::ep_query(index))?)? else {
             break;
         };
         let counters = match ep.addresses.first() {
-            Some(a) => parse_perf_reply(&exchange(sock, &perf_query(a))?, a),
+            Some(a) => counters(sock, a),
             None => Err("the endpoint has no address to ask by".to_string()),
         };
         rows.push((ep, counters));
@@ -340,48 +265,19 @@ mod tests {
     use super::*;
 
     #[test]
-    fn requests_have_the_layout_ib_acme_sends() {
-        let q = ep_query(3);
-        assert_eq!(q, [1, 3, 0, 3, 0, 0, 0, 16, 0, 0, 0, 0, 0, 0, 0, 0]);
-        let p = perf_query("10.0.0.1");
-        assert_eq!(p.len(), 88);
-        assert_eq!(&p[..8], &[1, 2, 0, 0, 0, 0, 0, 88]);
-        assert_eq!(
-            u32::from_ne_bytes(p[16..20].try_into().unwrap()),
-            1,
-            "SOURCE"
-        );
-        assert_eq!(u16::from_ne_bytes([p[20], p[21]]), 2, "IPv4");
-        assert_eq!(&p[24..29], &[10, 0, 0, 1, 0]);
-        let n = perf_query("node1");
-        assert_eq!(u16::from_ne_bytes([n[20], n[21]]), 1, "name");
-        assert_eq!(&n[24..30], b"node1\0");
-    }
-
-    #[test]
     fn replies_decode_and_tabulate() {
-        let mut ep = vec![1, 0x83, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0];
-        ep.extend_from_slice(&0x5054_00ff_fe12_3456u64.to_be_bytes());
-        ep.extend_from_slice(&[1, 1, 0, 0, 0xff, 0xff, 0, 2]);
-        let mut name = [0u8; 64];
-        name[..5].copy_from_slice(b"urdma");
-        ep.extend_from_slice(&name);
-        for a in ["10.0.0.1", "node1"] {
-            let mut b = [0u8; 64];
-            b[..a.len()].copy_from_slice(a.as_bytes());
-            ep.extend_from_slice(&b);
-        }
-        let ep = parse_ep_reply(&ep).unwrap().unwrap();
-        assert_eq!(ep.addresses, ["10.0.0.1", "node1"]);
-        assert_eq!(
-            (ep.port, ep.pkey, ep.provider.as_str()),
-            (1, 0xffff, "urdma")
-        );
+        let ep = Endpoint {
+            guid: 0x5054_00ff_fe12_3456,
+            port: 1,
+            pkey: 0xffff,
+            provider: "urdma".into(),
+            addresses: vec!["10.0.0.1".into(), "node1".into()],
+        };
         let mut perf = vec![1, 0x82, 0, 7, 0, 0, 0, 72, 0, 0, 0, 0, 0, 0, 0, 0];
         for v in [0u64, 4, 0, 1, 0, 1, 3] {
             perf.extend_from_slice(&v.to_be_bytes());
         }
-        let counters = parse_perf_reply(&perf, "10.0.0.1").unwrap();
+        let counters = parse_perf_reply(&MsgBuf::from_bytes(&perf), "10.0.0.1").unwrap();
         let t = table(&[(ep, Ok(counters))]);
         assert_eq!(
             t,
@@ -389,7 +285,10 @@ mod tests {
              0x505400fffe123456  1     0xffff  urdma     10.0.0.1  0      4        0       1           0           1            3\n"
         );
         assert_eq!(
-            parse_ep_reply(&[1, 0x83, 2, 0, 0, 0, 0, 16, 0, 0, 0, 0, 0, 0, 0, 0]).unwrap(),
+            parse_ep_reply(&MsgBuf::from_bytes(&[
+                1, 0x83, 2, 0, 0, 0, 0, 16, 0, 0, 0, 0, 0, 0, 0, 0
+            ]))
+            .unwrap(),
             None,
             "EINVAL past the last endpoint"
         );

@@ -35,14 +35,14 @@
 //! requests in flight on it are counted as `lost` (and `missing`), the
 //! close as a `disconnect`, and the connection is reopened.
 
+use acm_proto::msg::{self, Entry, MsgBuf, HDR_LEN};
 use acm_prov_sys::{
-    acm_ep_addr_data, acm_hdr, ACM_ADDRESS_IP, ACM_ADDRESS_IP6, ACM_ADDRESS_NAME, ACM_EP_FLAG_DEST,
-    ACM_EP_FLAG_SOURCE, ACM_EP_INFO_PATH, ACM_FLAGS_NODELAY, ACM_MSG_EP_LENGTH, ACM_MSG_HDR_LENGTH,
-    ACM_MSG_SIZE, ACM_OP_MASK, ACM_OP_RESOLVE, ACM_PATH_FLAGS_PRIMARY_ROUTE, ACM_VERSION,
+    ACM_EP_FLAG_DEST, ACM_EP_FLAG_SOURCE, ACM_FLAGS_NODELAY, ACM_OP_MASK, ACM_OP_RESOLVE,
+    ACM_VERSION,
 };
 use std::collections::{BTreeMap, HashSet};
 use std::io::{self, ErrorKind, Read, Write};
-use std::net::{Ipv4Addr, Ipv6Addr};
+use std::net::Ipv6Addr;
 use std::os::fd::AsRawFd;
 use std::os::unix::net::UnixStream;
 use std::process::ExitCode;
@@ -50,15 +50,6 @@ use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::thread;
 use std::time::{Duration, Instant};
-
-const HDR_LEN: usize = ACM_MSG_HDR_LENGTH as usize;
-const EP_LEN: usize = ACM_MSG_EP_LENGTH as usize;
-
-// The messages are built and parsed by viewing these structs as bytes, which
-// is only sound while they have no padding.
-const _: () = assert!(std::mem::size_of::<acm_hdr>() == HDR_LEN);
-const _: () = assert!(std::mem::size_of::<acm_ep_addr_data>() == EP_LEN);
-const _: () = assert!(ACM_MSG_SIZE == 592);
 
 /// Status codes that always get a `status_N=` key, so the summary's keys do
 /// not depend on what happened (4 is unused by the daemon).
@@ -79,8 +70,8 @@ const USAGE: &str =
 #[derive(Clone, Debug)]
 struct Addr {
     text: String,
-    kind: u16,
-    bytes: [u8; 64],
+    /// Its entry in a request, flags left to the request.
+    entry: Entry,
 }
 
 #[derive(Clone, Copy, PartialEq, Debug)]
@@ -107,36 +98,17 @@ struct Config {
 }
 
 fn parse_addr(text: &str, format: Format) -> Result<Addr, String> {
-    let mut bytes = [0u8; 64];
-    let kind = if format != Format::Name {
-        if let Ok(v4) = text.parse::<Ipv4Addr>() {
-            bytes[..4].copy_from_slice(&v4.octets());
-            ACM_ADDRESS_IP
-        } else if let Ok(v6) = text.parse::<Ipv6Addr>() {
-            bytes[..16].copy_from_slice(&v6.octets());
-            ACM_ADDRESS_IP6
-        } else if format == Format::Ip {
-            return Err(format!("'{text}' is not an IPv4 or IPv6 address (-f i)"));
-        } else {
-            0
-        }
-    } else {
-        0
-    };
-    let kind = if kind != 0 {
-        kind
-    } else {
-        // Keep a terminating NUL: the daemon and providers treat names as C strings.
-        if text.is_empty() || text.len() >= bytes.len() {
-            return Err(format!("name '{text}' must be 1..=63 bytes"));
-        }
-        bytes[..text.len()].copy_from_slice(text.as_bytes());
-        ACM_ADDRESS_NAME
+    // The daemon and providers read names as C strings: a NUL after them.
+    let long = || format!("name '{text}' must be 1..=63 bytes");
+    let entry = match format {
+        Format::Ip => msg::ip_entry(0, text)
+            .ok_or_else(|| format!("'{text}' is not an IPv4 or IPv6 address (-f i)"))?,
+        Format::Auto => msg::address_entry(0, text).ok_or_else(long)?,
+        Format::Name => msg::name_entry(0, text).ok_or_else(long)?,
     };
     Ok(Addr {
         text: text.to_string(),
-        kind,
-        bytes,
+        entry,
     })
 }
 
@@ -257,111 +229,65 @@ fn parse_args(args: &[String]) -> Result<Option<Config>, String> {
     }))
 }
 
-fn as_bytes<T>(v: &T) -> &[u8] {
-    // SAFETY: only used on the padding-free repr(C) message structs above.
-    unsafe { std::slice::from_raw_parts((v as *const T).cast::<u8>(), std::mem::size_of::<T>()) }
-}
-
-fn ep_entry(flags: u32, addr: &Addr) -> acm_ep_addr_data {
-    let mut e = acm_ep_addr_data {
-        flags,
-        type_: addr.kind,
-        ..Default::default()
-    };
-    e.info.addr = addr.bytes;
-    e
-}
-
-fn build_request(cfg: &Config, dest: &Addr, tid: u64) -> Vec<u8> {
-    let mut entries = Vec::with_capacity(2);
-    if let Some(src) = &cfg.src {
-        entries.push(ep_entry(ACM_EP_FLAG_SOURCE, src));
-    }
+fn build_request(cfg: &Config, dest: &Addr, tid: u64) -> MsgBuf {
     let dflags = ACM_EP_FLAG_DEST | if cfg.nodelay { ACM_FLAGS_NODELAY } else { 0 };
-    entries.push(ep_entry(dflags, dest));
-    let hdr = acm_hdr {
-        version: ACM_VERSION as u8,
-        opcode: ACM_OP_RESOLVE as u8,
-        length: (HDR_LEN + EP_LEN * entries.len()) as u16,
-        tid,
-        ..Default::default()
+    let dest = Entry {
+        flags: dflags,
+        ..dest.entry
     };
-    let mut msg = as_bytes(&hdr).to_vec();
-    for e in &entries {
-        msg.extend_from_slice(as_bytes(e));
-    }
-    msg
-}
-
-struct Reply {
-    hdr: acm_hdr,
-    entries: Vec<acm_ep_addr_data>,
-}
-
-impl Reply {
-    fn parse(buf: &[u8]) -> Reply {
-        // SAFETY: `buf` holds at least a header and whole entries (checked by
-        // the caller); every bit pattern is valid for these plain structs.
-        let hdr = unsafe { std::ptr::read_unaligned(buf.as_ptr().cast::<acm_hdr>()) };
-        let entries = buf[HDR_LEN..]
-            .chunks_exact(EP_LEN)
-            .map(|c| unsafe { std::ptr::read_unaligned(c.as_ptr().cast::<acm_ep_addr_data>()) })
-            .collect();
-        Reply { hdr, entries }
-    }
-
-    /// The first PATH entry, if it is the primary route the kernel accepts.
-    fn primary_path(&self) -> Option<&acm_ep_addr_data> {
-        self.entries.first().filter(|e| {
-            e.type_ as u32 == ACM_EP_INFO_PATH && e.flags == ACM_PATH_FLAGS_PRIMARY_ROUTE
-        })
+    match &cfg.src {
+        Some(src) => {
+            let src = Entry {
+                flags: ACM_EP_FLAG_SOURCE,
+                ..src.entry
+            };
+            msg::resolve_request(&[src, dest], false, tid)
+        }
+        None => msg::resolve_request(&[dest], false, tid),
     }
 }
 
 /// Reassembles messages from a stream socket whose reads may time out half
 /// way: the partial message survives until the next call.
 struct Framer {
-    buf: [u8; ACM_MSG_SIZE],
+    buf: MsgBuf,
     filled: usize,
 }
 
-enum Frame {
-    Msg(Vec<u8>),
+/// A whole reply, valid until the next read, or a read that timed out.
+enum Frame<'a> {
+    Msg(&'a MsgBuf),
     TimedOut,
 }
 
 impl Framer {
     fn new() -> Framer {
         Framer {
-            buf: [0; ACM_MSG_SIZE],
+            buf: MsgBuf::default(),
             filled: 0,
         }
     }
 
-    fn next(&mut self, sock: &mut UnixStream) -> io::Result<Frame> {
+    fn next(&mut self, sock: &mut UnixStream) -> io::Result<Frame<'_>> {
         loop {
             let want = if self.filled < HDR_LEN {
                 HDR_LEN
+            } else if self.buf.whole_entries().is_some() {
+                usize::from(self.buf.length())
             } else {
-                let len = u16::from_ne_bytes([self.buf[6], self.buf[7]]) as usize;
-                if !(HDR_LEN..=ACM_MSG_SIZE).contains(&len)
-                    || !(len - HDR_LEN).is_multiple_of(EP_LEN)
-                {
-                    // The stream cannot be resynchronised after a bad length.
-                    return Err(io::Error::new(
-                        ErrorKind::InvalidData,
-                        format!("reply with impossible length {len}"),
-                    ));
-                }
-                len
+                // The stream cannot be resynchronised after a bad length.
+                return Err(io::Error::new(
+                    ErrorKind::InvalidData,
+                    format!("reply with impossible length {}", self.buf.length()),
+                ));
             };
             if self.filled >= HDR_LEN && self.filled == want {
                 self.filled = 0;
-                return Ok(Frame::Msg(self.buf[..want].to_vec()));
+                return Ok(Frame::Msg(&self.buf));
             }
             // Never read past the current message: the next one may be
             // only partly there and belongs to the next call.
-            match sock.read(&mut self.buf[self.filled..want]) {
+            match sock.read(&mut self.buf.0[self.filled..want]) {
                 Ok(0) => {
                     return Err(io::Error::new(
                         ErrorKind::UnexpectedEof,
@@ -528,15 +454,16 @@ impl Conn<'_> {
         }
     }
 
-    fn handle_reply(&mut self, raw: &[u8]) {
-        let reply = Reply::parse(raw);
-        let tid = reply.hdr.tid;
-        if reply.hdr.version as u32 != ACM_VERSION
-            || (reply.hdr.opcode as u32 & ACM_OP_MASK) != ACM_OP_RESOLVE
+    fn handle_reply(&mut self, reply: &MsgBuf) {
+        let tid = reply.tid();
+        if u32::from(reply.version()) != ACM_VERSION
+            || (u32::from(reply.opcode()) & ACM_OP_MASK) != ACM_OP_RESOLVE
         {
             eprintln!(
                 "urdma-load: conn {}: reply tid={tid:#x} with version {} opcode {:#x}",
-                self.id, reply.hdr.version, reply.hdr.opcode
+                self.id,
+                reply.version(),
+                reply.opcode()
             );
             self.stats.bad_replies += 1;
             return;
@@ -571,7 +498,7 @@ impl Conn<'_> {
         if oldest != Some(seq) {
             self.stats.out_of_order += 1;
         }
-        let status = reply.hdr.status;
+        let status = reply.status();
         *self.stats.by_status.entry(status).or_default() += 1;
         let path = reply.primary_path();
         if status == 0 {
@@ -581,9 +508,8 @@ impl Conn<'_> {
             }
         }
         if self.sh.cfg.verbose {
-            // SAFETY: a PATH entry's info is the path record (contract §1.2).
             let dgid = path
-                .map(|e| Ipv6Addr::from(unsafe { e.info.path.dgid.raw }).to_string())
+                .map(|p| Ipv6Addr::from(msg::path_dgid(p)).to_string())
                 .unwrap_or_else(|| "-".into());
             println!(
                 "tid={tid:#x} conn={} dest={} status={status} us={us} dgid={dgid}",
@@ -625,7 +551,7 @@ impl Conn<'_> {
             let seq = self.next_seq;
             self.next_seq += 1;
             self.stats.requests += 1;
-            match sock.write_all(&build_request(cfg, &cfg.dests[dest], self.tid(seq))) {
+            match sock.write_all(build_request(cfg, &cfg.dests[dest], self.tid(seq)).bytes()) {
                 Ok(()) => {
                     fruitless = 0;
                     self.stats.abandoned += 1;
@@ -660,7 +586,7 @@ impl Conn<'_> {
         self.stats.requests += 1;
         let sent = Instant::now();
         self.outstanding.insert(seq, Pending { dest, sent });
-        sock.write_all(&msg)
+        sock.write_all(msg.bytes())
     }
 
     fn run(&mut self) {
@@ -708,7 +634,7 @@ impl Conn<'_> {
                     eprintln!("urdma-load: conn {}: set_read_timeout: {e}", self.id);
                 }
                 match framer.next(&mut sock) {
-                    Ok(Frame::Msg(raw)) => self.handle_reply(&raw),
+                    Ok(Frame::Msg(reply)) => self.handle_reply(reply),
                     Ok(Frame::TimedOut) => {}
                     Err(e) => {
                         self.drop_connection(&e);
@@ -815,7 +741,7 @@ fn run_polled(sh: &Shared) -> Stats {
             };
             loop {
                 match slot.framer.next(sock) {
-                    Ok(Frame::Msg(raw)) => slot.conn.handle_reply(&raw),
+                    Ok(Frame::Msg(reply)) => slot.conn.handle_reply(reply),
                     Ok(Frame::TimedOut) => break,
                     Err(e) => {
                         slot.conn.drop_connection(&e);
