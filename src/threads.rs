@@ -100,6 +100,8 @@ pub fn supervise(
 pub struct Threads {
     stop: Stop,
     handles: Mutex<Vec<JoinHandle<()>>>,
+    /// What wakes threads that sleep where the stop flag is not looked at.
+    wakers: Mutex<Vec<Box<dyn Fn() + Send>>>,
 }
 
 impl Threads {
@@ -137,9 +139,21 @@ impl Threads {
 
     /// Asks every thread to stop, calls `wake` to cut short a wait in a
     /// socket, and waits for them to end. Idempotent.
+    /// Registers `wake`, called by [`Threads::stop`] to end a wait that
+    /// does not look at the stop flag (a blocking receive).
+    pub fn on_stop(&self, wake: Box<dyn Fn() + Send>) {
+        self.wakers
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(wake);
+    }
+
     pub fn stop(&self, wake: impl Fn()) {
         self.stop.request();
         wake();
+        for w in self.wakers.lock().unwrap_or_else(|p| p.into_inner()).iter() {
+            w();
+        }
         let handles: Vec<_> =
             std::mem::take(&mut *self.handles.lock().unwrap_or_else(|p| p.into_inner()));
         let me = std::thread::current().id();

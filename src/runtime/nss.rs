@@ -14,15 +14,17 @@ use crate::engine::Engine;
 use crate::host::Host;
 use crate::threads::Threads;
 use std::net::{IpAddr, ToSocketAddrs};
-use std::sync::mpsc::{channel, Receiver, RecvTimeoutError, Sender};
+use std::sync::mpsc::{channel, Receiver, Sender};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 /// Names asked at once. More would only add threads waiting on the same
 /// unanswering server; a name queued behind them fails at its deadline.
 pub const THREADS: usize = 4;
-/// How often an idle resolver thread looks at its stop flag.
-const STOP_POLL: Duration = Duration::from_millis(100);
+
+/// What a resolver thread is handed: a name, or the end (`None`: the
+/// provider stops). Idle threads sleep in the channel, costing nothing.
+pub type Work = Option<NssJob>;
 
 /// The addresses the system's resolver gives for `name`, or why none.
 pub fn resolve(name: &str) -> Result<Vec<IpAddr>, String> {
@@ -39,8 +41,8 @@ pub fn spawn<H: Host + Copy + 'static>(
     threads: &Threads,
     engine: &'static Mutex<Engine<H>>,
     net: Arc<Net>,
-) -> std::io::Result<Sender<NssJob>> {
-    let (tx, rx) = channel::<NssJob>();
+) -> std::io::Result<Sender<Work>> {
+    let (tx, rx) = channel::<Work>();
     let rx = Arc::new(Mutex::new(rx));
     for i in 0..THREADS {
         let (rx, net, stop) = (rx.clone(), net.clone(), threads.stop_flag());
@@ -48,10 +50,11 @@ pub fn spawn<H: Host + Copy + 'static>(
             "resolver",
             &format!("urdma-nss{i}"),
             move || {
-                while !stop.requested() {
-                    if let Some(job) = next(&rx) {
-                        answer(engine, &net, job);
+                while let Some(job) = next(&rx) {
+                    if stop.requested() {
+                        return;
                     }
+                    answer(engine, &net, job);
                 }
             },
             // A name it held fails at its lookup's deadline.
@@ -61,19 +64,10 @@ pub fn spawn<H: Host + Copy + 'static>(
     Ok(tx)
 }
 
-/// The next name to ask, or `None` after a while without one.
-fn next(rx: &Mutex<Receiver<NssJob>>) -> Option<NssJob> {
+/// The next name to ask; `None` when the provider stops.
+fn next(rx: &Mutex<Receiver<Work>>) -> Work {
     let rx = rx.lock().unwrap_or_else(|p| p.into_inner());
-    match rx.recv_timeout(STOP_POLL) {
-        Ok(job) => Some(job),
-        Err(RecvTimeoutError::Timeout) => None,
-        // The worker is gone for good (the provider stops).
-        Err(RecvTimeoutError::Disconnected) => {
-            drop(rx);
-            std::thread::sleep(STOP_POLL);
-            None
-        }
-    }
+    rx.recv().ok().flatten()
 }
 
 /// Asks the system's resolver and hands the answer to discovery; a name

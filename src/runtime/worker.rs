@@ -4,7 +4,6 @@
 
 use super::lock;
 use crate::discovery::net::{Net, NetEvent};
-use crate::discovery::state::NssJob;
 use crate::engine::{Effects, Engine};
 use crate::host::Host;
 use crate::threads::{Stop, Threads};
@@ -52,6 +51,14 @@ pub fn spawn<H: Host + Copy + 'static>(
     let stop = threads.stop_flag();
     let for_recovery = net.clone();
     let resolvers = super::nss::spawn(threads, engine, net.clone())?;
+    // The stop wakes the resolvers through a copy of their channel.
+    let wake = std::sync::Mutex::new(resolvers.clone());
+    threads.on_stop(Box::new(move || {
+        let tx = wake.lock().unwrap_or_else(|p| p.into_inner());
+        for _ in 0..super::nss::THREADS {
+            let _ = tx.send(None);
+        }
+    }));
     threads.spawn(
         "discovery",
         "urdma-discovery",
@@ -76,7 +83,7 @@ fn recover<H: Host + Clone>(engine: &'static Mutex<Engine<H>>, net: &Net) {
 fn run<H: Host + Clone>(
     engine: &'static Mutex<Engine<H>>,
     net: &Net,
-    resolvers: &Sender<NssJob>,
+    resolvers: &Sender<super::nss::Work>,
     stop: &Stop,
 ) {
     while !stop.requested() {
@@ -103,7 +110,7 @@ fn run<H: Host + Clone>(
             for job in e.take_nss_jobs() {
                 // The resolvers outlive the worker; a failed send means the
                 // provider stops.
-                let _ = resolvers.send(job);
+                let _ = resolvers.send(Some(job));
             }
             (e.host().clone(), e.take_effects(), e.take_neighbour_jobs())
         };
