@@ -96,6 +96,17 @@ impl Cache {
         }
     }
 
+    /// The entry of `ep` for `dest` if neither of its lifetimes ended by
+    /// `now`: what [`Cache::lookup`] reports as [`Lookup::Route`], found
+    /// without copying the entry or changing the cache, so that a hit can
+    /// be answered straight from [`Entry::wire`].
+    #[inline]
+    pub fn hit(&self, ep: EndpointKey, dest: &Address, now: Instant) -> Option<&Entry> {
+        let (_, map) = self.per_endpoint.iter().find(|(k, _)| *k == ep)?;
+        map.get(dest)
+            .filter(|e| live(e.addr_expires, now) && live(e.route_expires, now))
+    }
+
     pub fn lookup(&mut self, ep: EndpointKey, dest: &Address, now: Instant) -> Lookup {
         let Some((_, map)) = self.per_endpoint.iter_mut().find(|(k, _)| *k == ep) else {
             return Lookup::Miss;
@@ -260,6 +271,10 @@ mod tests {
                 Some(now + Duration::from_secs(10)),
             ),
         );
+        assert_eq!(c.hit(1, &dest, now).map(|e| e.wire), Some(path.encode()));
+        assert!(c.hit(2, &dest, now).is_none(), "keyed by endpoint");
+        assert!(c.hit(1, &dest, now + Duration::from_secs(11)).is_none());
+        assert!(c.hit(1, &dest, now + Duration::from_secs(61)).is_none());
         assert_eq!(c.lookup(1, &dest, now), Lookup::Route(path, path.encode()));
         assert_eq!(c.lookup(2, &dest, now), Lookup::Miss, "keyed by endpoint");
         assert_eq!(
