@@ -112,23 +112,31 @@ impl Address {
     /// Decodes the `(type, 64-byte info)` pair of a resolve entry or of an
     /// `acm_address`. IP addresses and GIDs are network order; a LID is a
     /// big-endian u16; a name is NUL-padded.
+    ///
+    /// Inlined into the request parser: a call costs more than the
+    /// fixed-size cases; names, which allocate anyway, are decoded out of
+    /// line.
+    #[inline]
     pub fn from_wire(kind: u16, info: &[u8; ADDR_LEN]) -> Result<Address, AddrError> {
-        let mut b16 = [0u8; 16];
-        b16.copy_from_slice(&info[..16]);
+        let b16 = || -> [u8; 16] { *info.first_chunk().expect("16 of 64 bytes") };
         match kind {
-            ACM_ADDRESS_NAME => {
-                let end = info.iter().position(|&b| b == 0).unwrap_or(ADDR_LEN);
-                let name = std::str::from_utf8(&info[..end]).map_err(|_| AddrError::BadName)?;
-                Address::name(name).ok_or(AddrError::BadName)
-            }
+            ACM_ADDRESS_NAME => Self::name_from_wire(info),
             ACM_ADDRESS_IP => Ok(Address::Ip4(Ipv4Addr::new(
                 info[0], info[1], info[2], info[3],
             ))),
-            ACM_ADDRESS_IP6 => Ok(Address::Ip6(Ipv6Addr::from(b16))),
-            ACM_ADDRESS_GID => Ok(Address::Gid(Gid(b16))),
+            ACM_ADDRESS_IP6 => Ok(Address::Ip6(Ipv6Addr::from(b16()))),
+            ACM_ADDRESS_GID => Ok(Address::Gid(Gid(b16()))),
             ACM_ADDRESS_LID => Ok(Address::Lid(u16::from_be_bytes([info[0], info[1]]))),
             other => Err(AddrError::UnknownType(other)),
         }
+    }
+
+    /// A NUL-padded name field.
+    #[inline(never)]
+    fn name_from_wire(info: &[u8; ADDR_LEN]) -> Result<Address, AddrError> {
+        let end = info.iter().position(|&b| b == 0).unwrap_or(ADDR_LEN);
+        let name = std::str::from_utf8(&info[..end]).map_err(|_| AddrError::BadName)?;
+        Address::name(name).ok_or(AddrError::BadName)
     }
 
     /// A host name as the daemon would carry it: non-empty, printable, no

@@ -51,25 +51,32 @@ pub struct Entry {
 }
 
 impl MsgBuf {
+    #[inline]
     pub fn opcode(&self) -> u8 {
         self.0[1]
     }
+    #[inline]
     pub fn status(&self) -> u8 {
         self.0[2]
     }
     /// `hdr.length` as a resolve message carries it (host order).
+    #[inline]
     pub fn length(&self) -> u16 {
         u16::from_ne_bytes([self.0[6], self.0[7]])
     }
+    #[inline]
     pub fn tid(&self) -> u64 {
         u64::from_ne_bytes(self.0[8..16].try_into().expect("8 bytes"))
     }
+    #[inline]
     pub fn src_out(&self) -> u8 {
         self.0[3]
     }
+    #[inline]
     pub fn src_index(&self) -> u8 {
         self.0[4]
     }
+    #[inline]
     pub fn dst_index(&self) -> u8 {
         self.0[5]
     }
@@ -79,6 +86,7 @@ impl MsgBuf {
     }
 
     /// Entries the header's length claims, bounded by the buffer.
+    #[inline]
     pub fn entry_count(&self) -> usize {
         (usize::from(self.length()).saturating_sub(HDR) / EP).min(MAX_ENTRIES)
     }
@@ -92,20 +100,26 @@ impl MsgBuf {
         }
     }
 
-    fn entry_at(&self, i: usize) -> &[u8] {
-        &self.0[HDR + i * EP..HDR + (i + 1) * EP]
+    /// Entry `i` (below [`MAX_ENTRIES`]) as a fixed-size array: one bounds
+    /// check, and none on the fields read from it.
+    #[inline]
+    fn entry_at(&self, i: usize) -> &[u8; EP] {
+        &self.0[HDR..].as_chunks::<EP>().0[i]
     }
 
+    #[inline]
     fn entry_flags(&self, i: usize) -> u32 {
         u32::from_ne_bytes(self.entry_at(i)[0..4].try_into().expect("4 bytes"))
     }
 
+    #[inline]
     fn entry_kind(&self, i: usize) -> u16 {
         let e = self.entry_at(i);
         u16::from_ne_bytes([e[4], e[5]])
     }
 
     /// The 64-byte address field of entry `i`, in place.
+    #[inline]
     fn entry_info(&self, i: usize) -> &[u8; ADDR_LEN] {
         self.entry_at(i)[8..].try_into().expect("64 bytes")
     }
@@ -219,6 +233,11 @@ impl ResolveRequest {
     /// Validates a `resolve` request. The daemon has checked most of this
     /// already; the provider checks again rather than trust a length or an
     /// index it is about to use.
+    ///
+    /// Inlined into the engine's request path, its one caller there: the
+    /// request is then built where it is used instead of being returned
+    /// through memory.
+    #[inline]
     pub fn parse(msg: &MsgBuf) -> Result<ResolveRequest, Rejected> {
         let count = check_shape(msg)?;
         if msg.entry_kind(0) == PATH_TYPE {
