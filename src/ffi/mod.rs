@@ -37,6 +37,10 @@ fn guard<T>(entry: &str, on_panic: T, body: impl FnOnce() -> T) -> T {
 }
 
 static ENGINE: OnceLock<Mutex<Engine<Daemon>>> = OnceLock::new();
+/// The daemon's helpers (the engine's host), set just before `ENGINE`:
+/// what sends a reply after the engine's lock is released, without
+/// copying them out of the engine on every request.
+static DAEMON: OnceLock<Daemon> = OnceLock::new();
 /// The discovery sockets, once the first port is up (`None`: disabled or
 /// unavailable).
 static NET: OnceLock<Option<Arc<Net>>> = OnceLock::new();
@@ -97,13 +101,16 @@ fn engine() -> Option<MutexGuard<'static, Engine<Daemon>>> {
 /// from one thread in the order it was made (which authenticated peers
 /// rely on: they refuse a message older than one they took).
 fn with_engine<R>(f: impl FnOnce(&mut Engine<Daemon>) -> R) -> Option<R> {
-    let (r, host, fx) = {
+    let (r, fx) = {
         let mut e = engine()?;
         let r = f(&mut e);
         // Most calls (every cache hit) produce nothing.
-        (r, *e.host(), e.effects_pending().then(|| e.take_replies()))
+        (
+            r,
+            e.effects_pending().then(|| (*e.host(), e.take_replies())),
+        )
     };
-    if let Some(fx) = fx {
+    if let Some((host, fx)) = fx {
         worker::perform(&host, NET.get().and_then(Option::as_deref), fx);
     }
     Some(r)
@@ -262,6 +269,7 @@ pub unsafe extern "C" fn provider_query(info: *mut *mut acm_provider, version: *
                     return -1;
                 }
             };
+            let _ = DAEMON.set(daemon);
             let _ = ENGINE.set(Mutex::new(load_engine(daemon)));
         }
         if !info.is_null() {
@@ -523,13 +531,17 @@ fn answer(
         log::error!("{entry}: NULL message, nothing to answer");
         return -1;
     };
-    let outcome = with_engine(|e| (guard(entry, None, || Some(handle(e, m))), *e.host()));
+    let outcome = with_engine(|e| guard(entry, None, || Some(handle(e, m))));
+    // Set before the engine, so there whenever the engine answered.
+    let Some(host) = DAEMON.get() else {
+        return -1;
+    };
     match outcome {
-        Some((Some(true), host)) => send(&host, m),
-        Some((Some(false), _)) => 0,
-        Some((None, host)) => {
+        Some(Some(true)) => send(host, m),
+        Some(Some(false)) => 0,
+        Some(None) => {
             on_error(m);
-            send(&host, m)
+            send(host, m)
         }
         None => -1,
     }
