@@ -527,20 +527,31 @@ impl<H: Host> Engine<H> {
             return true;
         };
         self.count(ep, Counter::Resolve);
+        let now = Instant::now();
         match ResolveRequest::parse(msg) {
-            Ok(r) => {
-                let now = Instant::now();
+            Ok(ResolveRequest {
+                target,
+                echo_source,
+                nodelay,
+            }) => {
                 // Most requests: an address whose path is cached. Its
                 // encoding goes from the entry straight into the reply (a
                 // success: nothing for count_status to count).
-                if let Target::Address(a) = &r.target {
+                if let Target::Address(a) = &target {
                     if let Some(e) = self.cache.hit(ep, a, now) {
-                        msg.make_resolve_success(&e.wire, r.echo_source);
+                        msg.make_resolve_success(&e.wire, echo_source);
                         self.count(ep, Counter::RouteCache);
                         return true;
                     }
                 }
-                match (r.echo_source, self.route(ep, r, Some((id, msg)), now)) {
+                // Assembled again only here, off the hit path, which then
+                // keeps the parsed request in registers.
+                let r = ResolveRequest {
+                    target,
+                    echo_source,
+                    nodelay,
+                };
+                match (echo_source, self.route(ep, r, Some((id, msg)), now)) {
                     (echo, Ok(Some(wire))) => msg.make_resolve_success(&wire, echo),
                     (_, Ok(None)) => return false,
                     (_, Err(e)) => {
