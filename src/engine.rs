@@ -489,7 +489,22 @@ impl<H: Host> Engine<H> {
     }
 
     pub(crate) fn count(&mut self, ep: Id, c: Counter) {
-        if let Some((_, counters)) = self.counters.iter_mut().find(|(id, _)| *id == ep) {
+        let slot = self.counter_slot(ep);
+        self.bump(slot, c);
+    }
+
+    /// Where the counters of `ep` are; out of range if nowhere.
+    fn counter_slot(&self, ep: Id) -> usize {
+        self.counters
+            .iter()
+            .position(|(id, _)| *id == ep)
+            .unwrap_or(usize::MAX)
+    }
+
+    /// [`Engine::count`] on the counters at `slot`, already found.
+    #[inline]
+    fn bump(&mut self, slot: usize, c: Counter) {
+        if let Some((_, counters)) = self.counters.get_mut(slot) {
             counters[c as usize] += 1;
         }
         if matches!(
@@ -509,6 +524,14 @@ impl<H: Host> Engine<H> {
         }
     }
 
+    /// The endpoint of the address context `addr`, and where its counters
+    /// are: found once per request, for the two or three it bumps.
+    #[inline]
+    fn source(&mut self, addr: Id) -> Option<(Id, usize)> {
+        let ep = self.addresses.get(&addr)?.endpoint;
+        Some((ep, self.counter_slot(ep)))
+    }
+
     /// Handles a `resolve` made on behalf of the local address `addr`.
     /// `None`: the request waits for a lookup and is answered later through
     /// [`Effects`].
@@ -521,12 +544,12 @@ impl<H: Host> Engine<H> {
     /// this returns true, the reply to send. False: a lookup holds a copy of
     /// the request and answers it later.
     pub fn resolve_in_place(&mut self, addr: Id, msg: &mut MsgBuf, id: u64) -> bool {
-        let Some(ep) = self.addresses.get(&addr).map(|a| a.endpoint) else {
+        let Some((ep, slot)) = self.source(addr) else {
             log::error!("resolve for an address context this provider does not know");
             msg.make_resolve_error(ACM_STATUS_ESRCADDR as u8);
             return true;
         };
-        self.count(ep, Counter::Resolve);
+        self.bump(slot, Counter::Resolve);
         let now = Instant::now();
         match ResolveRequest::parse(msg) {
             Ok(ResolveRequest {
@@ -540,7 +563,7 @@ impl<H: Host> Engine<H> {
                 if let Target::Address(a) = &target {
                     if let Some(e) = self.cache.hit(ep, a, now) {
                         msg.make_resolve_success(&e.wire, echo_source);
-                        self.count(ep, Counter::RouteCache);
+                        self.bump(slot, Counter::RouteCache);
                         return true;
                     }
                 }
@@ -572,11 +595,11 @@ impl<H: Host> Engine<H> {
     /// Handles a `query` (`ib_acme -v`): there is no SA to ask, so the
     /// record is checked against what this provider would build.
     pub fn query(&mut self, addr: Id, req: &MsgBuf) -> Reply {
-        let Some(ep) = self.addresses.get(&addr).map(|a| a.endpoint) else {
+        let Some((ep, slot)) = self.source(addr) else {
             log::error!("query for an address context this provider does not know");
             return Reply(msg::query_reply(req, ACM_STATUS_ESRCADDR as u8, None));
         };
-        self.count(ep, Counter::Resolve);
+        self.bump(slot, Counter::Resolve);
         let reply = match msg::parse_query(req) {
             Ok(want) => {
                 let request = ResolveRequest {
