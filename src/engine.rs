@@ -559,6 +559,10 @@ impl<H: Host> Engine<H> {
     /// [`Engine::resolve`] without copies: `msg` is the request and, when
     /// this returns true, the reply to send. False: a lookup holds a copy of
     /// the request and answers it later.
+    ///
+    /// Inlined into the daemon's callback, its one caller there: one call
+    /// frame less per request.
+    #[inline]
     pub fn resolve_in_place(&mut self, addr: Id, msg: &mut MsgBuf, id: u64) -> bool {
         let Some((ep, slot)) = self.source(addr) else {
             log::error!("resolve for an address context this provider does not know");
