@@ -28,12 +28,20 @@ use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 /// Runs an entry point's body; a panic is logged and becomes `on_panic`.
 fn guard<T>(entry: &str, on_panic: T, body: impl FnOnce() -> T) -> T {
     catch_unwind(AssertUnwindSafe(body)).unwrap_or_else(|payload| {
-        log::error!(
-            "{entry}: internal error, request failed: {}",
-            panic_message(&*payload)
-        );
+        internal_error(entry, &*payload);
         on_panic
     })
+}
+
+/// Out of line: formatting `entry` in place kept it in memory, stored on
+/// every call of every entry point.
+#[cold]
+#[inline(never)]
+fn internal_error(entry: &str, payload: &(dyn std::any::Any + Send)) {
+    log::error!(
+        "{entry}: internal error, request failed: {}",
+        panic_message(payload)
+    );
 }
 
 static ENGINE: OnceLock<Mutex<Engine<Daemon>>> = OnceLock::new();
@@ -517,6 +525,13 @@ fn daemon_msg<'a>(msg: *mut acm_msg) -> Option<&'a mut MsgBuf> {
     unsafe { msg.cast::<MsgBuf>().as_mut() }
 }
 
+/// Out of line, like [`internal_error`].
+#[cold]
+#[inline(never)]
+fn null_message(entry: &str) {
+    log::error!("{entry}: NULL message, nothing to answer");
+}
+
 /// Answers a request exactly once: `handle` turns the daemon's message into
 /// its reply (true) or keeps a copy to answer later (false); if the engine
 /// panics first, `on_error` turns it into an error reply instead.
@@ -528,7 +543,7 @@ fn answer(
     send: impl FnOnce(&Daemon, &MsgBuf) -> c_int,
 ) -> c_int {
     let Some(m) = daemon_msg(msg) else {
-        log::error!("{entry}: NULL message, nothing to answer");
+        null_message(entry);
         return -1;
     };
     let outcome = with_engine(|e| guard(entry, None, || Some(handle(e, m))));
