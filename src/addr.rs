@@ -68,28 +68,29 @@ pub enum Address {
 
 // Hashing the destination is on every cache hit. The derived hash feeds
 // the variant, then every field through the slice path (a length, then
-// the bytes); whole words for the fixed-size variants cost a third of
-// that. Equal addresses still hash equally, which is all `Eq` needs.
+// the bytes); one word for the fixed-size variants costs a fraction of
+// that, and keeps the hash small enough to be inlined into the lookup
+// (names, hashed byte by byte anyway, are hashed out of line). Equal
+// addresses still hash equally, which is all `Eq` needs; an IPv6 address
+// and a GID of the same 128 bits hash alike, and are told apart by `Eq`.
 impl std::hash::Hash for Address {
-    #[inline]
+    #[inline(always)]
     fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
-        match self {
-            Address::Name(n) => {
-                state.write_u8(0);
-                n.hash(state);
-            }
-            Address::Ip4(a) => state.write_u64(1 << 32 | u64::from(u32::from(*a))),
-            Address::Ip6(a) => {
-                state.write_u8(2);
-                state.write_u128(u128::from(*a));
-            }
-            Address::Gid(g) => {
-                state.write_u8(3);
-                state.write_u128(u128::from_be_bytes(g.0));
-            }
-            Address::Lid(l) => state.write_u64(4 << 32 | u64::from(*l)),
-        }
+        let word = match self {
+            Address::Name(n) => return hash_name(n, state),
+            Address::Ip4(a) => 1 << 32 | u128::from(u32::from(*a)),
+            Address::Ip6(a) => u128::from(*a),
+            Address::Gid(g) => u128::from_be_bytes(g.0),
+            Address::Lid(l) => 4 << 32 | u128::from(*l),
+        };
+        state.write_u128(word);
     }
+}
+
+#[inline(never)]
+fn hash_name<H: std::hash::Hasher>(name: &str, state: &mut H) {
+    state.write_u8(0);
+    std::hash::Hash::hash(name, state);
 }
 
 impl From<std::net::IpAddr> for Address {
@@ -112,23 +113,31 @@ impl Address {
     /// Decodes the `(type, 64-byte info)` pair of a resolve entry or of an
     /// `acm_address`. IP addresses and GIDs are network order; a LID is a
     /// big-endian u16; a name is NUL-padded.
+    ///
+    /// Inlined into the request parser: a call costs more than the
+    /// fixed-size cases; names, which allocate anyway, are decoded out of
+    /// line.
+    #[inline]
     pub fn from_wire(kind: u16, info: &[u8; ADDR_LEN]) -> Result<Address, AddrError> {
-        let mut b16 = [0u8; 16];
-        b16.copy_from_slice(&info[..16]);
+        let b16 = || -> [u8; 16] { *info.first_chunk().expect("16 of 64 bytes") };
         match kind {
-            ACM_ADDRESS_NAME => {
-                let end = info.iter().position(|&b| b == 0).unwrap_or(ADDR_LEN);
-                let name = std::str::from_utf8(&info[..end]).map_err(|_| AddrError::BadName)?;
-                Address::name(name).ok_or(AddrError::BadName)
-            }
+            ACM_ADDRESS_NAME => Self::name_from_wire(info),
             ACM_ADDRESS_IP => Ok(Address::Ip4(Ipv4Addr::new(
                 info[0], info[1], info[2], info[3],
             ))),
-            ACM_ADDRESS_IP6 => Ok(Address::Ip6(Ipv6Addr::from(b16))),
-            ACM_ADDRESS_GID => Ok(Address::Gid(Gid(b16))),
+            ACM_ADDRESS_IP6 => Ok(Address::Ip6(Ipv6Addr::from(b16()))),
+            ACM_ADDRESS_GID => Ok(Address::Gid(Gid(b16()))),
             ACM_ADDRESS_LID => Ok(Address::Lid(u16::from_be_bytes([info[0], info[1]]))),
             other => Err(AddrError::UnknownType(other)),
         }
+    }
+
+    /// A NUL-padded name field.
+    #[inline(never)]
+    fn name_from_wire(info: &[u8; ADDR_LEN]) -> Result<Address, AddrError> {
+        let end = info.iter().position(|&b| b == 0).unwrap_or(ADDR_LEN);
+        let name = std::str::from_utf8(&info[..end]).map_err(|_| AddrError::BadName)?;
+        Address::name(name).ok_or(AddrError::BadName)
     }
 
     /// A host name as the daemon would carry it: non-empty, printable, no
@@ -226,6 +235,23 @@ mod tests {
             Address::from_wire(ACM_ADDRESS_NAME, &[b'a'; ADDR_LEN]),
             Err(AddrError::BadName)
         );
+    }
+
+    #[test]
+    fn addresses_hashing_alike_are_still_distinct_keys() {
+        let v6: Ipv6Addr = "fd00::2".parse().unwrap();
+        let mut m = crate::fastmap::Map::default();
+        m.insert(Address::Ip6(v6), 1);
+        m.insert(Address::Gid(Gid(v6.octets())), 2);
+        m.insert(Address::Ip4([10, 0, 0, 2].into()), 3);
+        m.insert(Address::Lid(2), 4);
+        m.insert(Address::name("node2").unwrap(), 5);
+        assert_eq!(m.len(), 5);
+        assert_eq!(m[&Address::Ip6(v6)], 1);
+        assert_eq!(m[&Address::Gid(Gid(v6.octets()))], 2);
+        assert_eq!(m[&Address::Ip4([10, 0, 0, 2].into())], 3);
+        assert_eq!(m[&Address::Lid(2)], 4);
+        assert_eq!(m[&Address::name("NODE2").unwrap()], 5);
     }
 
     #[test]

@@ -6,7 +6,7 @@
 //! the seed ([`set_seed`]) so that every table iterates in the same order,
 //! run after run, and a failing run replays exactly.
 
-use std::hash::BuildHasher;
+use std::hash::{BuildHasher, Hash, Hasher};
 use std::sync::atomic::{AtomicU64, Ordering};
 
 pub type Map<K, V> = std::collections::HashMap<K, V, Seeded>;
@@ -34,7 +34,10 @@ fn seed() -> u64 {
     }
 }
 
-/// foldhash with the process's seed.
+/// foldhash with the process's seed, and the whole hash of a key inlined
+/// into the lookup: std's provided `hash_one` was left out of line, and
+/// the key's `Hash` with it, each a call with the hasher's state in memory
+/// on every cache hit.
 #[derive(Clone, Debug)]
 pub struct Seeded(foldhash::fast::FixedState);
 
@@ -47,9 +50,19 @@ impl Default for Seeded {
 impl BuildHasher for Seeded {
     type Hasher = <foldhash::fast::FixedState as BuildHasher>::Hasher;
 
-    #[inline]
+    #[inline(always)]
     fn build_hasher(&self) -> Self::Hasher {
         self.0.build_hasher()
+    }
+
+    // What the provided method does, but inlined (calling foldhash's
+    // `hash_one` instead would get std's out-of-line one back).
+    #[allow(clippy::manual_hash_one)]
+    #[inline(always)]
+    fn hash_one<T: Hash>(&self, x: T) -> u64 {
+        let mut h = self.build_hasher();
+        x.hash(&mut h);
+        h.finish()
     }
 }
 

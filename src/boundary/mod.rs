@@ -28,16 +28,28 @@ use std::time::Instant;
 /// Runs an entry point's body; a panic is logged and becomes `on_panic`.
 fn guard<T>(entry: &str, on_panic: T, body: impl FnOnce() -> T) -> T {
     catch_unwind(AssertUnwindSafe(body)).unwrap_or_else(|payload| {
-        log::error!(
-            "{entry}: internal error, request failed: {}",
-            panic_message(&*payload)
-        );
+        internal_error(entry, &*payload);
         on_panic
     })
 }
 
+/// Out of line: formatting `entry` in place kept it in memory, stored on
+/// every call of every entry point.
+#[cold]
+#[inline(never)]
+fn internal_error(entry: &str, payload: &(dyn std::any::Any + Send)) {
+    log::error!(
+        "{entry}: internal error, request failed: {}",
+        panic_message(payload)
+    );
+}
+
 /// The provider, from `provider_query` until the library is unloaded.
 static RUNTIME: OnceLock<Runtime<Daemon>> = OnceLock::new();
+/// The daemon's helpers (the engine's host), set just before `RUNTIME`:
+/// what sends a reply after the engine's lock is released, without
+/// copying them out of the engine on every request.
+static DAEMON: OnceLock<Daemon> = OnceLock::new();
 
 fn runtime() -> Option<&'static Runtime<Daemon>> {
     let r = RUNTIME.get();
@@ -128,6 +140,7 @@ pub unsafe extern "C" fn provider_query(info: *mut *mut acm_provider, version: *
                     return -1;
                 }
             };
+            let _ = DAEMON.set(daemon);
             let _ = RUNTIME.set(load(daemon));
         }
         if !info.is_null() {
@@ -321,6 +334,13 @@ fn daemon_msg<'a>(msg: *mut acm_msg) -> Option<&'a mut MsgBuf> {
     unsafe { msg.cast::<MsgBuf>().as_mut() }
 }
 
+/// Out of line, like [`internal_error`].
+#[cold]
+#[inline(never)]
+fn null_message(entry: &str) {
+    log::error!("{entry}: NULL message, nothing to answer");
+}
+
 /// Answers a request exactly once: `handle` turns the daemon's message into
 /// its reply (true) or keeps a copy to answer later (false); if the engine
 /// panics first, `on_error` turns it into an error reply instead.
@@ -332,16 +352,20 @@ fn answer(
     send: impl FnOnce(&Daemon, &MsgBuf) -> c_int,
 ) -> c_int {
     let Some(m) = daemon_msg(msg) else {
-        log::error!("{entry}: NULL message, nothing to answer");
+        null_message(entry);
         return -1;
     };
-    let outcome = with_engine(|e| (guard(entry, None, || Some(handle(e, m))), *e.host()));
+    let outcome = with_engine(|e| guard(entry, None, || Some(handle(e, m))));
+    // Set before the engine, so there whenever the engine answered.
+    let Some(host) = DAEMON.get() else {
+        return -1;
+    };
     match outcome {
-        Some((Some(true), host)) => send(&host, m),
-        Some((Some(false), _)) => 0,
-        Some((None, host)) => {
+        Some(Some(true)) => send(host, m),
+        Some(Some(false)) => 0,
+        Some(None) => {
             on_error(m);
-            send(&host, m)
+            send(host, m)
         }
         None => -1,
     }

@@ -412,3 +412,32 @@ fn malformed_requests_get_one_error_reply() {
     assert_eq!((r.0.status(), r.0.tid()), (ACM_STATUS_EINVAL as u8, 42));
     assert_eq!(f.e.counters(f.ep).unwrap()[Counter::Error as usize], 1);
 }
+#[test]
+fn requests_follow_their_source_address_as_it_comes_and_goes() {
+    let mut f = fixture();
+    let req = request(&[dest(ACM_ADDRESS_NAME, b"node3")], false, 1);
+    let ep1 = f.e.counters.last().unwrap().0;
+    let other =
+        f.e.add_address(ep1, Address::Ip6("fd00::1".parse().unwrap()));
+    let other = other.unwrap();
+    for _ in 0..2 {
+        assert_eq!(res(&mut f.e, other, &req).0.status(), 0);
+        assert_eq!(res(&mut f.e, f.ip, &req).0.status(), 0);
+        assert_eq!(res(&mut f.e, f.ip, &req).0.status(), 0);
+    }
+    assert_eq!(f.e.counters(f.ep).unwrap()[Counter::Resolve as usize], 4);
+    assert_eq!(f.e.counters(ep1).unwrap()[Counter::Resolve as usize], 2);
+    // Its endpoint's counters move when an endpoint before it closes
+    // (one without addresses left, so no address is removed with it).
+    f.e.remove_address(f.ip);
+    f.e.remove_address(f.name);
+    assert_eq!(res(&mut f.e, other, &req).0.status(), 0);
+    f.e.close_endpoint(f.ep);
+    assert_eq!(res(&mut f.e, other, &req).0.status(), 0);
+    assert_eq!(f.e.counters(ep1).unwrap()[Counter::Resolve as usize], 4);
+    // A removed address is unknown from then on.
+    f.e.remove_address(other);
+    let r = res(&mut f.e, other, &req);
+    assert_eq!(r.0.status(), ACM_STATUS_ESRCADDR as u8);
+    assert_eq!(f.e.counters(ep1).unwrap()[Counter::Resolve as usize], 4);
+}

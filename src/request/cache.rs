@@ -45,6 +45,60 @@ impl Entry {
     }
 }
 
+/// The destinations of one endpoint. Addresses of a fixed size are keyed
+/// by their type and bits, a key whose hash and comparison are inlined into
+/// a lookup (those of [`Address`], with names among its variants, were a
+/// call each, with the address in memory); names by their text.
+#[derive(Default)]
+struct Table {
+    fixed: Map<(u8, u128), Entry>,
+    names: Map<Box<str>, Entry>,
+}
+
+/// The [`Table`] key of an address: its type and bits, or a name's text.
+#[inline(always)]
+fn key(a: &Address) -> Result<(u8, u128), &str> {
+    match a {
+        Address::Name(n) => Err(n),
+        Address::Ip4(ip) => Ok((1, u32::from(*ip).into())),
+        Address::Ip6(ip) => Ok((2, u128::from(*ip))),
+        Address::Gid(g) => Ok((3, u128::from_be_bytes(g.0))),
+        Address::Lid(l) => Ok((4, (*l).into())),
+    }
+}
+
+impl Table {
+    #[inline]
+    fn get(&self, a: &Address) -> Option<&Entry> {
+        match key(a) {
+            Ok(k) => self.fixed.get(&k),
+            Err(n) => self.names.get(n),
+        }
+    }
+
+    fn remove(&mut self, a: &Address) -> Option<Entry> {
+        match key(a) {
+            Ok(k) => self.fixed.remove(&k),
+            Err(n) => self.names.remove(n),
+        }
+    }
+
+    fn insert(&mut self, a: Address, e: Entry) -> Option<Entry> {
+        match a {
+            // The name itself becomes the key.
+            Address::Name(n) => self.names.insert(n, e),
+            a => match key(&a) {
+                Ok(k) => self.fixed.insert(k, e),
+                Err(n) => self.names.insert(n.into(), e),
+            },
+        }
+    }
+
+    fn len(&self) -> usize {
+        self.fixed.len() + self.names.len()
+    }
+}
+
 /// What a lookup found.
 #[derive(Debug, PartialEq)]
 pub enum Lookup {
@@ -64,7 +118,7 @@ pub enum Lookup {
 /// the sweep removes what expired in time proportional to what it removes,
 /// and a full cache drops its oldest entry. Hits never touch the order.
 pub struct Cache {
-    per_endpoint: Vec<(EndpointKey, Map<Address, Entry>)>,
+    per_endpoint: Vec<(EndpointKey, Table)>,
     order: Order<(EndpointKey, Address)>,
     len: usize,
     cap: usize,
@@ -90,6 +144,17 @@ impl Cache {
         }
     }
 
+    /// The entry of `ep` for `dest` if neither of its lifetimes ended by
+    /// `now`: what [`Cache::lookup`] reports as [`Lookup::Route`], found
+    /// without copying the entry or changing the cache, so that a hit can
+    /// be answered straight from [`Entry::wire`].
+    #[inline]
+    pub fn hit(&self, ep: EndpointKey, dest: &Address, now: Instant) -> Option<&Entry> {
+        let (_, map) = self.per_endpoint.iter().find(|(k, _)| *k == ep)?;
+        map.get(dest)
+            .filter(|e| live(e.addr_expires, now) && live(e.route_expires, now))
+    }
+
     pub fn lookup(&mut self, ep: EndpointKey, dest: &Address, now: Instant) -> Lookup {
         let Some((_, map)) = self.per_endpoint.iter_mut().find(|(k, _)| *k == ep) else {
             return Lookup::Miss;
@@ -113,7 +178,7 @@ impl Cache {
         let i = match self.per_endpoint.iter().position(|(k, _)| *k == ep) {
             Some(i) => i,
             None => {
-                self.per_endpoint.push((ep, Map::default()));
+                self.per_endpoint.push((ep, Table::default()));
                 self.per_endpoint.len() - 1
             }
         };
@@ -131,7 +196,7 @@ impl Cache {
 
     /// The entry of `ep` for `a`.
     fn entry<'a>(
-        tables: &'a [(EndpointKey, Map<Address, Entry>)],
+        tables: &'a [(EndpointKey, Table)],
         (ep, a): &(EndpointKey, Address),
     ) -> Option<&'a Entry> {
         tables
@@ -141,11 +206,7 @@ impl Cache {
     }
 
     /// Whether `seq` is the stamp of the live entry of `key`.
-    fn is_at(
-        tables: &[(EndpointKey, Map<Address, Entry>)],
-        seq: u64,
-        key: &(EndpointKey, Address),
-    ) -> bool {
+    fn is_at(tables: &[(EndpointKey, Table)], seq: u64, key: &(EndpointKey, Address)) -> bool {
         Self::entry(tables, key).is_some_and(|e| e.seq == seq)
     }
 
@@ -254,6 +315,10 @@ mod tests {
                 Some(now + Duration::from_secs(10)),
             ),
         );
+        assert_eq!(c.hit(1, &dest, now).map(|e| e.wire), Some(path.encode()));
+        assert!(c.hit(2, &dest, now).is_none(), "keyed by endpoint");
+        assert!(c.hit(1, &dest, now + Duration::from_secs(11)).is_none());
+        assert!(c.hit(1, &dest, now + Duration::from_secs(61)).is_none());
         assert_eq!(c.lookup(1, &dest, now), Lookup::Route(path, path.encode()));
         assert_eq!(c.lookup(2, &dest, now), Lookup::Miss, "keyed by endpoint");
         assert_eq!(
@@ -275,6 +340,42 @@ mod tests {
         c.insert(1, dest.clone(), Entry::new(path, to, None, None));
         assert_eq!(c.flush_endpoint(1), 1);
         assert_eq!(c.lookup(1, &dest, now), Lookup::Miss);
+    }
+
+    #[test]
+    fn every_kind_of_address_is_a_key_of_its_own() {
+        let now = Instant::now();
+        let bits: [u8; 16] = "fd00::2".parse::<std::net::Ipv6Addr>().unwrap().octets();
+        let keys = [
+            Address::Ip4([0, 0, 0, 2].into()),
+            Address::Lid(2),
+            Address::Ip6(bits.into()),
+            Address::Gid(crate::addr::Gid(bits)),
+            Address::name("node2").unwrap(),
+        ];
+        let mut c = Cache::new(16);
+        for (i, k) in keys.iter().enumerate() {
+            let to = Dest {
+                gid: Default::default(),
+                lid: i as u16,
+                mtu: None,
+                rate: None,
+            };
+            c.insert(
+                1,
+                k.clone(),
+                Entry::new(PathRecord::default(), to, None, None),
+            );
+        }
+        assert_eq!(c.len(), keys.len());
+        for (i, k) in keys.iter().enumerate() {
+            assert_eq!(c.hit(1, k, now).map(|e| e.dest.lid), Some(i as u16));
+        }
+        assert_eq!(c.evict(&Address::name("NODE2").unwrap()), 1);
+        assert_eq!(c.evict(&keys[3]), 1);
+        assert_eq!(c.len(), 3);
+        assert!(c.hit(1, &keys[3], now).is_none());
+        assert_eq!(c.hit(1, &keys[2], now).map(|e| e.dest.lid), Some(2));
     }
 
     #[test]

@@ -74,6 +74,11 @@ impl ResolveRequest {
     /// Validates a `resolve` request. The daemon has checked most of this
     /// already; the provider checks again rather than trust a length or an
     /// index it is about to use.
+    ///
+    /// Inlined into the engine's request path, its one caller there: the
+    /// request is then built where it is used instead of being returned
+    /// through memory.
+    #[inline]
     pub fn parse(msg: &MsgBuf) -> Result<ResolveRequest, Rejected> {
         let count = check_shape(msg)?;
         if msg.entry_kind(0) == PATH_TYPE {
@@ -90,27 +95,34 @@ impl ResolveRequest {
                 nodelay: msg.entry_flags(0) & ACM_FLAGS_NODELAY != 0,
             });
         }
-        let (mut dest, mut source) = (None, None);
+        // Entry indices, NONE until found (a sentinel keeps each in one
+        // register on the request path).
+        const NONE: usize = usize::MAX;
+        let (mut dest, mut source) = (NONE, NONE);
         for i in 0..count {
             let flags = msg.entry_flags(i);
             if flags & ACM_EP_FLAG_DEST != 0 {
-                if dest.is_some() {
+                if dest != NONE {
                     return Err(reject(ACM_STATUS_EDESTTYPE, "more than one destination"));
                 }
-                dest = Some(i);
+                dest = i;
             } else if flags & ACM_EP_FLAG_SOURCE != 0 {
-                if source.is_some() {
+                if source != NONE {
                     return Err(reject(ACM_STATUS_ESRCTYPE, "more than one source"));
                 }
-                source = Some(i);
+                source = i;
             }
         }
+        let mut source = (source != NONE).then_some(source);
         if msg.src_out() != 0 && source.is_none() {
             // The daemon picked the source and wrote it at `src_index`, one
             // past the entries `hdr.length` counts.
             source = Some(usize::from(msg.src_index())).filter(|&i| i < MAX_ENTRIES);
         }
-        let d = dest.ok_or_else(|| reject(ACM_STATUS_EDESTTYPE, "no destination entry"))?;
+        let d = dest;
+        if d == NONE {
+            return Err(reject(ACM_STATUS_EDESTTYPE, "no destination entry"));
+        }
         let target =
             Address::from_wire(msg.entry_kind(d), msg.entry_info(d)).map_err(|e| match e {
                 AddrError::UnknownType(t) => {

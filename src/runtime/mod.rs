@@ -86,13 +86,15 @@ impl<H: Host + Copy + 'static> Runtime<H> {
     /// they took).
     #[inline]
     pub fn with_engine<R>(&self, f: impl FnOnce(&mut Engine<H>) -> R) -> R {
-        let (r, host, fx) = {
+        let (r, fx) = {
             let mut e = lock(&self.engine);
             let r = f(&mut e);
-            // Most calls (every cache hit) produce nothing.
-            (r, *e.host(), e.effects_pending().then(|| e.take_replies()))
+            // Most calls (every cache hit) produce nothing: the helpers
+            // are copied out only when there is something to send.
+            let fx = e.effects_pending().then(|| (*e.host(), e.take_replies()));
+            (r, fx)
         };
-        if let Some(fx) = fx {
+        if let Some((host, fx)) = fx {
             worker::perform(&host, self.net(), fx);
         }
         r
