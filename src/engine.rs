@@ -580,8 +580,8 @@ impl<H: Host> Engine<H> {
                 // Most requests: an address whose path is cached. Its
                 // encoding goes from the entry straight into the reply (a
                 // success: nothing for count_status to count).
-                if let Target::Address(a) = &target {
-                    if let Some(e) = self.cache.hit(ep, a, now) {
+                if let Target::Address(a) = target {
+                    if let Some(e) = self.cache.hit_entry(ep, a, now) {
                         msg.make_resolve_success(&e.wire, echo_source);
                         self.bump(slot, Counter::RouteCache);
                         return true;
@@ -662,7 +662,7 @@ impl<H: Host> Engine<H> {
         now: Instant,
     ) -> Result<Option<[u8; PATH_RECORD_LEN]>, Rejected> {
         let (key, want) = match req.target {
-            Target::Address(a) => (a, None),
+            Target::Address(a) => (a.to_address(), None),
             Target::Path(p) if !p.dgid.is_zero() => (Address::Gid(p.dgid), Some(p)),
             Target::Path(p) => (Address::Lid(p.dlid), Some(p)),
         };

@@ -3,7 +3,7 @@
 //! Resolve messages keep header integers, `flags` and `type` in host order
 //! and everything inside `info` in network order (contract §1.3).
 
-use crate::addr::{AddrError, Address, ADDR_LEN};
+use crate::addr::{AddrError, EntryAddress, ADDR_LEN};
 use crate::path::{PathRecord, PATH_RECORD_LEN};
 use acm_prov_sys::{
     ACM_EP_FLAG_DEST, ACM_EP_FLAG_SOURCE, ACM_EP_INFO_PATH, ACM_FLAGS_NODELAY, ACM_FLAGS_QUERY_SA,
@@ -178,16 +178,16 @@ impl MsgBuf {
 
 /// What a resolve request asks for.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Target {
-    /// Name/IP/GID/LID resolution: the destination address.
-    Address(Address),
+pub enum Target<'a> {
+    /// Name/IP/GID/LID resolution: the destination address, read in place.
+    Address(EntryAddress<'a>),
     /// A path request (kernel netlink, `ib_acme -f l|g`): the partial record.
     Path(PathRecord),
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct ResolveRequest {
-    pub target: Target,
+pub struct ResolveRequest<'a> {
+    pub target: Target<'a>,
     /// Index of the source entry to copy into the reply (the daemon chose
     /// the source and the client wants to learn it).
     pub echo_source: Option<usize>,
@@ -229,7 +229,7 @@ fn path_of(info: &[u8; ADDR_LEN]) -> PathRecord {
     PathRecord::decode(info.first_chunk::<PATH_RECORD_LEN>().expect("64 bytes"))
 }
 
-impl ResolveRequest {
+impl<'a> ResolveRequest<'a> {
     /// Validates a `resolve` request. The daemon has checked most of this
     /// already; the provider checks again rather than trust a length or an
     /// index it is about to use.
@@ -238,7 +238,7 @@ impl ResolveRequest {
     /// request is then built where it is used instead of being returned
     /// through memory.
     #[inline]
-    pub fn parse(msg: &MsgBuf) -> Result<ResolveRequest, Rejected> {
+    pub fn parse(msg: &'a MsgBuf) -> Result<ResolveRequest<'a>, Rejected> {
         let count = check_shape(msg)?;
         if msg.entry_kind(0) == PATH_TYPE {
             let path = path_of(msg.entry_info(0));
@@ -283,7 +283,7 @@ impl ResolveRequest {
             return Err(reject(ACM_STATUS_EDESTTYPE, "no destination entry"));
         }
         let target =
-            Address::from_wire(msg.entry_kind(d), msg.entry_info(d)).map_err(|e| match e {
+            EntryAddress::check(msg.entry_kind(d), msg.entry_info(d)).map_err(|e| match e {
                 AddrError::UnknownType(t) => {
                     reject(ACM_STATUS_EDESTTYPE, format!("destination type {t}"))
                 }
@@ -394,9 +394,12 @@ pub mod tests {
             77,
         );
         let r = ResolveRequest::parse(&m).unwrap();
+        let Target::Address(a) = r.target else {
+            panic!("{:?}", r.target)
+        };
         assert_eq!(
-            r.target,
-            Target::Address(Address::Ip4([10, 0, 0, 2].into()))
+            a.to_address(),
+            crate::addr::Address::Ip4([10, 0, 0, 2].into())
         );
         assert_eq!(r.echo_source, Some(1));
         assert!(r.nodelay);
