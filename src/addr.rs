@@ -113,31 +113,9 @@ impl Address {
     /// Decodes the `(type, 64-byte info)` pair of a resolve entry or of an
     /// `acm_address`. IP addresses and GIDs are network order; a LID is a
     /// big-endian u16; a name is NUL-padded.
-    ///
-    /// Inlined into the request parser: a call costs more than the
-    /// fixed-size cases; names, which allocate anyway, are decoded out of
-    /// line.
     #[inline]
     pub fn from_wire(kind: u16, info: &[u8; ADDR_LEN]) -> Result<Address, AddrError> {
-        let b16 = || -> [u8; 16] { *info.first_chunk().expect("16 of 64 bytes") };
-        match kind {
-            ACM_ADDRESS_NAME => Self::name_from_wire(info),
-            ACM_ADDRESS_IP => Ok(Address::Ip4(Ipv4Addr::new(
-                info[0], info[1], info[2], info[3],
-            ))),
-            ACM_ADDRESS_IP6 => Ok(Address::Ip6(Ipv6Addr::from(b16()))),
-            ACM_ADDRESS_GID => Ok(Address::Gid(Gid(b16()))),
-            ACM_ADDRESS_LID => Ok(Address::Lid(u16::from_be_bytes([info[0], info[1]]))),
-            other => Err(AddrError::UnknownType(other)),
-        }
-    }
-
-    /// A NUL-padded name field.
-    #[inline(never)]
-    fn name_from_wire(info: &[u8; ADDR_LEN]) -> Result<Address, AddrError> {
-        let end = info.iter().position(|&b| b == 0).unwrap_or(ADDR_LEN);
-        let name = std::str::from_utf8(&info[..end]).map_err(|_| AddrError::BadName)?;
-        Address::name(name).ok_or(AddrError::BadName)
+        EntryAddress::check(kind, info).map(EntryAddress::to_address)
     }
 
     /// A host name as the daemon would carry it: non-empty, printable, no
@@ -158,6 +136,20 @@ impl Address {
         }
     }
 
+    /// The bits of an address of fixed size, in network order (what an
+    /// entry carries, read as one big-endian number); `None` for a name.
+    #[inline]
+    pub fn fixed_bits(&self) -> Option<u128> {
+        match self {
+            Address::Name(_) => None,
+            Address::Ip4(a) => Some(u32::from(*a).into()),
+            Address::Ip6(a) => Some(u128::from(*a)),
+            Address::Gid(g) => Some(u128::from_be_bytes(g.0)),
+            Address::Lid(l) => Some((*l).into()),
+        }
+    }
+
+    #[inline]
     pub fn wire_type(&self) -> u16 {
         match self {
             Address::Name(_) => ACM_ADDRESS_NAME,
@@ -167,6 +159,87 @@ impl Address {
             Address::Lid(_) => ACM_ADDRESS_LID,
         }
     }
+}
+
+/// The `(type, 64-byte info)` pair of a request entry, checked as
+/// [`Address::from_wire`] checks it but read in place: a cache hit is found
+/// by these bytes, and only what misses builds its [`Address`] (which, for
+/// a name, allocates).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct EntryAddress<'a> {
+    kind: u16,
+    info: &'a [u8; ADDR_LEN],
+    /// The length of a name.
+    name_len: u8,
+}
+
+impl<'a> EntryAddress<'a> {
+    #[inline]
+    pub fn check(kind: u16, info: &'a [u8; ADDR_LEN]) -> Result<EntryAddress<'a>, AddrError> {
+        let name_len = match kind {
+            ACM_ADDRESS_IP | ACM_ADDRESS_IP6 | ACM_ADDRESS_GID | ACM_ADDRESS_LID => 0,
+            ACM_ADDRESS_NAME => name_len(info).ok_or(AddrError::BadName)?,
+            other => return Err(AddrError::UnknownType(other)),
+        };
+        Ok(EntryAddress {
+            kind,
+            info,
+            name_len,
+        })
+    }
+
+    /// The `ACM_ADDRESS_*` type, as [`Address::wire_type`].
+    #[inline]
+    pub fn kind(&self) -> u16 {
+        self.kind
+    }
+
+    /// The bits of an address of fixed size, in network order as
+    /// [`Address::fixed_bits`] gives them; `None` for a name.
+    #[inline]
+    pub fn fixed_bits(&self) -> Option<u128> {
+        let info = self.info;
+        match self.kind {
+            ACM_ADDRESS_IP => Some(u32::from_be_bytes(*info.first_chunk().expect("4")).into()),
+            ACM_ADDRESS_IP6 | ACM_ADDRESS_GID => {
+                Some(u128::from_be_bytes(*info.first_chunk().expect("16")))
+            }
+            ACM_ADDRESS_LID => Some(u16::from_be_bytes([info[0], info[1]]).into()),
+            _ => None,
+        }
+    }
+
+    /// A name as carried, before it is lower-cased (`None`: not a name).
+    pub fn name_bytes(&self) -> Option<&'a [u8]> {
+        (self.kind == ACM_ADDRESS_NAME).then(|| &self.info[..usize::from(self.name_len)])
+    }
+
+    pub fn to_address(self) -> Address {
+        let info = self.info;
+        let b16 = || -> [u8; 16] { *info.first_chunk().expect("16 of 64 bytes") };
+        match self.kind {
+            ACM_ADDRESS_IP => Address::Ip4(Ipv4Addr::new(info[0], info[1], info[2], info[3])),
+            ACM_ADDRESS_IP6 => Address::Ip6(Ipv6Addr::from(b16())),
+            ACM_ADDRESS_GID => Address::Gid(Gid(b16())),
+            ACM_ADDRESS_LID => Address::Lid(u16::from_be_bytes([info[0], info[1]])),
+            // Checked: a name of 1 to 63 printable ASCII bytes.
+            _ => Address::Name(
+                String::from_utf8_lossy(&info[..usize::from(self.name_len)])
+                    .to_ascii_lowercase()
+                    .into_boxed_str(),
+            ),
+        }
+    }
+}
+
+/// The length of the name in a NUL-padded field, if it is one
+/// [`Address::name`] takes (ASCII, so also UTF-8).
+#[inline(never)]
+fn name_len(info: &[u8; ADDR_LEN]) -> Option<u8> {
+    let end = info.iter().position(|&b| b == 0).unwrap_or(ADDR_LEN);
+    let name = &info[..end];
+    (!name.is_empty() && name.len() < ADDR_LEN && name.iter().all(u8::is_ascii_graphic))
+        .then_some(end as u8)
 }
 
 impl fmt::Display for Address {
@@ -214,6 +287,30 @@ mod tests {
             Address::from_wire(ACM_ADDRESS_LID, &info(&[0x12, 0x34])),
             Ok(Address::Lid(0x1234))
         );
+    }
+
+    #[test]
+    fn an_entry_read_in_place_is_the_address_it_decodes_to() {
+        let v6: Ipv6Addr = "fd00::2".parse().unwrap();
+        for (kind, bytes) in [
+            (ACM_ADDRESS_NAME, &b"Node-1.Example"[..]),
+            (ACM_ADDRESS_IP, &[10, 0, 0, 2][..]),
+            (ACM_ADDRESS_IP6, &v6.octets()[..]),
+            (ACM_ADDRESS_GID, &v6.octets()[..]),
+            (ACM_ADDRESS_LID, &[0x12, 0x34][..]),
+        ] {
+            let field = info(bytes);
+            let e = EntryAddress::check(kind, &field).unwrap();
+            let a = e.to_address();
+            assert_eq!(Address::from_wire(kind, &field), Ok(a.clone()));
+            assert_eq!(e.kind(), a.wire_type());
+            assert_eq!(e.fixed_bits(), a.fixed_bits());
+            assert_eq!(e.name_bytes().is_some(), kind == ACM_ADDRESS_NAME);
+        }
+        let name = info(b"Node-1.Example");
+        let e = EntryAddress::check(ACM_ADDRESS_NAME, &name).unwrap();
+        assert_eq!(e.name_bytes(), Some(&b"Node-1.Example"[..]));
+        assert_eq!(e.to_address(), Address::name("node-1.example").unwrap());
     }
 
     #[test]

@@ -75,38 +75,32 @@ impl<H: Host> Engine<H> {
             return true;
         };
         self.bump(slot, Counter::Resolve);
-        match ResolveRequest::parse(msg) {
-            Ok(ResolveRequest {
-                target,
-                echo_source,
-                nodelay,
-            }) => {
-                // Most requests: an address whose path is cached. Its
-                // encoding goes from the entry straight into the reply (a
-                // success: nothing for count_status to count).
-                if let Target::Address(a) = &target {
-                    if let Some(e) = self.cache.hit(ep, a, now) {
-                        msg.make_resolve_success(&e.wire, echo_source);
-                        self.bump(slot, Counter::RouteCache);
-                        return true;
-                    }
-                }
-                // Assembled again only here, off the hit path, which then
-                // keeps the parsed request in registers.
-                let r = ResolveRequest {
-                    target,
-                    echo_source,
-                    nodelay,
-                };
-                match (echo_source, self.route(ep, r, Some((id, msg)), now)) {
-                    (echo, Ok(Some(wire))) => msg.make_resolve_success(&wire, echo),
-                    (_, Ok(None)) => return false,
-                    (_, Err(e)) => {
-                        log::trace!("resolve tid {:#x}: {}", msg.tid(), e.why);
-                        msg.make_resolve_error(e.status);
-                    }
-                }
+        let parsed = ResolveRequest::parse(msg);
+        // Most requests: an address whose path is cached. Its encoding goes
+        // from the entry straight into the reply (a success: nothing for
+        // count_status to count). Read where the parser left it: moving the
+        // request out first copied all of it.
+        if let Ok(ResolveRequest {
+            target: Target::Address(a),
+            echo_source,
+            ..
+        }) = &parsed
+        {
+            if let Some(e) = self.cache.hit_entry(ep, *a, now) {
+                msg.make_resolve_success(&e.wire, *echo_source);
+                self.bump(slot, Counter::RouteCache);
+                return true;
             }
+        }
+        match parsed {
+            Ok(r) => match (r.echo_source, self.route(ep, r, Some((id, msg)), now)) {
+                (echo, Ok(Some(wire))) => msg.make_resolve_success(&wire, echo),
+                (_, Ok(None)) => return false,
+                (_, Err(e)) => {
+                    log::trace!("resolve tid {:#x}: {}", msg.tid(), e.why);
+                    msg.make_resolve_error(e.status);
+                }
+            },
             Err(e) => {
                 log::warn!("malformed resolve request: {}", e.why);
                 msg.make_resolve_error(e.status);
@@ -173,7 +167,7 @@ impl<H: Host> Engine<H> {
     ) -> Result<Option<[u8; PATH_RECORD_LEN]>, Rejected> {
         let (nodelay, echo_source) = (req.nodelay, req.echo_source);
         let (key, want) = match req.target {
-            Target::Address(a) => (a, None),
+            Target::Address(a) => (a.to_address(), None),
             Target::Path(p) if !p.dgid.is_zero() => (Address::Gid(p.dgid), Some(p)),
             Target::Path(p) => (Address::Lid(p.dlid), Some(p)),
         };

@@ -1,7 +1,7 @@
 //! Resolved destinations per endpoint, with the address and route lifetimes
 //! of the configuration.
 
-use crate::addr::Address;
+use crate::addr::{Address, EntryAddress};
 use crate::bounded::Order;
 use crate::fastmap::Map;
 use crate::request::path::{Dest, PathRecord, PATH_RECORD_LEN};
@@ -51,19 +51,17 @@ impl Entry {
 /// call each, with the address in memory); names by their text.
 #[derive(Default)]
 struct Table {
-    fixed: Map<(u8, u128), Entry>,
+    fixed: Map<(u16, u128), Entry>,
     names: Map<Box<str>, Entry>,
 }
 
 /// The [`Table`] key of an address: its type and bits, or a name's text.
 #[inline(always)]
-fn key(a: &Address) -> Result<(u8, u128), &str> {
-    match a {
-        Address::Name(n) => Err(n),
-        Address::Ip4(ip) => Ok((1, u32::from(*ip).into())),
-        Address::Ip6(ip) => Ok((2, u128::from(*ip))),
-        Address::Gid(g) => Ok((3, u128::from_be_bytes(g.0))),
-        Address::Lid(l) => Ok((4, (*l).into())),
+fn key(a: &Address) -> Result<(u16, u128), &str> {
+    match (a.fixed_bits(), a) {
+        (Some(bits), a) => Ok((a.wire_type(), bits)),
+        (None, Address::Name(n)) => Err(n),
+        (None, a) => Ok((a.wire_type(), 0)),
     }
 }
 
@@ -74,6 +72,21 @@ impl Table {
             Ok(k) => self.fixed.get(&k),
             Err(n) => self.names.get(n),
         }
+    }
+
+    /// [`Table::get`] of the address a request carries, read in place (a
+    /// name is lower-cased on the stack, as [`Address::name`] stores it).
+    #[inline]
+    fn get_entry(&self, a: EntryAddress) -> Option<&Entry> {
+        if let Some(bits) = a.fixed_bits() {
+            return self.fixed.get(&(a.kind(), bits));
+        }
+        let name = a.name_bytes()?;
+        let mut lower = [0u8; crate::addr::ADDR_LEN];
+        let lower = &mut lower[..name.len()];
+        lower.copy_from_slice(name);
+        lower.make_ascii_lowercase();
+        self.names.get(std::str::from_utf8(lower).ok()?)
     }
 
     fn remove(&mut self, a: &Address) -> Option<Entry> {
@@ -152,6 +165,19 @@ impl Cache {
     pub fn hit(&self, ep: EndpointKey, dest: &Address, now: Instant) -> Option<&Entry> {
         let (_, map) = self.per_endpoint.iter().find(|(k, _)| *k == ep)?;
         map.get(dest)
+            .filter(|e| live(e.addr_expires, now) && live(e.route_expires, now))
+    }
+
+    /// [`Cache::hit`] for the destination of a request, as it carries it.
+    #[inline]
+    pub fn hit_entry(
+        &self,
+        ep: EndpointKey,
+        dest: EntryAddress<'_>,
+        now: Instant,
+    ) -> Option<&Entry> {
+        let (_, map) = self.per_endpoint.iter().find(|(k, _)| *k == ep)?;
+        map.get_entry(dest)
             .filter(|e| live(e.addr_expires, now) && live(e.route_expires, now))
     }
 
@@ -368,9 +394,27 @@ mod tests {
             );
         }
         assert_eq!(c.len(), keys.len());
-        for (i, k) in keys.iter().enumerate() {
+        let wire = |kind: u16, bytes: &[u8]| {
+            let mut info = [0; crate::addr::ADDR_LEN];
+            info[..bytes.len()].copy_from_slice(bytes);
+            (kind, info)
+        };
+        let entries = [
+            wire(acm_prov_sys::ACM_ADDRESS_IP, &[0, 0, 0, 2]),
+            wire(acm_prov_sys::ACM_ADDRESS_LID, &[0, 2]),
+            wire(acm_prov_sys::ACM_ADDRESS_IP6, &bits),
+            wire(acm_prov_sys::ACM_ADDRESS_GID, &bits),
+            wire(acm_prov_sys::ACM_ADDRESS_NAME, b"NODE2"),
+        ];
+        for (i, (k, (kind, info))) in keys.iter().zip(&entries).enumerate() {
             assert_eq!(c.hit(1, k, now).map(|e| e.dest.lid), Some(i as u16));
+            let e = EntryAddress::check(*kind, info).unwrap();
+            assert_eq!(c.hit_entry(1, e, now).map(|e| e.dest.lid), Some(i as u16));
+            assert!(c.hit_entry(2, e, now).is_none(), "keyed by endpoint");
         }
+        let (kind, info) = wire(acm_prov_sys::ACM_ADDRESS_NAME, b"node3");
+        let other = EntryAddress::check(kind, &info).unwrap();
+        assert!(c.hit_entry(1, other, now).is_none());
         assert_eq!(c.evict(&Address::name("NODE2").unwrap()), 1);
         assert_eq!(c.evict(&keys[3]), 1);
         assert_eq!(c.len(), 3);

@@ -5,7 +5,7 @@
 //! speak the daemon's protocol; the names are re-exported here for the
 //! provider's modules, tests and benchmarks.
 
-use crate::addr::{AddrError, Address, ADDR_LEN};
+use crate::addr::{AddrError, EntryAddress, ADDR_LEN};
 use crate::request::path::{PathRecord, PATH_RECORD_LEN};
 use acm_proto::msg::PATH_TYPE;
 pub use acm_proto::msg::{
@@ -20,16 +20,16 @@ use acm_prov_sys::{
 
 /// What a resolve request asks for.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Target {
-    /// Name/IP/GID/LID resolution: the destination address.
-    Address(Address),
+pub enum Target<'a> {
+    /// Name/IP/GID/LID resolution: the destination address, read in place.
+    Address(EntryAddress<'a>),
     /// A path request (kernel netlink, `ib_acme -f l|g`): the partial record.
     Path(PathRecord),
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct ResolveRequest {
-    pub target: Target,
+pub struct ResolveRequest<'a> {
+    pub target: Target<'a>,
     /// Index of the source entry to copy into the reply (the daemon chose
     /// the source and the client wants to learn it).
     pub echo_source: Option<usize>,
@@ -70,7 +70,7 @@ fn path_of(info: &[u8; ADDR_LEN]) -> PathRecord {
     PathRecord::decode(info.first_chunk::<PATH_RECORD_LEN>().expect("64 bytes"))
 }
 
-impl ResolveRequest {
+impl<'a> ResolveRequest<'a> {
     /// Validates a `resolve` request. The daemon has checked most of this
     /// already; the provider checks again rather than trust a length or an
     /// index it is about to use.
@@ -79,7 +79,7 @@ impl ResolveRequest {
     /// request is then built where it is used instead of being returned
     /// through memory.
     #[inline]
-    pub fn parse(msg: &MsgBuf) -> Result<ResolveRequest, Rejected> {
+    pub fn parse(msg: &'a MsgBuf) -> Result<ResolveRequest<'a>, Rejected> {
         let count = check_shape(msg)?;
         if msg.entry_kind(0) == PATH_TYPE {
             let path = path_of(msg.entry_info(0));
@@ -124,7 +124,7 @@ impl ResolveRequest {
             return Err(reject(ACM_STATUS_EDESTTYPE, "no destination entry"));
         }
         let target =
-            Address::from_wire(msg.entry_kind(d), msg.entry_info(d)).map_err(|e| match e {
+            EntryAddress::check(msg.entry_kind(d), msg.entry_info(d)).map_err(|e| match e {
                 AddrError::UnknownType(t) => {
                     reject(ACM_STATUS_EDESTTYPE, format!("destination type {t}"))
                 }
@@ -181,9 +181,12 @@ pub mod tests {
             77,
         );
         let r = ResolveRequest::parse(&m).unwrap();
+        let Target::Address(a) = r.target else {
+            panic!("{:?}", r.target)
+        };
         assert_eq!(
-            r.target,
-            Target::Address(Address::Ip4([10, 0, 0, 2].into()))
+            a.to_address(),
+            crate::addr::Address::Ip4([10, 0, 0, 2].into())
         );
         assert_eq!(r.echo_source, Some(1));
         assert!(r.nodelay);
