@@ -46,10 +46,6 @@ fn internal_error(entry: &str, payload: &(dyn std::any::Any + Send)) {
 
 /// The provider, from `provider_query` until the library is unloaded.
 static RUNTIME: OnceLock<Runtime<Daemon>> = OnceLock::new();
-/// The daemon's helpers (the engine's host), set just before `RUNTIME`:
-/// what sends a reply after the engine's lock is released, without
-/// copying them out of the engine on every request.
-static DAEMON: OnceLock<Daemon> = OnceLock::new();
 
 fn runtime() -> Option<&'static Runtime<Daemon>> {
     let r = RUNTIME.get();
@@ -140,7 +136,6 @@ pub unsafe extern "C" fn provider_query(info: *mut *mut acm_provider, version: *
                     return -1;
                 }
             };
-            let _ = DAEMON.set(daemon);
             let _ = RUNTIME.set(load(daemon));
         }
         if !info.is_null() {
@@ -355,19 +350,17 @@ fn answer(
         null_message(entry);
         return -1;
     };
-    let outcome = with_engine(|e| guard(entry, None, || Some(handle(e, m))));
-    // Set before the engine, so there whenever the engine answered.
-    let Some(host) = DAEMON.get() else {
+    let Some(r) = runtime() else {
         return -1;
     };
+    let outcome = r.with_engine(|e| guard(entry, None, || Some(handle(e, m))));
     match outcome {
-        Some(Some(true)) => send(host, m),
-        Some(Some(false)) => 0,
-        Some(None) => {
+        Some(true) => send(r.host(), m),
+        Some(false) => 0,
+        None => {
             on_error(m);
-            send(host, m)
+            send(r.host(), m)
         }
-        None => -1,
     }
 }
 

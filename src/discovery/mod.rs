@@ -347,8 +347,10 @@ impl Discovery {
     }
 
     /// Whether there is anything to take.
+    /// (Outcomes are never left: the engine takes them after every call.)
+    #[inline]
     pub fn has_output(&self) -> bool {
-        self.wake || !self.datagrams.is_empty() || !self.outcomes.is_empty()
+        self.wake || !self.datagrams.is_empty()
     }
 
     pub fn take_datagrams(&mut self) -> Vec<Datagram> {

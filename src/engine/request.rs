@@ -74,7 +74,6 @@ impl<H: Host> Engine<H> {
             msg.make_resolve_error(ACM_STATUS_ESRCADDR as u8);
             return true;
         };
-        self.bump(slot, Counter::Resolve);
         let parsed = ResolveRequest::parse(msg);
         // Most requests: an address whose path is cached. Its encoding goes
         // from the entry straight into the reply (a success: nothing for
@@ -88,10 +87,11 @@ impl<H: Host> Engine<H> {
         {
             if let Some(e) = self.cache.hit_entry(ep, *a, now) {
                 msg.make_resolve_success(&e.wire, *echo_source);
-                self.bump(slot, Counter::RouteCache);
+                self.bump_hit(slot);
                 return true;
             }
         }
+        self.bump(slot, Counter::Resolve);
         match parsed {
             Ok(r) => match (r.echo_source, self.route(ep, r, Some((id, msg)), now)) {
                 (echo, Ok(Some(wire))) => msg.make_resolve_success(&wire, echo),

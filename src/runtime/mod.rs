@@ -34,6 +34,9 @@ pub(crate) fn lock<H: Host>(engine: &Mutex<Engine<H>>) -> MutexGuard<'_, Engine<
 
 pub struct Runtime<H: Host> {
     engine: Mutex<Engine<H>>,
+    /// A copy of the engine's host: what sends a reply after the engine's
+    /// lock is released, without copying it out of the engine per request.
+    host: H,
     /// The discovery sockets, once the first port is up (`None`: disabled
     /// or unavailable).
     net: OnceLock<Option<Arc<Net>>>,
@@ -66,11 +69,18 @@ impl<H: Host + Copy + 'static> Runtime<H> {
         }
         Runtime {
             engine: Mutex::new(Engine::new(host, cfg, hosts)),
+            host,
             net: OnceLock::new(),
             hosts_loaded: stamp,
             watching: OnceLock::new(),
             threads: Threads::default(),
         }
+    }
+
+    /// The daemon's helpers, for replies sent outside the engine's lock.
+    #[inline]
+    pub fn host(&self) -> &H {
+        &self.host
     }
 
     fn net(&self) -> Option<&Net> {
