@@ -162,7 +162,7 @@ impl Exposition {
     pub fn render(&self) -> String {
         let mut out = String::new();
         for f in &self.families {
-            let _ = writeln!(out, "# HELP {} {}", f.name, escape_help(&f.help));
+            let _ = writeln!(out, "# HELP {} {}", f.name, escape(&f.help, false));
             let _ = writeln!(out, "# TYPE {} {}", f.name, f.kind.name());
             for s in &f.samples {
                 out.push_str(&s.name);
@@ -170,7 +170,7 @@ impl Exposition {
                     let labels: Vec<String> = s
                         .labels
                         .iter()
-                        .map(|(k, v)| format!("{k}=\"{}\"", escape_label(v)))
+                        .map(|(k, v)| format!("{k}=\"{}\"", escape(v, true)))
                         .collect();
                     let _ = write!(out, "{{{}}}", labels.join(","));
                 }
@@ -191,12 +191,24 @@ fn number(v: f64) -> String {
     format!("{v}")
 }
 
-fn escape_help(s: &str) -> String {
-    s.replace('\\', "\\\\").replace('\n', "\\n")
-}
-
-fn escape_label(s: &str) -> String {
-    escape_help(s).replace('"', "\\\"")
+/// `s` with the characters the format escapes escaped (`"` too in a
+/// label); almost always `s` itself, borrowed: the file is written every
+/// second.
+fn escape(s: &str, label: bool) -> std::borrow::Cow<'_, str> {
+    let special = |c: char| c == '\\' || c == '\n' || (label && c == '"');
+    if !s.contains(special) {
+        return s.into();
+    }
+    let mut out = String::with_capacity(s.len() + 8);
+    for c in s.chars() {
+        match c {
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            '"' if label => out.push_str("\\\""),
+            c => out.push(c),
+        }
+    }
+    out.into()
 }
 
 /// A metric or label name as the format allows it.
@@ -299,7 +311,7 @@ fn closing_quote(s: &str) -> Option<usize> {
     None
 }
 
-/// Undoes [`escape_help`] (and, in a label value, [`escape_label`]).
+/// Undoes [`escape`].
 fn unescape(s: &str, label: bool) -> Result<String, String> {
     let mut out = String::new();
     let mut chars = s.chars();
