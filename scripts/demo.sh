@@ -14,8 +14,10 @@ if [ "$(id -u)" != 0 ]; then
 fi
 root=$(cd "$(dirname "$0")/.." && pwd)
 "$root/scripts/deps.sh"
-echo "== building (cargo build --release --workspace)"
-cargo build --release --workspace --manifest-path "$root/Cargo.toml" --quiet
+# Only what the demo runs: the provider, the simulator with its librdmacm
+# client, and urdma-acm.
+echo "== building (cargo build --release -p ibacm-urdma -p urdma-sim -p urdma-acm)"
+cargo build --release -p ibacm-urdma -p urdma-sim -p urdma-acm --manifest-path "$root/Cargo.toml" --quiet
 bin=$root/target/release
 
 work=$(mktemp -d /tmp/urdma-demo.XXXXXX)
@@ -146,8 +148,10 @@ echo
 echo "== urdma-acm check-config on host b's options (and the hosts and key files they name)"
 "$bin/urdma-acm" check-config "$work/b/ibacm_opts.cfg" || true
 echo
-echo "== urdma-acm stats on host a: the provider's counters per endpoint"
-"$bin/urdma-acm" stats -S "$work/a/run/ibacm-unix.sock" || true
+echo "== urdma-acm stats on host a: the provider's counters per endpoint, then its metrics"
+# In host a's namespaces: its /run holds the daemon's socket and the
+# provider's metrics file (urdma_metrics_file, /run/ibacm-urdma.prom).
+(in_host a "$bin/urdma-acm" stats -O "$work/a/ibacm_opts.cfg") || true
 
 echo
 echo "== host b: the provider's lines in the daemon log (log_level 1)"

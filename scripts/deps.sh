@@ -1,14 +1,23 @@
 #!/usr/bin/env bash
-# Installs what building and testing need on Debian 12, if missing: the
-# daemon and clients (ibacm, ib_acme, librdmacm), the headers bindgen reads,
-# libclang for bindgen, the namespace tools of the end-to-end tests, nftables
-# (packet loss in tests/loss.rs), valgrind and python3 (make memcheck),
-# dnsmasq (the DNS server of tests/names.rs).
+# Installs, if missing, what building and running the demo needs on Debian
+# 12 (scripts/demo.sh): the daemon and its client ib_acme (ibacm), librdmacm,
+# the headers bindgen reads, libclang for bindgen, a C compiler and the
+# namespace tools. `deps.sh --test` adds what only the test command uses
+# (scripts/test.sh): rustfmt and clippy, make and binutils, nftables (packet loss in
+# tests/loss.rs), valgrind and python3 (make memcheck), dnsmasq (the DNS
+# server of tests/names.rs), man (tests/man_pages.rs), cargo-fuzz (the fuzz
+# smoke), cargo-deb, lintian and rpm (make dist and its checks), debootstrap
+# (the compatibility matrix), and zig with cargo-zigbuild (the glibc 2.28
+# build; scripts/zigbuild.sh installs those from PyPI itself).
 set -euo pipefail
 
-packages=(ibacm libibverbs-dev libibumad-dev librdmacm-dev rdmacm-utils libclang-dev
-          gcc g++ binutils iproute2 util-linux make man-db groff-base nftables valgrind python3
-          dnsmasq-base)
+packages=(ibacm libibverbs-dev libibumad-dev librdmacm-dev libclang-dev gcc iproute2 util-linux)
+test=false
+[ "${1:-}" = --test ] && test=true
+if $test; then
+    packages+=(g++ binutils make man-db groff-base nftables valgrind python3 dnsmasq-base
+               lintian rpm debootstrap)
+fi
 missing=()
 for p in "${packages[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
@@ -20,10 +29,10 @@ if [ ${#missing[@]} -gt 0 ]; then
     apt-get install -y -qq --no-install-recommends "${missing[@]}" > /dev/null
 fi
 command -v cargo > /dev/null || { echo "deps.sh: cargo not found; install a Rust toolchain (rustup)" >&2; exit 1; }
+$test || exit 0
 for c in rustfmt clippy; do
     cargo "${c/rustfmt/fmt}" --version > /dev/null 2>&1 || rustup component add "$c"
 done
-# The fuzz smoke of the test command.
 cargo fuzz --version > /dev/null 2>&1 || cargo install --locked cargo-fuzz
-# The Debian package (scripts/package-test.sh).
 cargo deb --version > /dev/null 2>&1 || cargo install --locked cargo-deb
+cargo generate-rpm --version > /dev/null 2>&1 || cargo install --locked cargo-generate-rpm
