@@ -137,6 +137,10 @@ fn doctor_host(sim: &str, opts: &str) -> (Host, Vec<String>) {
         opts_path.display().to_string(),
         "-A".to_string(),
         addr_path.display().to_string(),
+        // The report names the daemon's release; pinned so that the
+        // expected text does not depend on the machine's ibacm.
+        "--daemon-version".to_string(),
+        "44".to_string(),
     ];
     (host, args)
 }
@@ -154,6 +158,7 @@ fn doctor_serves_the_good_port_and_says_why_not_for_each_bad_one() {
     let want = format!(
         "\
 options file: {opts}
+daemon: --daemon-version 44, rdma-core 44: loads the regular files whose name ends in .so
 providers in {prov}:
   libibacm_urdma.so: loaded (urdma)
 

@@ -5,13 +5,17 @@
 
 use acm_proto::options;
 use std::ffi::OsStr;
-use std::fs;
 use std::os::unix::ffi::OsStrExt;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 pub const DEFAULT_OPTS_FILE: &str = "/etc/rdma/ibacm_opts.cfg";
 pub const DEFAULT_ADDR_FILE: &str = "/etc/rdma/ibacm_addr.cfg";
+/// The daemon's compiled-in `provider_lib_path`: Debian's and Ubuntu's,
+/// and RPM distributions'.
 pub const DEFAULT_PROVIDER_DIR: &str = "/usr/lib/x86_64-linux-gnu/ibacm";
+pub const DEFAULT_PROVIDER_DIR_RPM: &str = "/usr/lib64/ibacm";
+/// The daemon's executable, whose bytes hold its compiled-in directory.
+pub const IBACM: &str = "/usr/sbin/ibacm";
 /// The daemon's built-in default provider name.
 pub const BUILTIN_DEFAULT: &str = "ibacmp";
 /// Our provider's name and the file name it is installed under.
@@ -29,6 +33,9 @@ pub struct Subnet {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Options {
     pub provider_dir: PathBuf,
+    /// The line of the `provider_lib_path` in force; `None`: the daemon's
+    /// compiled-in directory (`provider_dir` then holds Debian's).
+    pub provider_dir_line: Option<usize>,
     /// The last `provider NAME default` line: name and line number.
     pub default: Option<(String, usize)>,
     pub subnets: Vec<Subnet>,
@@ -41,6 +48,7 @@ impl Default for Options {
     fn default() -> Self {
         Options {
             provider_dir: PathBuf::from(DEFAULT_PROVIDER_DIR),
+            provider_dir_line: None,
             default: None,
             subnets: Vec::new(),
             tabbed: Vec::new(),
@@ -79,6 +87,7 @@ impl Options {
             if setting.is("provider_lib_path") {
                 if let Some(value) = setting.value {
                     o.provider_dir = PathBuf::from(OsStr::from_bytes(value));
+                    o.provider_dir_line = Some(setting.line);
                 }
             }
             let line = String::from_utf8_lossy(setting.raw);
@@ -111,52 +120,6 @@ impl Options {
         }
         o
     }
-}
-
-/// A `.so` in the provider directory.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct ProviderFile {
-    pub file: String,
-    /// The provider name, for the files this tool knows.
-    pub name: Option<&'static str>,
-    /// Why the daemon does not load it, if it does not.
-    pub skipped: Option<String>,
-}
-
-/// The provider a file name stands for: the daemon learns names only by
-/// loading a library, which this tool cannot do outside the daemon.
-fn known_name(file: &str) -> Option<&'static str> {
-    match file {
-        URDMA_FILE => Some(URDMA),
-        "libibacmp.so" => Some(BUILTIN_DEFAULT),
-        _ => None,
-    }
-}
-
-/// The `.so` files of `dir` in directory order (the daemon's load order).
-pub fn provider_files(dir: &Path) -> Result<Vec<ProviderFile>, String> {
-    let entries = fs::read_dir(dir).map_err(|e| format!("cannot read {}: {e}", dir.display()))?;
-    let mut out = Vec::new();
-    for entry in entries.flatten() {
-        let file = entry.file_name().to_string_lossy().into_owned();
-        if !file.ends_with(".so") {
-            continue;
-        }
-        let skipped = match fs::symlink_metadata(entry.path()) {
-            Ok(m) if m.file_type().is_symlink() => {
-                Some("a symbolic link (the daemon loads only regular files)".to_string())
-            }
-            Ok(m) if !m.is_file() => Some("not a regular file".to_string()),
-            Ok(_) => None,
-            Err(e) => Some(format!("cannot stat: {e}")),
-        };
-        out.push(ProviderFile {
-            name: known_name(&file),
-            file,
-            skipped,
-        });
-    }
-    Ok(out)
 }
 
 /// Which provider the daemon gives a port, and why.
@@ -241,6 +204,7 @@ mod tests {
              provider lonely\n",
         );
         assert_eq!(o.provider_dir, PathBuf::from("/opt/prov"));
+        assert_eq!(o.provider_dir_line, Some(2));
         assert_eq!(o.default, Some(("urdma".to_string(), 4)));
         assert_eq!(o.tabbed, vec![5]);
         let subnets: Vec<(&str, u64, usize)> = o

@@ -1,4 +1,5 @@
-//! `urdma-acm doctor`: for every RDMA port, whether the stock ibacm daemon
+//! `urdma-acm doctor`: whether the daemon loads urdma, exactly once (see
+//! `loading.rs`), and for every RDMA port, whether the stock ibacm daemon
 //! will serve it with the urdma provider, and every reason why not.
 //!
 //! The rules are the daemon's (rdma-core 44) and the provider's:
@@ -11,7 +12,8 @@
 //! - the daemon makes one endpoint per P_Key table entry with a non-zero
 //!   partition number; a port without one has no endpoint.
 
-use crate::daemon::{self, Options, ProviderFile, URDMA, URDMA_FILE};
+use crate::daemon::{self, Options, URDMA, URDMA_FILE};
+use crate::loading::{self, Candidate, DaemonVersion};
 use crate::verbs::{Device, PortAttrs};
 use acm_prov_sys::{
     ibv_port_state_IBV_PORT_ACTIVE, ibv_port_state_IBV_PORT_ACTIVE_DEFER,
@@ -20,7 +22,7 @@ use acm_prov_sys::{
 };
 use std::fmt::Write;
 use std::net::Ipv6Addr;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 #[derive(clap::Args, Debug)]
@@ -33,6 +35,12 @@ pub struct Args {
     /// port.
     #[arg(short = 'A', long = "addr-file", value_name = "FILE", default_value = daemon::DEFAULT_ADDR_FILE)]
     pub addr_file: PathBuf,
+    /// The daemon's rdma-core release (e.g. 28, or a package version such
+    /// as 33.2-1), instead of the installed ibacm package's: it decides
+    /// which file names the daemon loads (names containing .so up to 28,
+    /// ending in .so from 29).
+    #[arg(long = "daemon-version", value_name = "VERSION")]
+    pub daemon_version: Option<String>,
 }
 
 /// What the daemon's configuration looks like to the port checks.
@@ -40,7 +48,13 @@ pub struct Setup {
     pub opts_file: String,
     /// `None`: the options file does not exist (the daemon's defaults).
     pub opts: Option<Options>,
-    pub providers: Result<Vec<ProviderFile>, String>,
+    /// The daemon's release, which decides the file names it loads.
+    pub daemon: DaemonVersion,
+    /// The provider directory in force and where it comes from.
+    pub provider_dir: PathBuf,
+    pub provider_dir_source: String,
+    /// The files of the provider directory the daemon considers.
+    pub providers: Result<Vec<Candidate>, String>,
     pub addr_file: String,
     /// `None`: the address file cannot be read.
     pub addr_text: Option<String>,
@@ -54,12 +68,22 @@ impl Setup {
     /// Names of the providers the daemon loads, in load order.
     fn loaded(&self) -> Vec<&'static str> {
         match &self.providers {
-            Ok(files) => files
-                .iter()
-                .filter(|f| f.skipped.is_none())
-                .filter_map(|f| f.name)
-                .collect(),
+            Ok(files) => loading::loaded_names(files, self.daemon.rule()),
             Err(_) => Vec::new(),
+        }
+    }
+
+    /// Why urdma will not be loaded exactly once (empty: it will).
+    fn loading_problems(&self, opts: &Options) -> Vec<String> {
+        match &self.providers {
+            Ok(files) => loading::problems(
+                files,
+                self.daemon.rule(),
+                &self.provider_dir,
+                opts,
+                &self.opts_file,
+            ),
+            Err(e) => vec![format!("{e}: the daemon cannot start")],
         }
     }
 }
@@ -67,12 +91,34 @@ impl Setup {
 impl Setup {
     /// Reads what the daemon would read.
     pub fn load(args: &Args) -> Setup {
+        let opts_file = args.opts.display().to_string();
         let opts = std::fs::read(&args.opts).ok().map(Options::parse);
-        let dir = opts.clone().unwrap_or_default().provider_dir;
+        let given = opts.clone().unwrap_or_default();
+        // The daemon's executable: its compiled-in directory and exports.
+        let ibacm = std::fs::read(daemon::IBACM).ok();
+        let (provider_dir, provider_dir_source) = match given.provider_dir_line {
+            Some(line) => (
+                given.provider_dir,
+                format!("provider_lib_path, {opts_file} line {line}"),
+            ),
+            None => {
+                loading::compiled_in_dir(daemon::IBACM, ibacm.as_deref(), |d| Path::new(d).is_dir())
+            }
+        };
+        let daemon = DaemonVersion::detect(args.daemon_version.as_deref());
+        let exports = ibacm
+            .as_deref()
+            .map(loading::defined_dynamic_symbols)
+            .unwrap_or_default();
+        let providers =
+            loading::candidates(&provider_dir, daemon.rule(), &exports, crate::dl::probe);
         Setup {
-            opts_file: args.opts.display().to_string(),
+            opts_file,
             opts,
-            providers: daemon::provider_files(&dir),
+            daemon,
+            provider_dir,
+            provider_dir_source,
+            providers,
             addr_file: args.addr_file.display().to_string(),
             addr_text: std::fs::read_to_string(&args.addr_file).ok(),
         }
@@ -80,14 +126,19 @@ impl Setup {
 }
 
 pub fn run(args: &Args) -> ExitCode {
+    let setup = Setup::load(args);
     let devices = match crate::verbs::devices() {
         Ok(d) => d,
         Err(e) => {
+            // What loads does not depend on devices: say it all the same.
+            let mut out = String::new();
+            header(&mut out, &setup, &setup.options());
+            print!("{out}");
             eprintln!("urdma-acm: {e}; the daemon cannot start without devices");
             return ExitCode::FAILURE;
         }
     };
-    let (text, ok) = report(&Setup::load(args), &devices);
+    let (text, ok) = report(&setup, &devices);
     print!("{text}");
     if ok {
         ExitCode::SUCCESS
@@ -101,7 +152,7 @@ pub fn report(setup: &Setup, devices: &[Device]) -> (String, bool) {
     let mut out = String::new();
     let opts = setup.options();
     let loaded = setup.loaded();
-    header(&mut out, setup, &opts);
+    let loads_once = header(&mut out, setup, &opts);
     let (mut served, mut total) = (0, 0);
     for dev in devices {
         let _ = write!(out, "\n{} (node GUID {:#018x})", dev.name, dev.guid);
@@ -151,14 +202,20 @@ pub fn report(setup: &Setup, devices: &[Device]) -> (String, bool) {
             }
         }
     }
-    let ok = served > 0;
+    let ok = served > 0 && loads_once;
     if devices.is_empty() {
         let _ = writeln!(
             out,
             "\nno RDMA devices: libibverbs lists none (is the urdma kernel module loaded?)"
         );
-    } else if ok {
+    } else if served > 0 {
         let _ = writeln!(out, "\n{served} of {total} ports can be served by urdma");
+        if !loads_once {
+            let _ = writeln!(
+                out,
+                "but the provider directory must be fixed first: see the errors above"
+            );
+        }
     } else {
         let _ = writeln!(
             out,
@@ -168,7 +225,9 @@ pub fn report(setup: &Setup, devices: &[Device]) -> (String, bool) {
     (out, ok)
 }
 
-fn header(out: &mut String, setup: &Setup, opts: &Options) {
+/// The options file, the daemon's release, the provider directory's files
+/// and the verdict on loading urdma; whether urdma loads exactly once.
+fn header(out: &mut String, setup: &Setup, opts: &Options) -> bool {
     match &setup.opts {
         Some(_) => {
             let _ = writeln!(out, "options file: {}", setup.opts_file);
@@ -188,38 +247,30 @@ fn header(out: &mut String, setup: &Setup, opts: &Options) {
             setup.opts_file
         );
     }
-    let dir = opts.provider_dir.display();
-    match &setup.providers {
-        Err(e) => {
-            let _ = writeln!(out, "providers: {e}: the daemon cannot start");
-        }
-        Ok(files) => {
+    let _ = writeln!(out, "{}", setup.daemon.describe());
+    let dir = setup.provider_dir.display();
+    // The directory's origin goes unsaid when the options file names it.
+    match opts.provider_dir_line {
+        Some(_) => {
             let _ = writeln!(out, "providers in {dir}:");
-            if files.is_empty() {
-                let _ = writeln!(out, "  none");
-            }
-            for f in files {
-                let name = f.name.unwrap_or("name unknown to urdma-acm");
-                match &f.skipped {
-                    Some(why) => {
-                        let _ = writeln!(out, "  {}: skipped by the daemon: {why}", f.file);
-                    }
-                    None => {
-                        let _ = writeln!(out, "  {}: loaded ({name})", f.file);
-                    }
-                }
-            }
-            if !files
-                .iter()
-                .any(|f| f.name == Some(URDMA) && f.skipped.is_none())
-            {
-                let _ = writeln!(
-                    out,
-                    "warning: urdma is not installed: no regular file {URDMA_FILE} in {dir}"
-                );
-            }
+        }
+        None => {
+            let _ = writeln!(out, "providers in {dir} ({}):", setup.provider_dir_source);
         }
     }
+    if let Ok(files) = &setup.providers {
+        if files.is_empty() {
+            let _ = writeln!(out, "  none");
+        }
+        for f in files {
+            let _ = writeln!(out, "  {}", f.describe(setup.daemon.rule()));
+        }
+    }
+    let problems = setup.loading_problems(opts);
+    for p in &problems {
+        let _ = writeln!(out, "error: {p}");
+    }
+    problems.is_empty()
 }
 
 fn state_name(state: u32) -> String {
@@ -287,7 +338,7 @@ fn port_problems(setup: &Setup, opts: &Options, loaded: &[&str], a: &PortAttrs) 
     if !loaded.contains(&URDMA) {
         fixes.push(format!(
             "install {URDMA_FILE} as a regular file in {}",
-            opts.provider_dir.display()
+            setup.provider_dir.display()
         ));
     }
     if !opts
@@ -359,7 +410,18 @@ fn address_note(setup: &Setup, device: &str, port: u8) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::dl::Load;
+    use crate::loading::Kind;
     use crate::verbs::Port;
+
+    fn file(name: &str, urdma: bool, load: Load) -> Candidate {
+        Candidate {
+            file: name.into(),
+            kind: Kind::Regular,
+            urdma,
+            load: Some(load),
+        }
+    }
 
     fn good() -> PortAttrs {
         PortAttrs {
@@ -380,11 +442,13 @@ mod tests {
         Setup {
             opts_file: "opts.cfg".into(),
             opts: Some(Options::parse(opts)),
-            providers: Ok(vec![ProviderFile {
-                file: URDMA_FILE.into(),
-                name: Some(URDMA),
-                skipped: None,
-            }]),
+            daemon: DaemonVersion {
+                source: "--daemon-version 44".into(),
+                major: Some(44),
+            },
+            provider_dir: "/prov".into(),
+            provider_dir_source: "the compiled-in default of /usr/sbin/ibacm".into(),
+            providers: Ok(vec![file(URDMA_FILE, true, Load::Ok)]),
             addr_file: "addr.cfg".into(),
             addr_text: Some("node1 urdma0 1 default\n".into()),
         }
@@ -433,16 +497,8 @@ mod tests {
     fn without_a_provider_line_the_builtin_default_wins_and_nothing_is_served() {
         let mut s = setup("");
         s.providers = Ok(vec![
-            ProviderFile {
-                file: "libibacmp.so".into(),
-                name: Some("ibacmp"),
-                skipped: None,
-            },
-            ProviderFile {
-                file: URDMA_FILE.into(),
-                name: Some(URDMA),
-                skipped: None,
-            },
+            file("libibacmp.so", false, Load::Ok),
+            file(URDMA_FILE, true, Load::Ok),
         ]);
         let (out, ok) = report(&s, &[dev("urdma0", vec![good()])]);
         assert!(!ok, "{out}");

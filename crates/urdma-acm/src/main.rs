@@ -2,12 +2,15 @@
 
 mod check;
 mod daemon;
+mod dl;
 mod doctor;
+mod loading;
 mod report;
 mod stats;
 mod verbs;
 
 use clap::{Parser, Subcommand};
+use std::path::PathBuf;
 use std::process::ExitCode;
 
 #[derive(Parser, Debug)]
@@ -24,9 +27,11 @@ struct Cli {
 
 #[derive(Subcommand, Debug)]
 enum Command {
-    /// Lists the RDMA devices and says, per port, whether the stock ibacm
-    /// daemon will serve it with urdma, and why not. Exits 0 when at least
-    /// one port can be served.
+    /// Says what the daemon will load from its provider directory (each
+    /// file loaded the daemon's way in a child process), then lists the
+    /// RDMA devices and says, per port, whether the stock ibacm daemon will
+    /// serve it with urdma, and why not. Exits 0 when urdma loads exactly
+    /// once and at least one port can be served.
     Doctor(doctor::Args),
     /// Validates the urdma_ keys of an options file and the hosts file it
     /// names; prints every problem as FILE:LINE: MESSAGE and exits non-zero
@@ -35,6 +40,10 @@ enum Command {
     /// Shows the provider's counters per endpoint, read from a running
     /// daemon over its unix socket, as a table.
     Stats(stats::Args),
+    /// Internal (doctor runs it): loads FILE as the daemon does, in a
+    /// process of its own.
+    #[command(name = dl::CHILD_COMMAND, hide = true)]
+    LoadProvider { file: PathBuf },
 }
 
 fn main() -> ExitCode {
@@ -42,5 +51,6 @@ fn main() -> ExitCode {
         Command::Doctor(args) => doctor::run(&args),
         Command::CheckConfig(args) => check::run(&args),
         Command::Stats(args) => stats::run(&args),
+        Command::LoadProvider { file } => dl::child(&file),
     }
 }
