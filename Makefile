@@ -3,7 +3,7 @@
 
 CARGO ?= cargo
 
-.PHONY: bench bench-quick build-release
+.PHONY: bench bench-quick build-release dist
 
 build-release:
 	$(CARGO) build --workspace --release
@@ -53,3 +53,9 @@ soak:
 # The end-to-end suites with every daemon under valgrind memcheck.
 memcheck:
 	scripts/memcheck.sh
+
+# What ships, into target/dist/: the glibc 2.28 build of the provider and
+# urdma-acm, and the .deb and .rpm made from it (scripts/check-dist.sh
+# checks them).
+dist:
+	scripts/dist.sh

@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
-# The Debian package, end to end: build it with `cargo deb`, check what it
-# holds, install it with dpkg, run the provider and urdma-acm from the
-# installed paths against the real daemon (the e2e harness with
-# URDMA_PROVIDER_SO / URDMA_ACM), then remove it and check that nothing is
-# left and /etc/rdma is as it was. Needs root. Refuses to run over an
-# ibacm-urdma that is already installed, since it removes the package.
+# The Debian package, end to end: take the one `make dist` built (the glibc
+# 2.28 build that ships, in target/dist), check what it holds, install it
+# with dpkg, run the provider and urdma-acm from the installed paths against
+# the real daemon (the e2e harness with URDMA_PROVIDER_SO / URDMA_ACM), then
+# remove it and check that nothing is left and /etc/rdma is as it was.
+# Needs root. Refuses to run over an ibacm-urdma that is already installed,
+# since it removes the package.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -24,12 +25,14 @@ scripts/deps.sh
 etc_state() { find /etc/rdma -exec stat -c '%n %a %s %Y' {} + 2>/dev/null | sort; }
 etc_before=$(etc_state)
 
-say "cargo deb"
-deb=$(cargo deb --quiet | tail -n 1)
-[ -f "$deb" ] || fail "cargo deb printed no package path (got '$deb')"
+say "the .deb of make dist"
+debs=(target/dist/"$pkg"_*_amd64.deb)
+[ ${#debs[@]} = 1 ] && [ -f "${debs[0]}" ] \
+    || fail "want one target/dist/${pkg}_<version>_amd64.deb (make dist), found: ${debs[*]}"
+deb=$PWD/${debs[0]}
 version=$(dpkg-deb -f "$deb" Version)
-[ "$deb" = "$PWD/target/debian/${pkg}_${version}_amd64.deb" ] \
-    || fail "unexpected package file $deb (want target/debian/${pkg}_${version}_amd64.deb)"
+[ "$(basename "$deb")" = "${pkg}_${version}_amd64.deb" ] \
+    || fail "unexpected package file $deb (want ${pkg}_${version}_amd64.deb)"
 
 say "contents of $(basename "$deb")"
 contents=$(dpkg-deb -c "$deb")
@@ -46,7 +49,8 @@ expect_file "${tool#/}" -rwxr-xr-x
 for f in usr/share/man/man7/ibacm_urdma.7.gz usr/share/man/man8/urdma-acm.8.gz \
          usr/share/doc/$pkg/ibacm.conf usr/share/doc/$pkg/examples/urdma_hosts \
          usr/share/doc/$pkg/README.md usr/share/doc/$pkg/protocol.md \
-         usr/share/doc/$pkg/systemd.md usr/share/doc/$pkg/copyright; do
+         usr/share/doc/$pkg/systemd.md usr/share/doc/$pkg/copyright \
+         usr/share/doc/$pkg/changelog.gz; do
     expect_file "$f" -rw-r--r--
 done
 if grep -q ' \./etc/' <<< "$contents"; then fail "the package installs under /etc"; fi

@@ -2,10 +2,10 @@
 # The whole test suite: formatting, lints, unit tests, the end-to-end
 # suites (real ibacm, ib_acme and librdmacm on simulated urdma devices,
 # which needs root for its network and mount namespaces), a short fuzzing
-# smoke run, the Debian package, and the end-to-end suites under memcheck.
+# smoke run, the packages, and the end-to-end suites under memcheck.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-scripts/deps.sh
+scripts/deps.sh --test
 cargo fmt --all --check
 cargo clippy --workspace --all-targets -- -D warnings
 # The test-only build that injects faults (tests/supervision.rs).
@@ -18,12 +18,17 @@ trap 'rm -f "$log"' EXIT
 cargo test --workspace 2>&1 | tee "$log"
 # A short run of each fuzz target (make fuzz runs them longer).
 make --no-print-directory fuzz-smoke
-# The Debian package: built, inspected, installed, an end-to-end scenario
-# run from the installed paths, removed.
+# What ships: the glibc 2.28 build, the .deb and the .rpm (make dist),
+# checked for symbol versions, libraries, exports, lintian and contents.
+make --no-print-directory dist
+scripts/check-dist.sh
+# The .deb installed, an end-to-end scenario run from the installed paths,
+# removed.
 scripts/package-test.sh
 # The end-to-end suites once more, every daemon under valgrind memcheck
 # (about 6 minutes): no invalid access, no definite leak through the provider.
 scripts/memcheck.sh
 # One closing line for the whole suite: the last line cargo prints is the
 # summary of a crate without doc tests, which says 0.
-awk '/^test result:/ { p += $4; f += $6 } END { printf "tests: %d passed, %d failed\n", p, f }' "$log"
+awk '/^test result:/ { p += $4; f += $6 }
+     END { printf "tests: %d passed, %d failed\n", p, f }' "$log"

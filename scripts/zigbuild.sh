@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# Builds workspace packages for glibc 2.28 (RHEL/Rocky 8, the oldest glibc of
+# the distributions the provider supports) with cargo-zigbuild: zig links
+# against its own stubs of that glibc's symbol versions, so no symbol newer
+# than GLIBC_2.28 can be taken in by accident, whatever the build machine
+# runs. Usage: scripts/zigbuild.sh [--profile NAME] [cargo build args...]
+# (e.g. -p urdma-acm). Output: target/zig/x86_64-unknown-linux-gnu/NAME/
+# (NAME defaults to release; make dist uses deb, the shipped profile).
+#
+# Why zig rather than building in an old root filesystem: Debian's registry
+# no longer serves a release with glibc 2.28 (buster), and zig's pinned
+# glibc target makes the floor exact and independent of the host.
+set -euo pipefail
+profile=release
+args=()
+while [ $# -gt 0 ]; do
+    case $1 in
+        --profile) profile=$2; shift 2 ;;
+        --profile=*) profile=${1#*=}; shift ;;
+        *) args+=("$1"); shift ;;
+    esac
+done
+root=$(cd "$(dirname "$0")/.." && pwd)
+cd "$root"
+# From PyPI: both wheels carry their binaries (nothing is compiled).
+ZIG_VERSION=0.15.2
+ZIGBUILD_VERSION=0.24.0
+if ! python3 -m ziglang version 2> /dev/null | grep -qx "$ZIG_VERSION" \
+    || ! cargo-zigbuild --version 2> /dev/null | grep -q "$ZIGBUILD_VERSION"; then
+    echo "zigbuild.sh: installing ziglang $ZIG_VERSION and cargo-zigbuild $ZIGBUILD_VERSION (PyPI)" >&2
+    python3 -m pip install --quiet --root-user-action=ignore --disable-pip-version-check \
+        "ziglang==$ZIG_VERSION" "cargo-zigbuild==$ZIGBUILD_VERSION"
+fi
+# The only libraries linked besides glibc's: libibverbs (the provider and
+# urdma-acm query ports) and librdmacm (the test client urdma-rai). A folder
+# of just their link names, so that zig finds them without seeing the host's
+# own glibc in /usr/lib.
+libs=$root/target/zig/syslibs
+mkdir -p "$libs"
+for l in ibverbs rdmacm; do
+    so=/usr/lib/x86_64-linux-gnu/lib$l.so
+    [ -e "$so" ] || { echo "zigbuild.sh: $so missing (scripts/deps.sh installs it)" >&2; exit 1; }
+    ln -sfn "$(readlink -f "$so")" "$libs/lib$l.so"
+done
+# Headers: zig's glibc 2.28 headers first; /usr/include only after them, for
+# <infiniband/*.h>, which bindgen and the verbs shim need.
+export RUSTFLAGS="-L native=$libs"
+export BINDGEN_EXTRA_CLANG_ARGS="-idirafter /usr/include"
+export CFLAGS_x86_64_unknown_linux_gnu="-idirafter /usr/include"
+exec cargo zigbuild --profile "$profile" --target x86_64-unknown-linux-gnu.2.28 --target-dir target/zig "${args[@]}"
