@@ -2,7 +2,8 @@
 # The whole test suite: formatting, lints, unit tests, the end-to-end
 # suites (real ibacm, ib_acme and librdmacm on simulated urdma devices,
 # which needs root for its network and mount namespaces), a short fuzzing
-# smoke run, the packages, and the end-to-end suites under memcheck.
+# smoke run, the packages, the compatibility matrix of Debian releases, and
+# the end-to-end suites under memcheck.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/deps.sh --test
@@ -25,10 +26,16 @@ scripts/check-dist.sh
 # The .deb installed, an end-to-end scenario run from the installed paths,
 # removed.
 scripts/package-test.sh
+# The compatibility matrix: the .deb in Debian 11, 12, 13 and unstable,
+# under each release's own daemon, clients and librdmacm (the simulator
+# and its librdmacm client built for the oldest glibc too).
+scripts/zigbuild.sh --profile deb -p urdma-sim
+scripts/matrix.sh 2>&1 | tee -a "$log"
 # The end-to-end suites once more, every daemon under valgrind memcheck
 # (about 6 minutes): no invalid access, no definite leak through the provider.
 scripts/memcheck.sh
 # One closing line for the whole suite: the last line cargo prints is the
 # summary of a crate without doc tests, which says 0.
 awk '/^test result:/ { p += $4; f += $6 }
+     /^matrix: [0-9]+ passed, [0-9]+ failed$/ { p += $2; f += $4 }
      END { printf "tests: %d passed, %d failed\n", p, f }' "$log"

@@ -1,0 +1,310 @@
+#!/usr/bin/env bash
+# The compatibility matrix: the package from `make dist`, installed with
+# `dpkg -i` into a root filesystem of each Debian release (scripts/rootfs.sh
+# makes and caches them), served by that release's own /usr/sbin/ibacm and
+# queried with its own ib_acme, librdmacm and the installed urdma-acm. Two
+# hosts per release, each the release's daemon on a simulated urdma device
+# in network namespaces joined by a veth pair:
+#   - host b resolves host a from its hosts file (name, IPv4, IPv6);
+#   - host a resolves host b by discovery (name, IPv4, IPv6; keys on), and
+#     through librdmacm's rdma_getaddrinfo;
+#   - host a's port goes down (resolution fails) and up (it works again);
+#   - urdma-acm doctor passes on the installed package and names the
+#     daemon's version; on a provider built for a newer glibc it fails with
+#     the loader's words, exactly where that glibc is missing;
+#   - urdma-acm stats shows the endpoint's counters and the metrics;
+#   - reinstalled and removed, the package leaves nothing behind that the
+#     daemon would load.
+# Usage: scripts/matrix.sh [SUITE...]   (default: bullseye bookworm trixie sid)
+# Needs root. Every failure names its release; the last line counts checks.
+set -euo pipefail
+
+root=$(cd "$(dirname "$0")/.." && pwd)
+if [ "$(id -u)" != 0 ]; then
+    echo "matrix.sh: run as root (debootstrap, chroot, namespaces)" >&2
+    exit 1
+fi
+# Everything mounted here (overlays, binds) lives in a mount namespace of
+# the run's own, so it goes away with the run however the run ends.
+if [ -z "${URDMA_MATRIX_NS:-}" ]; then
+    exec unshare -m --propagation private env URDMA_MATRIX_NS=1 "$0" "$@"
+fi
+
+suites=("$@")
+[ ${#suites[@]} -gt 0 ] || suites=(bullseye bookworm trixie sid)
+zig=$root/target/zig/x86_64-unknown-linux-gnu/deb
+debs=("$root"/target/dist/ibacm-urdma_*_amd64.deb)
+deb=${URDMA_MATRIX_DEB:-${debs[0]}}
+# A provider linked against this machine's glibc (the test command's debug
+# build): the load that doctor must refuse where that glibc is missing.
+native=$root/target/debug/libibacm_urdma.so
+for f in "$deb" "$zig/liburdma_sim.so" "$zig/urdma-rai" "$native"; do
+    [ -e "$f" ] || { echo "matrix.sh: $f missing (make dist; scripts/zigbuild.sh --profile deb -p urdma-sim; cargo build)" >&2; exit 1; }
+done
+
+work=$(mktemp -d /tmp/urdma-matrix.XXXXXX)
+tag=$$
+namespaces=()
+cleanup() {
+    pkill -f "$work/" 2> /dev/null || true
+    sleep 0.2
+    pkill -9 -f "$work/" 2> /dev/null || true
+    for ns in "${namespaces[@]}"; do ip netns del "$ns" 2> /dev/null || true; done
+    # Lazy: a daemon that is still dying keeps its mounts busy.
+    grep -o " $work/[^ ]*" /proc/self/mounts | sort -r | while read -r m; do umount -l "$m" 2> /dev/null || true; done
+    rm -rf "$work"
+}
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+passed=0
+failed=0
+suite=
+pass() { passed=$((passed + 1)); echo "matrix: $suite: ok: $*"; }
+fail() { failed=$((failed + 1)); echo "matrix: $suite: FAILED: $*" >&2; }
+
+# The root filesystems are made in parallel the first time (about two
+# minutes each), then come from the cache.
+pids=()
+for s in "${suites[@]}"; do "$root/scripts/rootfs.sh" "$s" > /dev/null & pids+=($!); done
+for p in "${pids[@]}"; do wait "$p" || { echo "matrix.sh: a root filesystem could not be made" >&2; exit 1; }; done
+
+gid_of() { printf 'fe80::5054:ff:fe12:%s' "$1"; }
+GID_A=$(gid_of 3456)
+GID_B=$(gid_of 3457)
+
+# Runs a command chrooted into the release, inside host $1's network
+# namespace and a private mount namespace whose /run is the host's own.
+in_host() {
+    local h=$1; shift
+    ip netns exec "urdma-mx-$suite-$h-$tag" unshare -m --propagation private \
+        sh -c 'mount --bind "$0" "$1/run" && r=$1 && shift && exec chroot "$r" "$@"' \
+        "$files/$h/run" "$rootdir" "$@"
+}
+# The simulated device of host $1 under command $2...
+sim() {
+    local h=$1; shift
+    in_host "$h" env LD_PRELOAD="$zig/liburdma_sim.so" URDMA_SIM_CONFIG="$files/$h/sim.cfg" \
+        URDMA_SIM_CONTROL="$files/$h/sim.ctl" "$@"
+}
+
+# ib_acme on host $1 must resolve args $3... to the path whose dgid is $2.
+expect_dgid() {
+    local h=$1 dgid=$2; shift 2
+    local out
+    if out=$(in_host "$h" ib_acme "$@" 2>&1) && grep -qx "  dgid: $dgid" <<< "$out"; then
+        pass "host $h: ib_acme $* -> $dgid"
+    else
+        fail "host $h: ib_acme $* did not resolve to $dgid:"$'\n'"$out"
+    fi
+}
+
+# Polls (up to 10 s) until ib_acme on host $1 with args $3... succeeds
+# (want=ok) or fails (want=fail).
+wait_acme() {
+    local h=$1 want=$2; shift 2
+    for _ in $(seq 100); do
+        if in_host "$h" ib_acme "$@" > /dev/null 2>&1; then
+            [ "$want" = ok ] && return 0
+        else
+            [ "$want" = fail ] && return 0
+        fi
+        sleep 0.1
+    done
+    return 1
+}
+
+# Files of the release's provider directory that ibacm 28 and older would
+# load (a name containing ".so") besides acmp's and ours.
+strays() {
+    local f
+    for f in "$rootdir"/usr/lib/x86_64-linux-gnu/ibacm/*.so*; do
+        [ -e "$f" ] || continue
+        case ${f##*/} in libibacmp.so | libibacm_urdma.so) ;; *) echo "${f##*/}" ;; esac
+    done
+}
+
+run_suite() {
+    suite=$1
+    local rootfs w h ip ip6 mac d version
+    rootfs=$("$root/scripts/rootfs.sh" "$suite")
+    w=$work/$suite
+    files=$w/files
+    rootdir=$w/root
+    mkdir -p "$w/upper" "$w/ovl" "$rootdir" "$files"
+    # The cached release stays untouched: each run installs into an overlay.
+    mount -t overlay overlay -o "lowerdir=$rootfs,upperdir=$w/upper,workdir=$w/ovl" "$rootdir"
+    for d in proc sys dev; do mount --rbind "/$d" "$rootdir/$d"; done
+    # The build's outputs and this run's files at the same paths inside.
+    for d in "$root" "$files"; do
+        mkdir -p "$rootdir$d"
+        mount --bind "$d" "$rootdir$d"
+    done
+    version=$(chroot "$rootdir" dpkg-query -W -f '${Version}' ibacm)
+    echo "== matrix: $suite: ibacm $version"
+
+    local out
+    cp "$deb" "$files/"
+    if out=$(chroot "$rootdir" dpkg -i "$files/$(basename "$deb")" 2>&1); then
+        pass "dpkg -i $(basename "$deb")"
+    else
+        fail "dpkg -i $(basename "$deb"):"$'\n'"$out"
+        return
+    fi
+    local provider=$rootdir/usr/lib/x86_64-linux-gnu/ibacm/libibacm_urdma.so
+    if [ -f "$provider" ] && [ ! -L "$provider" ]; then
+        pass "the provider is a regular file in the daemon's directory"
+    else
+        fail "no regular file $provider after dpkg -i"
+    fi
+    local extra
+    extra=$(strays)
+    if [ -z "$extra" ]; then
+        pass "nothing else named *.so* in the provider directory"
+    else
+        fail "the provider directory holds $extra"
+    fi
+
+    printf '# KEY-ID HEX-KEY\n1 %s\n' "$(od -An -tx1 -N32 /dev/urandom | tr -d ' \n')" > "$files/urdma.key"
+    chmod 600 "$files/urdma.key"
+    ip netns add "urdma-mx-$suite-a-$tag"; namespaces+=("urdma-mx-$suite-a-$tag")
+    ip netns add "urdma-mx-$suite-b-$tag"; namespaces+=("urdma-mx-$suite-b-$tag")
+    ip link add a0 netns "urdma-mx-$suite-a-$tag" type veth peer name b0 netns "urdma-mx-$suite-b-$tag"
+    while read -r h ip ip6 mac; do
+        local ns=urdma-mx-$suite-$h-$tag
+        ip -n "$ns" link set lo up
+        ip -n "$ns" addr add "$ip/24" dev "${h}0"
+        ip -n "$ns" addr add "$ip6/64" dev "${h}0" nodad
+        ip -n "$ns" link set "${h}0" up
+        d=$files/$h
+        mkdir -p "$d/run"
+        printf 'device urdma0\n  mac %s\n  port 1\n    link_layer infiniband\n    state active\n    pkey 0xffff\n' \
+            "$mac" > "$d/sim.cfg"
+        # The daemon's own provider directory: the package's.
+        cat > "$d/ibacm_opts.cfg" << OPTS
+log_file $d/ibacm.log
+log_level 1
+lock_file $d/ibacm.pid
+provider urdma default
+support_ips_in_addr_cfg 1
+urdma_hosts_file $d/hosts
+urdma_auth_key_file $files/urdma.key
+OPTS
+        printf '%s urdma0 1 default\n' "node-$h" "$ip" "$ip6" > "$d/ibacm_addr.cfg"
+    done << HOSTS
+a 10.0.0.1 fd00::1 52:54:00:12:34:56
+b 10.0.0.2 fd00::2 52:54:00:12:34:57
+HOSTS
+    : > "$files/a/hosts"
+    printf '%s %s\n' node-a "$GID_A" 10.0.0.1 "$GID_A" fd00::1 "$GID_A" > "$files/b/hosts"
+
+    for h in a b; do
+        d=$files/$h
+        sim "$h" /usr/sbin/ibacm -P -O "$d/ibacm_opts.cfg" -A "$d/ibacm_addr.cfg" > "$d/daemon.out" 2>&1 &
+    done
+    for h in a b; do
+        for _ in $(seq 100); do [ -S "$files/$h/run/ibacm-unix.sock" ] && break; sleep 0.1; done
+        if [ -S "$files/$h/run/ibacm-unix.sock" ] && grep -q 'urdma: ' "$files/$h/ibacm.log"; then
+            pass "host $h: the release's ibacm loaded the provider"
+        else
+            fail "host $h: the daemon did not come up with the provider:"$'\n'"$(grep -ih 'provider\|error\|urdma' "$files/$h/ibacm.log" "$files/$h/daemon.out" 2> /dev/null | tail -20)"
+            return
+        fi
+    done
+
+    # Static: host b from its hosts file.
+    expect_dgid b "$GID_A" -f n -s node-b -d node-a
+    expect_dgid b "$GID_A" -f i -s 10.0.0.2 -d 10.0.0.1
+    expect_dgid b "$GID_A" -f i -s fd00::2 -d fd00::1
+    # Discovery: host a knows nothing of host b.
+    expect_dgid a "$GID_B" -f n -s node-a -d node-b
+    expect_dgid a "$GID_B" -f i -s 10.0.0.1 -d 10.0.0.2
+    expect_dgid a "$GID_B" -f i -s fd00::1 -d fd00::2
+    # The release's librdmacm, as an application calls it.
+    if out=$(sim a "$zig/urdma-rai" -s 10.0.0.1 --route-only 10.0.0.2 2>&1) && grep -q "dgid=$GID_B " <<< "$out"; then
+        pass "host a: rdma_getaddrinfo(10.0.0.2) route to $GID_B"
+    else
+        fail "host a: rdma_getaddrinfo(10.0.0.2) gave no route to $GID_B:"$'\n'"$out"
+    fi
+
+    # A port going down and up.
+    local down=(-f i -s 10.0.0.1 -d 10.0.0.2)
+    echo "event urdma0 1 port_err" > "$files/a/sim.ctl"
+    if wait_acme a fail "${down[@]}"; then
+        pass "host a: port down, resolution fails"
+    else
+        fail "host a: resolution still answers 10 s after the port went down"
+    fi
+    echo "event urdma0 1 port_active" > "$files/a/sim.ctl"
+    if wait_acme a ok "${down[@]}"; then
+        expect_dgid a "$GID_B" "${down[@]}"
+    else
+        fail "host a: resolution did not come back within 10 s of the port coming up"
+    fi
+
+    # The operator's tool, as installed by the package.
+    local major=${version%%.*}
+    if out=$(sim b urdma-acm doctor -O "$files/b/ibacm_opts.cfg" -A "$files/b/ibacm_addr.cfg" 2>&1) \
+        && grep -qF "daemon: ibacm $version (dpkg-query), rdma-core $major:" <<< "$out" \
+        && grep -qx "  libibacm_urdma.so: loaded (urdma)" <<< "$out"; then
+        pass "urdma-acm doctor: ok, names ibacm $version, the provider loads"
+    else
+        fail "urdma-acm doctor on the installed package:"$'\n'"$out"
+    fi
+    # A provider that needs a newer glibc than the release has: doctor must
+    # say so in the loader's words, exactly when it is so.
+    local need have
+    need=$(objdump -T "$native" | grep -o 'GLIBC_[0-9.]*' | sort -uV | tail -1)
+    have=$(chroot "$rootdir" dpkg-query -W -f '${Version}' libc6)
+    mkdir -p "$files/native/prov"
+    cp "$native" "$files/native/prov/libibacm_urdma.so"
+    sed "/^log_file/d; \$a provider_lib_path $files/native/prov" "$files/b/ibacm_opts.cfg" > "$files/native/opts.cfg"
+    local code=0
+    out=$(sim b urdma-acm doctor -O "$files/native/opts.cfg" -A "$files/b/ibacm_addr.cfg" 2>&1) || code=$?
+    if dpkg --compare-versions "${have%%-*}" lt "${need#GLIBC_}"; then
+        if [ "$code" != 0 ] && grep -q "dlopen fails: .*version .GLIBC_[0-9.]*' not found" <<< "$out"; then
+            pass "urdma-acm doctor refuses a provider that needs $need (libc6 $have): the loader's words"
+        else
+            fail "urdma-acm doctor on a provider needing $need (libc6 $have): exit $code:"$'\n'"$out"
+        fi
+    elif [ "$code" = 0 ]; then
+        pass "urdma-acm doctor accepts a provider that needs $need (libc6 $have)"
+    else
+        fail "urdma-acm doctor on a provider needing $need (libc6 $have): exit $code:"$'\n'"$out"
+    fi
+
+    if out=$(in_host a urdma-acm stats -O "$files/a/ibacm_opts.cfg" 2>&1) \
+        && grep -q '^0x505400fffe123456 .* urdma  *node-a ' <<< "$out" && grep -q '^urdma_requests_total' <<< "$out" && ! grep -q 'no metrics' <<< "$out"; then
+        pass "urdma-acm stats: counters and metrics"
+    else
+        fail "urdma-acm stats on host a:"$'\n'"$out"
+    fi
+}
+
+# Reinstalled over itself, then removed: dpkg's own temporary names
+# (.dpkg-new, .dpkg-tmp) contain ".so" too, and ibacm 28 and older would
+# load any of them that stayed behind.
+reinstall_and_remove() {
+    local dir=$rootdir/usr/lib/x86_64-linux-gnu/ibacm out left=
+    if out=$(chroot "$rootdir" dpkg -i "$files/$(basename "$deb")" 2>&1) \
+        && left=$(strays) && [ -z "$left" ]; then
+        pass "dpkg -i again: nothing left beside the provider"
+    else
+        fail "dpkg -i again:"$'\n'"$out$left"
+    fi
+    if out=$(chroot "$rootdir" dpkg -r ibacm-urdma 2>&1) \
+        && [ "$(ls "$dir")" = libibacmp.so ] && [ ! -e "$rootdir/usr/bin/urdma-acm" ]; then
+        pass "dpkg -r: the provider directory is as the release shipped it"
+    else
+        fail "dpkg -r:"$'\n'"$out"$'\n'"$(ls -a "$dir")"
+    fi
+}
+
+for s in "${suites[@]}"; do
+    run_suite "$s"
+    pkill -f "$work/$s/" 2> /dev/null || true
+    [ -e "$rootdir/usr/bin/urdma-acm" ] && reinstall_and_remove
+done
+echo "matrix: $passed passed, $failed failed"
+[ "$failed" = 0 ]

@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# Prints the path of a minimal root filesystem of Debian release $1
+# (bullseye, bookworm, trixie, sid) holding that release's own ibacm,
+# ib_acme and librdmacm, made with debootstrap from Debian's packages the
+# first time and cached after that (URDMA_ROOTFS_CACHE, default
+# /var/cache/ibacm-urdma/rootfs; delete a release's folder to refresh it).
+# The compatibility matrix (scripts/matrix.sh) runs the provider in them.
+set -euo pipefail
+suite=${1:?usage: rootfs.sh SUITE}
+cache=${URDMA_ROOTFS_CACHE:-/var/cache/ibacm-urdma/rootfs}
+dir=$cache/$suite
+# Only ibacm and rdmacm-utils by name: their dependencies bring libibverbs and
+# librdmacm (the library of librdmacm clients) under each release's own
+# package names (trixie's carry a t64 suffix).
+include=ibacm,rdmacm-utils
+marker=$dir/.urdma-rootfs-complete
+made() { [ "$(cat "$marker" 2> /dev/null)" = "$include" ]; }
+if made; then
+    echo "$dir"
+    exit 0
+fi
+mkdir -p "$cache"
+# One maker per cache: two runs started together (the matrix makes all
+# releases at once) wait for each other instead of sharing apt's lock or a
+# half-made folder.
+exec 9> "$cache/.lock-$suite"
+flock 9
+if made; then
+    echo "$dir"
+    exit 0
+fi
+if ! command -v debootstrap > /dev/null; then
+    (
+        flock 8
+        command -v debootstrap > /dev/null && exit 0
+        echo "rootfs.sh: installing debootstrap" >&2
+        export DEBIAN_FRONTEND=noninteractive
+        apt-get update -qq
+        apt-get install -y -qq --no-install-recommends debootstrap > /dev/null
+    ) 8> "$cache/.lock-apt"
+fi
+rm -rf "$dir.partial" "$dir"
+echo "rootfs.sh: debootstrap $suite (once; cached in $dir)" >&2
+if ! debootstrap --variant=minbase --include="$include" "$suite" "$dir.partial" > "$cache/$suite.log" 2>&1; then
+    tail -20 "$cache/$suite.log" >&2
+    echo "rootfs.sh: debootstrap of $suite failed (log: $cache/$suite.log)" >&2
+    exit 1
+fi
+# Nothing of the package cache is needed again.
+rm -rf "$dir.partial/var/cache/apt/archives/"*.deb
+echo "$include" > "$dir.partial/.urdma-rootfs-complete"
+mv "$dir.partial" "$dir"
+echo "$dir"
