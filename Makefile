@@ -59,3 +59,10 @@ memcheck:
 # checks them).
 dist:
 	scripts/dist.sh
+
+# The real urdma stack (docs: issue 19): the kernel module, built against
+# Debian's linux-headers-amd64, and the libibverbs provider, into
+# target/urdma/.
+.PHONY: urdma
+urdma:
+	$(MAKE) -C urdma OUT=$(CURDIR)/target/urdma
