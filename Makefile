@@ -60,7 +60,7 @@ memcheck:
 dist:
 	scripts/dist.sh
 
-# The real urdma stack (docs: issue 19): the kernel module, built against
+# The real urdma stack (docs/urdma-device.md): the kernel module, built against
 # Debian's linux-headers-amd64, and the libibverbs provider, into
 # target/urdma/.
 .PHONY: urdma

@@ -2,8 +2,9 @@
 # The whole test suite: formatting, lints, unit tests, the end-to-end
 # suites (real ibacm, ib_acme and librdmacm on simulated urdma devices,
 # which needs root for its network and mount namespaces), a short fuzzing
-# smoke run, the packages, the compatibility matrix of Debian releases, and
-# the end-to-end suites under memcheck.
+# smoke run, the packages, the compatibility matrix of Debian releases, the
+# guest tier (a real urdma kernel device under QEMU), and the end-to-end
+# suites under memcheck.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/deps.sh --test
@@ -31,11 +32,17 @@ scripts/package-test.sh
 # and its librdmacm client built for the oldest glibc too).
 scripts/zigbuild.sh --profile deb -p urdma-sim
 scripts/matrix.sh 2>&1 | tee -a "$log"
+# The guest tier: Debian's own kernel under QEMU with the real urdma kernel
+# device and libibverbs provider (make urdma), nothing preloaded: the
+# provider on a kernel device, two hosts by discovery, the port following
+# the netdev, the kernel's own path query through netlink, doctor.
+make --no-print-directory urdma
+urdma/guest/tier.sh 2>&1 | tee -a "$log"
 # The end-to-end suites once more, every daemon under valgrind memcheck
 # (about 6 minutes): no invalid access, no definite leak through the provider.
 scripts/memcheck.sh
 # One closing line for the whole suite: the last line cargo prints is the
 # summary of a crate without doc tests, which says 0.
 awk '/^test result:/ { p += $4; f += $6 }
-     /^matrix: [0-9]+ passed, [0-9]+ failed$/ { p += $2; f += $4 }
+     /^(matrix|guest): [0-9]+ passed, [0-9]+ failed$/ { p += $2; f += $4 }
      END { printf "tests: %d passed, %d failed\n", p, f }' "$log"
