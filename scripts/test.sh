@@ -38,6 +38,10 @@ scripts/matrix.sh 2>&1 | tee -a "$log"
 # the netdev, the kernel's own path query through netlink, doctor.
 make --no-print-directory urdma
 urdma/guest/tier.sh 2>&1 | tee -a "$log"
+# The module alone, in a guest of its own (about 20 s): devices made,
+# deleted and re-added ten times, the netdev removed and rmmod with devices
+# present, the lid parameter; a kernel WARNING, BUG or Oops fails it.
+urdma/guest/run.sh urdma/guest/smoke.sh
 # The end-to-end suites once more, every daemon under valgrind memcheck
 # (about 6 minutes): no invalid access, no definite leak through the provider.
 scripts/memcheck.sh

@@ -88,8 +88,12 @@ echo "-- rmmod with devices present"
 run rmmod urdma
 run rdma link show
 ls /sys/class/infiniband/
-run modprobe urdma
+echo "-- the lid parameter: ports added afterwards report it"
+run modprobe urdma lid=5
 run rdma link add urdma3 type urdma netdev v1
+lid=$(cat /sys/class/infiniband/urdma3/ports/1/lid)
+echo "urdma3 lid: $lid"
+[ "$lid" = 0x5 ] || { echo "FAILED: expected lid 0x5"; fail=1; }
 run rdma link show
 run rmmod urdma
 
