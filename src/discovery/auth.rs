@@ -3,6 +3,19 @@
 //! a trailer: key id, timestamp, and an HMAC-SHA256 over the message and
 //! both. A receiver drops what it cannot verify, what is too old or too
 //! far ahead, and what it has seen before.
+//!
+//! Against replay, each source has an anti-replay window, as IPsec's
+//! (RFC 4303, 3.4.3) over sequence numbers, here over the sender's
+//! timestamps: whatever is newer than the newest message taken from the
+//! source moves the window on; what is behind it by less than
+//! [`REORDER_US`] and was never taken (its MAC is not remembered) is taken
+//! too, so messages that overtake each other on the way (the tries of a
+//! query held while the sender resolves the receiver's link address, a
+//! reply and an announcement from different threads) all count; what is
+//! further behind, or taken before, is refused. A sender starts each run
+//! [`REORDER_US`] ahead of its clock ([`Sealer::start`]), so whatever it
+//! sent in a former run (an announcement of a GID it has since left) is
+//! behind the window of anything it sends now.
 
 use crate::config::Diagnostic;
 use crate::discovery::wire::{AUTH_TRAILER_LEN, FLAG_AUTH, HEADER_LEN};
@@ -19,6 +32,15 @@ type HmacSha256 = Hmac<Sha256>;
 /// clock skew tolerated between hosts, and how long a message is replayable
 /// (so how long its MAC is remembered).
 pub const WINDOW_US: u64 = 30_000_000;
+/// How far behind the newest message taken from a source another one from
+/// it may be and still be taken (if never taken before): the reordering
+/// tolerated. A datagram waiting for the sender's kernel to resolve the
+/// receiver's link address (ARP, IPv6 neighbour discovery) is released
+/// when a solicitation is answered, and solicitations go once a second: a
+/// datagram held through one lost solicitation arrives about a second late,
+/// after those sent since. A captured message this much older than what
+/// the source has sent since is useless.
+pub const REORDER_US: u64 = 1_500_000;
 /// Shortest key accepted: 128 bits.
 pub const MIN_KEY_BYTES: usize = 16;
 /// HMAC-SHA256 hashes longer keys down to 32 bytes anyway.
@@ -170,7 +192,8 @@ pub enum Rejection {
     Stale(i64),
     Replayed,
     /// Older, by this many milliseconds, than the newest message accepted
-    /// from the same source address.
+    /// from the same source address, and either behind it by
+    /// [`REORDER_US`] or more or taken before.
     Older(u64),
     /// Too many recent messages remembered to check for replay.
     Busy,
@@ -207,6 +230,8 @@ impl fmt::Display for Rejection {
 /// Seals outgoing datagrams. Shared by whatever sends them; timestamps
 /// strictly increase across all of them, so no two messages from this host
 /// share a MAC, even a retried QUERY or the copies of one announcement.
+/// Threads seal and send independently, so they may send in another order
+/// than they sealed: receivers tolerate that within [`REORDER_US`].
 pub struct Sealer {
     key: Key,
     clock: fn() -> u64,
@@ -215,6 +240,25 @@ pub struct Sealer {
 }
 
 impl Sealer {
+    /// Starts this run's timestamps [`REORDER_US`] ahead of the clock;
+    /// called once, before the first datagram leaves (net.rs). Until the
+    /// clock catches up, timestamps step by a microsecond.
+    ///
+    /// Receivers take a message at most [`REORDER_US`] older than the
+    /// newest they took from its source. A former run of this host stopped
+    /// before this one started, so everything it sent after its own first
+    /// [`REORDER_US`] is at least that much older than anything this run
+    /// sends; what it sent before is as much older as the time between the
+    /// two starts. So a captured message of the former run (an announcement
+    /// of a GID the host has left) is refused by any receiver that has taken
+    /// a message of this run, however quickly the host restarted, unless the
+    /// former run lasted less than [`REORDER_US`]. (As before, this holds
+    /// only as long as the clock is not set back across the restart.)
+    pub fn start(&self) {
+        let ahead = (self.clock)().saturating_add(REORDER_US);
+        self.last_sent.fetch_max(ahead, Ordering::Relaxed);
+    }
+
     /// Sets the AUTH flag of an encoded message and appends its trailer.
     pub fn seal(&self, mut bytes: Vec<u8>) -> Vec<u8> {
         let now = (self.clock)();
@@ -250,10 +294,12 @@ pub struct Auth {
     seen: Map<[u8; MAC_LEN], u64>,
     /// When `seen` was last cleared of what left the window.
     pruned_at: u64,
-    /// Source address → the newest timestamp accepted from it. A host's
-    /// timestamps strictly increase, so an older one is a replay, even
-    /// inside the window: a captured announcement of a GID the host has
-    /// since left must not be taken again.
+    /// Source address → the newest timestamp accepted from it: the front
+    /// of its anti-replay window. A host's timestamps strictly increase, so
+    /// one more than [`REORDER_US`] behind it is a replay, even inside
+    /// [`WINDOW_US`]: a captured announcement of a GID the host has since
+    /// left must not be taken again. Inside the window, `seen` tells what
+    /// was taken already.
     newest: Map<std::net::IpAddr, u64>,
     newest_pruned_at: u64,
 }
@@ -341,14 +387,19 @@ impl Auth {
             let skew = (ts as i128 - now as i128) / 1_000_000;
             return Err(Rejection::Stale(skew as i64));
         }
-        if let Some(&newest) = self.newest.get(&from) {
-            if ts <= newest {
+        let mut tag_bytes = [0u8; MAC_LEN];
+        tag_bytes.copy_from_slice(tag);
+        let seen = self.seen.contains_key(&tag_bytes);
+        let newest = self.newest.get(&from).copied();
+        if let Some(newest) = newest.filter(|&n| ts <= n) {
+            // Behind the front of the source's window: taken only if
+            // inside it and never taken before (reordered on the way).
+            if seen || newest - ts >= REORDER_US {
                 return Err(Rejection::Older((newest - ts) / 1000));
             }
         }
-        let mut tag_bytes = [0u8; MAC_LEN];
-        tag_bytes.copy_from_slice(tag);
-        if self.seen.contains_key(&tag_bytes) {
+        if seen {
+            // From another source (forged source address).
             return Err(Rejection::Replayed);
         }
         let newest_room = self.newest.contains_key(&from)
@@ -362,7 +413,7 @@ impl Auth {
             return Err(Rejection::Busy);
         }
         self.seen.insert(tag_bytes, ts);
-        self.newest.insert(from, ts);
+        self.newest.insert(from, newest.map_or(ts, |n| n.max(ts)));
         Ok(body)
     }
 
@@ -493,6 +544,156 @@ mod tests {
         let sealer = sender.sealer();
         let (a, b) = (sealer.seal(message()), sealer.seal(message()));
         assert!(receiver.open(&a, SRC).is_ok() && receiver.open(&b, OTHER).is_ok());
+    }
+
+    #[test]
+    fn messages_that_overtake_each_other_are_each_taken_once() {
+        clock!(NOW);
+        let now = || NOW.load(Ordering::Relaxed);
+        let sender = Auth::new(ring(KEYS), now);
+        let mut receiver = Auth::new(ring(KEYS), now);
+        // Three tries of a query, 500 ms apart, held by the sender's kernel
+        // until it resolved the receiver's link address: the last try
+        // arrives first.
+        let mut tries = Vec::new();
+        for _ in 0..3 {
+            tries.push(sender.seal(message()));
+            NOW.fetch_add(500_000, Ordering::Relaxed);
+        }
+        for t in tries.iter().rev() {
+            assert!(receiver.open(t, SRC).is_ok());
+        }
+        // Each once: again, from its source or another, it is refused.
+        for (t, behind) in tries.iter().zip([1000, 500, 0]) {
+            assert_eq!(receiver.open(t, SRC), Err(Rejection::Older(behind)));
+            assert_eq!(receiver.open(t, OTHER), Err(Rejection::Replayed));
+        }
+        assert_eq!(receiver.remembered(), 3);
+    }
+
+    #[test]
+    fn a_message_behind_the_window_is_refused_though_never_taken() {
+        clock!(NOW);
+        let now = || NOW.load(Ordering::Relaxed);
+        let sender = Auth::new(ring(KEYS), now);
+        let mut receiver = Auth::new(ring(KEYS), now);
+        let edge = sender.seal(message());
+        NOW.fetch_add(1, Ordering::Relaxed);
+        let inside = sender.seal(message());
+        NOW.fetch_add(REORDER_US / 2 - 1, Ordering::Relaxed);
+        let middle = sender.seal(message());
+        NOW.fetch_add(REORDER_US / 2, Ordering::Relaxed);
+        let front = sender.seal(message());
+        assert!(receiver.open(&front, SRC).is_ok());
+        assert_eq!(receiver.open(&edge, SRC), Err(Rejection::Older(1500)));
+        assert!(receiver.open(&inside, SRC).is_ok(), "a microsecond less");
+        assert_eq!(receiver.open(&inside, SRC), Err(Rejection::Older(1499)));
+        // Taking one behind the front leaves the front where it was; a
+        // newer one moves it on, and what it passes is out for good.
+        assert_eq!(receiver.open(&edge, SRC), Err(Rejection::Older(1500)));
+        NOW.fetch_add(REORDER_US / 2, Ordering::Relaxed);
+        let later = sender.seal(message());
+        assert!(receiver.open(&later, SRC).is_ok());
+        assert_eq!(receiver.open(&middle, SRC), Err(Rejection::Older(1500)));
+        // The window is the source's: elsewhere the front is not known.
+        assert!(receiver.open(&edge, OTHER).is_ok());
+        assert!(receiver.open(&middle, OTHER).is_ok());
+    }
+
+    #[test]
+    fn after_a_restart_a_captured_message_of_the_former_run_is_refused() {
+        clock!(NOW);
+        let now = || NOW.load(Ordering::Relaxed);
+        let t0 = now();
+        // The former run: its first message, then, 10 s later, the last
+        // announcement of its GID, both captured.
+        let former = Auth::new(ring(KEYS), now);
+        former.sealer().start();
+        let first = former.seal(message());
+        assert_eq!(first[24..32], (t0 + REORDER_US + 1).to_be_bytes());
+        NOW.fetch_add(10_000_000, Ordering::Relaxed);
+        let last = former.seal(message());
+        // Killed, and back with a new GID 10 ms later: the new run's
+        // first message is a whole window ahead of the former's last.
+        NOW.fetch_add(10_000, Ordering::Relaxed);
+        let run = Auth::new(ring(KEYS), now);
+        run.sealer().start();
+        let hello = run.seal(message());
+        // A receiver that saw nothing of the former run (it restarted too)
+        // takes the new run's message, then refuses the captured ones.
+        let mut receiver = Auth::new(ring(KEYS), now);
+        assert!(receiver.open(&hello, SRC).is_ok());
+        assert_eq!(receiver.open(&last, SRC), Err(Rejection::Older(1510)));
+        assert_eq!(receiver.open(&first, SRC), Err(Rejection::Older(10010)));
+        // Its own messages go on from there, each taken.
+        let next = run.sealer().seal(message());
+        assert!(receiver.open(&next, SRC).is_ok());
+        // A run that lasted 2 s, all of it ahead of its clock: what it sent
+        // is as much older as the time between the two starts (less the
+        // microseconds its timestamps stepped).
+        NOW.fetch_add(2_000_000, Ordering::Relaxed);
+        let third = Auth::new(ring(KEYS), now);
+        third.sealer().start();
+        let hello3 = third.seal(message());
+        let mut receiver = Auth::new(ring(KEYS), now);
+        assert!(receiver.open(&hello3, SRC).is_ok());
+        assert_eq!(receiver.open(&next, SRC), Err(Rejection::Older(1999)));
+    }
+
+    /// A tiny deterministic generator (xorshift64) for the simulation.
+    fn xorshift(state: &mut u64, below: u64) -> u64 {
+        *state ^= *state << 13;
+        *state ^= *state >> 7;
+        *state ^= *state << 17;
+        *state % below
+    }
+
+    #[test]
+    fn on_a_reordering_network_nothing_is_lost_and_every_replay_fails() {
+        clock!(NOW);
+        let now = || NOW.load(Ordering::Relaxed);
+        const V6: std::net::IpAddr =
+            std::net::IpAddr::V6(std::net::Ipv6Addr::new(0xfd00, 0, 0, 0, 0, 0, 0, 2));
+        let sender = Auth::new(ring(KEYS), now);
+        sender.sealer().start();
+        let mut rng = 0x2545_f491_4f6c_dd1d;
+        // 2000 messages over about 20 s, from either of the host's
+        // addresses, each on its way for up to 5 ms, one in ten held
+        // through a lost solicitation (0.9 to 1.2 s).
+        let mut flight = Vec::new();
+        let mut t = now();
+        for _ in 0..2000 {
+            t += xorshift(&mut rng, 20_000);
+            NOW.store(t, Ordering::Relaxed);
+            let sealed = sender.seal(message());
+            let delay = match xorshift(&mut rng, 10) {
+                0 => 900_000 + xorshift(&mut rng, 300_000),
+                _ => xorshift(&mut rng, 5_000),
+            };
+            let from = if xorshift(&mut rng, 2) == 0 { SRC } else { V6 };
+            flight.push((t + delay, from, sealed));
+        }
+        flight.sort_by_key(|f| f.0);
+        let mut receiver = Auth::new(ring(KEYS), now);
+        let mut overtaken = 0;
+        let mut newest = Map::default();
+        for (at, from, sealed) in &flight {
+            NOW.store(*at, Ordering::Relaxed);
+            assert_eq!(receiver.open(sealed, *from).map(|_| ()), Ok(()));
+            let ts = u64::from_be_bytes(sealed[24..32].try_into().unwrap());
+            let front = newest.entry(*from).or_insert(0);
+            overtaken += usize::from(ts < *front);
+            *front = ts.max(*front);
+        }
+        assert!(overtaken > 100, "only {overtaken} arrived out of order");
+        // Every one of them again, last first, from where it came or from
+        // the other address: refused, all of them.
+        for (_, from, sealed) in flight.iter().rev() {
+            let other = if *from == SRC { V6 } else { SRC };
+            assert!(receiver.open(sealed, *from).unwrap_err().is_replay());
+            assert!(receiver.open(sealed, other).unwrap_err().is_replay());
+        }
+        assert_eq!(receiver.remembered(), flight.len());
     }
 
     #[test]

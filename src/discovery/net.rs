@@ -121,6 +121,10 @@ impl Net {
                 None
             }
         };
+        if let Some(s) = &sealer {
+            // A new run: ahead of all that a former run of this host sent.
+            s.start();
+        }
         let (wake_tx, wake_rx) = UnixDatagram::pair()?;
         wake_tx.set_nonblocking(true)?;
         wake_rx.set_nonblocking(true)?;

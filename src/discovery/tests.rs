@@ -1016,6 +1016,33 @@ fn with_a_key_queries_are_answered_and_plain_or_replayed_ones_ignored() {
 }
 
 #[test]
+fn with_a_key_messages_that_overtake_each_other_all_count_and_replays_none() {
+    let mut f = fixture(Config::default());
+    f.e.set_auth(Some(auth(KEY)));
+    let peer_auth = auth(KEY);
+    // Three tries of a query, sealed in turn, arriving last first (held
+    // while the peer's kernel resolved this host's link address).
+    let q = Message::from(Query::new(
+        std::num::NonZeroU64::new(9).unwrap(),
+        WireAddress::new(Address::Ip4([10, 0, 0, 1].into())).unwrap(),
+        peer_record(PEER),
+    ))
+    .encode();
+    let tries: Vec<Vec<u8>> = (0..3).map(|_| peer_auth.seal(q.clone())).collect();
+    for t in tries.iter().rev() {
+        f.e.on_datagram(peer(), Some(own_ip()), t, f.t0);
+        let (_, _, answer) = sent_reply(&f.e.take_effects());
+        assert!(matches!(answer, Answer::Found(_)));
+    }
+    assert_eq!(f.e.drops().total(), 0, "nothing dropped");
+    for t in &tries {
+        f.e.on_datagram(peer(), Some(own_ip()), t, f.t0);
+    }
+    assert!(f.e.take_effects().datagrams.is_empty());
+    assert_eq!(f.e.drops().replayed, 3);
+}
+
+#[test]
 fn replies_to_one_source_are_rate_limited() {
     let mut f = fixture(Config {
         reply_rate: 10,
