@@ -10,11 +10,11 @@ use std::thread::sleep;
 use std::time::Duration;
 use urdma_harness::drops::{drops_from, expect_drops};
 use urdma_harness::fake_peer::{Asked, FakePeer};
-use urdma_harness::load::{resolve_all, verbose_dgids};
+use urdma_harness::load::{load_ok, resolve_all, verbose_dgids};
 use urdma_harness::nodes::{
-    add_silent_neighbour, b_with_addresses, resolve, resolve_fails, timed, Node,
+    add_silent_neighbour, b_with_addresses, resolve, resolve_fails, timed, Node, WAIT,
 };
-use urdma_harness::Net;
+use urdma_harness::{Host, Net};
 
 /// nftables in the bridge's namespace: 30% of the discovery datagrams
 /// between the hosts dropped (each way), and counters of what passed.
@@ -30,7 +30,36 @@ table bridge loss {
 }
 ";
 
-/// `(dropped, passed)` packets from the counters of `LOSS_RULES`.
+/// nftables in the bridge's namespace: an overloaded segment, where 90%
+/// of the group datagrams (the name queries, to the IPv4 and the IPv6
+/// group) are dropped; unicast passes.
+const GROUP_LOSS_RULES: &str = "
+table bridge loss {
+  chain between {
+    type filter hook forward priority 0; policy accept;
+    ip daddr 239.255.65.67 udp dport 6126 numgen random mod 10 < 9 counter drop
+    ip6 daddr ff12::1:6126 udp dport 6126 numgen random mod 10 < 9 counter drop
+    ip daddr 239.255.65.67 udp dport 6126 counter
+    ip6 daddr ff12::1:6126 udp dport 6126 counter
+  }
+}
+";
+
+fn load_rules(net: &Net, rules: &str) {
+    let mut nft = std::process::Command::new("ip")
+        .args(["netns", "exec", &net.netns, "nft", "-f", "-"])
+        .stdin(std::process::Stdio::piped())
+        .spawn()
+        .expect("nft");
+    nft.stdin
+        .take()
+        .unwrap()
+        .write_all(rules.as_bytes())
+        .unwrap();
+    assert!(nft.wait().unwrap().success(), "nft rejected the rules");
+}
+
+/// `(dropped, passed)` packets from the counters of the `loss` table.
 fn loss_counters(net: &Net) -> (u64, u64) {
     let out = std::process::Command::new("ip")
         .args([
@@ -72,17 +101,7 @@ fn thirty_percent_packet_loss_is_overcome_by_retries_within_the_bound() {
     let opts: Vec<&str> = opts.iter().map(String::as_str).collect();
     let a = Node::A.start(&net, &opts);
     let (_b, ips) = b_with_addresses(&net, LOOKUPS, &[]);
-    let mut nft = std::process::Command::new("ip")
-        .args(["netns", "exec", &net.netns, "nft", "-f", "-"])
-        .stdin(std::process::Stdio::piped())
-        .spawn()
-        .expect("nft");
-    nft.stdin
-        .take()
-        .unwrap()
-        .write_all(LOSS_RULES.as_bytes())
-        .unwrap();
-    assert!(nft.wait().unwrap().success(), "nft rejected the rules");
+    load_rules(&net, LOSS_RULES);
 
     let bound = Duration::from_millis(TIMEOUT_MS * (RETRIES + 1));
     let n = LOOKUPS.to_string();
@@ -209,4 +228,67 @@ fn a_lookup_times_out_on_time_when_nothing_else_happens() {
         "a {TIMEOUT_MS} ms lookup failed after {took_all:?}\n{}",
         a.diagnostics()
     );
+}
+
+/// The issue's 256 daemons, small: when the segment drops most name
+/// queries, a name the segment could not find in time (and the system's
+/// resolver does not know: names only in ibacm_addr.cfg) is ETIMEDOUT,
+/// never ENODATA, and is not remembered: asked again, more are found.
+#[test]
+fn names_an_overloaded_segment_cannot_find_in_time_time_out_and_never_say_no_such_host() {
+    const NAMES: usize = 40;
+    let net = Net::new();
+    let a = Node::A.start(&net, &["urdma_timeout 100", "urdma_retries 2"]);
+    let mut cfg = Node::B.config(&[]);
+    let names: Vec<String> = (0..NAMES).map(|i| format!("bname{i}")).collect();
+    for n in &names {
+        cfg.addr_lines.push(format!("{n} urdma0 1 default"));
+    }
+    let b = Host::start_on(&net, "eth0", cfg);
+    b.expect_log(
+        &format!("urdma: endpoint pkey 0xffff: address {}", names[NAMES - 1]),
+        WAIT,
+    );
+    load_rules(&net, GROUP_LOSS_RULES);
+
+    let file = a.path("names.txt");
+    std::fs::write(&file, names.join("\n")).unwrap();
+    let n = NAMES.to_string();
+    let args = [
+        "-f",
+        "n",
+        "-s",
+        "node-a",
+        "--dest-file",
+        file.to_str().unwrap(),
+        "-c",
+        &n,
+        "-n",
+        &n,
+        "--verbose",
+    ];
+    let mut resolved = Vec::new();
+    // The second round comes well within urdma_negative_timeout (5 s).
+    for round in 1..=2 {
+        let (out, sum) = load_ok(&a, &args, Duration::from_secs(60), &[("requests", &n)]);
+        let count = |k: &str| sum[k].parse::<u64>().unwrap();
+        assert_eq!(count("status_3"), 0, "ENODATA for names B holds:\n{out}");
+        assert_eq!(count("ok") + count("status_6"), NAMES as u64, "{sum:?}");
+        for (dest, dgids) in verbose_dgids(&out) {
+            assert!(
+                dgids == [Node::B.gid()] || dgids == ["-"],
+                "{dest}: {dgids:?}\n{out}"
+            );
+        }
+        eprintln!(
+            "round {round}: {} of {NAMES} names resolved, {} timed out",
+            sum["ok"], sum["status_6"]
+        );
+        resolved.push(count("ok"));
+    }
+    // The overload was real, and what timed out was asked again.
+    assert!(resolved[0] < NAMES as u64, "{resolved:?}");
+    assert!(resolved[1] > resolved[0], "{resolved:?}");
+    let (dropped, passed) = loss_counters(&net);
+    assert!(dropped > 4 * passed, "{dropped} dropped, {passed} passed");
 }

@@ -261,8 +261,8 @@ fn a_peer_that_answers_slowly_late_or_twice() {
         "no query with that transaction id",
         1,
     );
-    // The late answer taught nothing: once the failure is forgotten, a
-    // request that may not wait still finds no path.
+    // The late answer taught nothing (and the timeout was not remembered):
+    // a request that may not wait still finds no path.
     sleep(Duration::from_millis(1200));
     resolve_fails(&a, &["-c", "-f", "i", "-d", &ip(LATE)], "No data available");
     // The second answer changed nothing.

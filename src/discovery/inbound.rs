@@ -19,7 +19,7 @@ use super::wire::{Announce, Answer, Message, Query, Reply};
 use super::{Datagram, Discovery, Outcome, CHECK_HOLDOFF};
 use crate::addr::Address;
 use crate::local::{ip_of, Local};
-use acm_prov_sys::ACM_STATUS_ENODATA;
+use acm_prov_sys::{ACM_STATUS_ENODATA, ACM_STATUS_ETIMEDOUT};
 use std::net::{IpAddr, SocketAddr};
 use std::num::NonZeroU64;
 use std::time::{Duration, Instant};
@@ -74,7 +74,10 @@ impl Discovery {
     }
 
     /// An ICMP error for a datagram sent to `dest`; `payload` is that
-    /// datagram. An unreachable host or port ends its probe at once.
+    /// datagram. An unreachable host or port ends its probe at once, as
+    /// one that could not find out: nothing listening there now (a daemon
+    /// starting or restarting, a neighbour not resolved under load) says
+    /// nothing about whether the address is a destination.
     pub fn on_unreachable(
         &mut self,
         local: &Local,
@@ -90,7 +93,7 @@ impl Discovery {
         };
         if p.to.is_some_and(|to| same_place(to, dest)) {
             log::trace!("lookup {}: {dest} unreachable", p.target);
-            self.probe_failed(local, txid, ACM_STATUS_ENODATA as u8, now);
+            self.probe_failed(local, txid, ACM_STATUS_ETIMEDOUT as u8, now);
         }
     }
 

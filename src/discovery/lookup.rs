@@ -4,6 +4,12 @@
 //! configured derivations in order; lookups of one destination are one.
 //! A name asked of the groups is claimed by whoever answers, and each
 //! claimant is asked again by unicast before its claim counts.
+//!
+//! A lookup fails ENODATA only when every stage that could have known said
+//! no (a holder refused, the system's resolver has no such name, holders
+//! disagree); if any stage could not find out in time (silence, an ICMP
+//! error, a stage cut short) it fails ETIMEDOUT, which is never
+//! remembered: the next request asks again.
 
 use super::state::{Learned, Lookup, NeighbourJob, NssJob, Probe, Purpose, Stage};
 use super::wire::{Message, Query, WireAddress};
@@ -19,6 +25,19 @@ use std::time::{Duration, Instant};
 /// Whether a stage asks hosts, whose confirmations decide it.
 fn asks(stage: Stage) -> bool {
     matches!(stage, Stage::Discover | Stage::Nss)
+}
+
+const NO: u8 = ACM_STATUS_ENODATA as u8;
+const UNKNOWN: u8 = ACM_STATUS_ETIMEDOUT as u8;
+
+/// Of what two probes of a stage came to, what the stage knows: no only
+/// if both said no.
+fn weakest(a: u8, b: u8) -> u8 {
+    if a == NO && b == NO {
+        NO
+    } else {
+        UNKNOWN
+    }
 }
 
 impl Discovery {
@@ -56,7 +75,8 @@ impl Discovery {
             stage: Stage::Discover,
             deadline: now,
             endpoint: ep,
-            failure: ACM_STATUS_ENODATA as u8,
+            failure: NO,
+            unsure: false,
             probes: Vec::new(),
             confirmed: Vec::new(),
             resolving: false,
@@ -105,14 +125,18 @@ impl Discovery {
         let Some(l) = self.state.lookups.get(&key) else {
             return;
         };
-        let (ep, failure) = (l.endpoint, l.failure);
+        let (ep, unsure) = (l.endpoint, l.unsure);
         match stage {
             Stage::Discover => {
                 let to = ip_of(&key).map(|ip| SocketAddr::new(ip, self.cfg.discovery_port));
                 let Some(txid) = self.send_probe(local, key.clone(), to, Purpose::Lookup, ep, now)
                 else {
+                    // Not asked: the stage could not find out.
                     log::debug!("lookup {key}: no record of the source endpoint to send");
-                    return self.run_stage(local, key, Stage::Derive(0), now);
+                    if let Some(l) = self.state.lookups.get_mut(&key) {
+                        l.stage = Stage::Discover;
+                    }
+                    return self.next_stage(local, &key, UNKNOWN, now);
                 };
                 if let Some(l) = self.state.lookups.get_mut(&key) {
                     l.stage = Stage::Discover;
@@ -138,7 +162,7 @@ impl Discovery {
                 self.wake = true;
             }
             Stage::Derive(i) => match self.cfg.derive.get(i).copied() {
-                None => self.fail(&key, failure, now),
+                None => self.fail(&key, if unsure { UNKNOWN } else { NO }, now),
                 Some(Derivation::Ipv4Mapped) => match key {
                     Address::Ip4(v4) => {
                         let gid = Gid(v4.to_ipv6_mapped().octets());
@@ -241,13 +265,15 @@ impl Discovery {
         true
     }
 
-    /// Moves a lookup past a stage that failed with `status`; the stage's
+    /// Moves a lookup past a stage that failed with `status` (ENODATA: it
+    /// was told no; anything else: it could not find out); the stage's
     /// probes end with it.
     pub(super) fn next_stage(&mut self, local: &Local, key: &Address, status: u8, now: Instant) {
         let Some(l) = self.state.lookups.get_mut(key) else {
             return;
         };
-        l.failure = status;
+        l.unsure |= status != NO;
+        l.failure = NO;
         l.resolving = false;
         l.confirmed.clear();
         let stage = l.stage;
@@ -299,18 +325,21 @@ impl Discovery {
     /// Completes a lookup with a binding.
     pub(super) fn succeed(&mut self, key: &Address, learned: Learned, now: Instant) {
         log::trace!("lookup {key}: {}", learned.gid);
-        self.bind(key, learned, now);
+        self.bind(key, learned.clone(), now);
         if let Some(l) = self.state.remove_lookup(key) {
             self.lookup_stats
                 .resolved
                 .observe(now.saturating_duration_since(l.started));
-            self.outcomes.push(Outcome::Resolved(key.clone()));
+            self.outcomes.push(Outcome::Resolved(key.clone(), learned));
         }
     }
 
+    /// Completes a lookup without a binding. Only a no (ENODATA) is
+    /// remembered for `urdma_negative_timeout`: not finding out in time
+    /// says nothing about the destination, and the next request asks again.
     fn fail(&mut self, key: &Address, status: u8, now: Instant) {
         log::trace!("lookup {key}: failed with status {status}");
-        if self.cfg.negative_timeout_ms > 0 {
+        if status == NO && self.cfg.negative_timeout_ms > 0 {
             let until = now + Duration::from_millis(u64::from(self.cfg.negative_timeout_ms));
             self.state.failed.insert(key.clone(), status, Some(until));
         }
@@ -419,7 +448,7 @@ impl Discovery {
                 }
                 self.settle(local, &key, now);
             } else {
-                self.next_stage(local, &key, ACM_STATUS_ETIMEDOUT as u8, now);
+                self.next_stage(local, &key, UNKNOWN, now);
             }
         }
     }
@@ -439,10 +468,13 @@ impl Discovery {
                 .is_some_and(|l| l.deadline > now),
         };
         if p.answered {
-            // A group query some host answered: the claims decide now.
+            // A group query some host answered: the claims decide now. Its
+            // time is up, so whoever else holds the name and did not answer
+            // (lost, overloaded) was not heard: a claimant that then refuses
+            // says no only for itself.
             let key = p.key.clone();
             self.state.probes.remove(&txid);
-            return self.lookup_probe_ended(local, &key, txid, None, now);
+            return self.lookup_probe_ended(local, &key, txid, Some(UNKNOWN), now);
         }
         if p.tries <= self.cfg.retries && in_time {
             log::trace!(
@@ -454,11 +486,12 @@ impl Discovery {
                 return;
             }
         }
-        self.probe_failed(local, txid, ACM_STATUS_ETIMEDOUT as u8, now);
+        self.probe_failed(local, txid, UNKNOWN, now);
     }
 
-    /// A probe that got no answer it can use: a refusal (ENODATA), an ICMP
-    /// error (ENODATA) or silence (ETIMEDOUT).
+    /// A probe that got no answer it can use: a refusal by the address's
+    /// holder (ENODATA), or an ICMP error or silence (ETIMEDOUT: nobody
+    /// there could say).
     pub(super) fn probe_failed(
         &mut self,
         local: &Local,
@@ -499,7 +532,7 @@ impl Discovery {
         };
         l.probes.retain(|t| *t != txid);
         if let Some(s) = status {
-            l.failure = s;
+            l.failure = weakest(l.failure, s);
         }
         self.settle(local, key, now);
     }
@@ -539,7 +572,7 @@ impl Discovery {
                 who.join(", ")
             );
             self.conflicts += 1;
-            return self.next_stage(local, key, ACM_STATUS_ENODATA as u8, now);
+            return self.next_stage(local, key, NO, now);
         }
         if l.probes.is_empty() {
             let status = l.failure;

@@ -47,6 +47,7 @@ use std::time::{Duration, Instant};
 use wire::{EndpointRecord, WireAddress, MAX_ADDRESSES};
 
 pub use derive::eui64_gid;
+pub use names::NssError;
 
 /// After a check of an address, hints about it are ignored this long: a
 /// host sends each announcement three times, and a flood of forged hints
@@ -74,9 +75,10 @@ pub enum Datagram {
 /// What the request path must do after a discovery call.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Outcome {
-    /// The lookup of this address ended with a binding
-    /// ([`Discovery::learned`]): answer the requests waiting for it.
-    Resolved(Address),
+    /// The lookup of this address ended with this binding (also in
+    /// [`Discovery::learned`], unless the table's bound evicted it since):
+    /// answer the requests waiting for it.
+    Resolved(Address, Learned),
     /// The lookup failed with this status: answer them with it.
     Failed(Address, u8),
     /// What this address led to changed or is gone: it leaves the

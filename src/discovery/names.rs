@@ -7,20 +7,40 @@ use super::state::{Purpose, Stage, MAX_CLAIMS};
 use super::Discovery;
 use crate::addr::Address;
 use crate::local::Local;
-use acm_prov_sys::ACM_STATUS_ENODATA;
+use acm_prov_sys::{ACM_STATUS_ENODATA, ACM_STATUS_ETIMEDOUT};
 use std::net::{IpAddr, SocketAddr};
 use std::time::Instant;
+
+/// Why the system's resolver gave no address for a name.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum NssError {
+    /// It said the name does not exist, or has no address (`EAI_NONAME`,
+    /// `EAI_NODATA`): a no.
+    NoSuchName(String),
+    /// It could not find out (`EAI_AGAIN`: no server answered in time,
+    /// `EAI_FAIL`, a system error, ...): no answer at all.
+    Failed(String),
+}
+
+impl std::fmt::Display for NssError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            NssError::NoSuchName(why) | NssError::Failed(why) => f.write_str(why),
+        }
+    }
+}
 
 impl Discovery {
     /// What the system's resolver said about the name of lookup `key`:
     /// each address it gave is asked by unicast, and the hosts that answer
-    /// decide as claimants of the name do; no address, or an error, ends
-    /// the stage.
+    /// decide as claimants of the name do; no address ends the stage with
+    /// a no, an error that is not "no such name" as one that could not
+    /// find out.
     pub fn on_nss(
         &mut self,
         local: &Local,
         key: &Address,
-        answer: Result<Vec<IpAddr>, String>,
+        answer: Result<Vec<IpAddr>, NssError>,
         now: Instant,
     ) {
         let Some(l) = self.state.lookups.get_mut(key) else {
@@ -41,7 +61,11 @@ impl Discovery {
             Err(e) => {
                 self.lookup_stats.nss_failed += 1;
                 log::debug!("lookup {key}: the system's resolver: {e}");
-                return self.next_stage(local, key, ACM_STATUS_ENODATA as u8, now);
+                let status = match e {
+                    NssError::NoSuchName(_) => ACM_STATUS_ENODATA,
+                    NssError::Failed(_) => ACM_STATUS_ETIMEDOUT,
+                };
+                return self.next_stage(local, key, status as u8, now);
             }
         };
         ips.sort();
@@ -62,7 +86,8 @@ impl Discovery {
         }
         match self.state.lookups.get_mut(key) {
             Some(l) if !probes.is_empty() => l.probes.extend(probes),
-            Some(_) => self.next_stage(local, key, ACM_STATUS_ENODATA as u8, now),
+            // None of them could be asked.
+            Some(_) => self.next_stage(local, key, ACM_STATUS_ETIMEDOUT as u8, now),
             None => {}
         }
     }

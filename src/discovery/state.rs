@@ -119,8 +119,13 @@ pub struct Lookup {
     pub deadline: Instant,
     /// The endpoint whose record the queries carry.
     pub endpoint: Id,
-    /// The status to fail with if no later stage succeeds.
+    /// How the current stage ends if nothing binds: ENODATA while every
+    /// probe of it that ended was told no, ETIMEDOUT once one could not
+    /// find out (no answer, an ICMP error, a group query's time up).
     pub failure: u8,
+    /// A stage already over could not find out: the lookup then fails
+    /// with ETIMEDOUT, whatever later stages say, and is not remembered.
+    pub unsure: bool,
     /// The probes working for this lookup: its own query, then the hosts
     /// asked to confirm a claim.
     pub probes: Vec<NonZeroU64>,

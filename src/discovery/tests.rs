@@ -282,7 +282,7 @@ fn replies_from_elsewhere_or_unknown_transactions_are_dropped() {
 }
 
 #[test]
-fn silence_is_retried_then_times_out_and_is_remembered() {
+fn silence_is_retried_then_times_out_and_is_not_remembered() {
     let cfg = Config {
         timeout_ms: 100,
         retries: 2,
@@ -300,14 +300,21 @@ fn silence_is_retried_then_times_out_and_is_remembered() {
     let fx = f.e.take_effects();
     assert_eq!(fx.replies.len(), 1);
     assert_eq!(fx.replies[0].msg.status(), ACM_STATUS_ETIMEDOUT as u8);
-    // Remembered: the next request fails at once without a query.
-    let r = f.e.resolve(f.addr, &ip_request(PEER_IP, 0, 2), 12).unwrap();
-    assert_eq!(r.status(), ACM_STATUS_ETIMEDOUT as u8);
-    assert!(f.e.take_effects().datagrams.is_empty());
+    // Not finding out says nothing about the destination: the next
+    // request asks again.
+    let t = f.t0 + Duration::from_millis(401);
+    assert_eq!(
+        f.e.resolve_at(f.addr, &ip_request(PEER_IP, 0, 2), 12, t),
+        None
+    );
+    let (again, to) = sent_query(&f.e.take_effects());
+    assert_eq!(to, Some(peer()));
+    assert_ne!(again.txid(), first.txid(), "a new lookup");
+    assert_eq!(f.e.discovery().failures(), 0, "nothing remembered");
 }
 
 #[test]
-fn refusal_and_icmp_unreachable_fail_at_once() {
+fn a_refusal_fails_at_once_with_enodata_and_an_icmp_error_with_etimedout() {
     let mut f = fixture(Config {
         negative_timeout_ms: 0,
         ..Config::default()
@@ -318,6 +325,8 @@ fn refusal_and_icmp_unreachable_fail_at_once() {
     let fx = f.e.take_effects();
     assert_eq!(fx.replies[0].msg.status(), ACM_STATUS_ENODATA as u8);
 
+    // Nothing listening at the address (a daemon not started yet, a
+    // neighbour not resolved): nobody said no, so not ENODATA.
     f.e.resolve(f.addr, &ip_request(PEER_IP, 0, 2), 12);
     let fx = f.e.take_effects();
     let Datagram::Unicast { bytes, .. } = &fx.datagrams[0] else {
@@ -335,7 +344,7 @@ fn refusal_and_icmp_unreachable_fail_at_once() {
     let fx = f.e.take_effects();
     assert_eq!(
         (fx.replies[0].id, fx.replies[0].msg.status()),
-        (12, ACM_STATUS_ENODATA as u8)
+        (12, ACM_STATUS_ETIMEDOUT as u8)
     );
 }
 
@@ -809,7 +818,8 @@ fn a_claim_counts_only_once_its_host_confirms_it() {
     assert_eq!(dgid(&fx.replies[0].msg), PEER.parse().unwrap());
 
     // A name B does not hold, claimed in B's name: B refuses, and the
-    // lookup fails once its group query's time is up.
+    // lookup fails once its group query's time is up. B said no only for
+    // itself: a holder whose answer was lost may exist, so not ENODATA.
     f.e.resolve(f.addr, &by_name(b"node-c", 2), 2);
     let (g, _) = sent_query(&f.e.take_effects());
     let c_record = EndpointRecord::new(
@@ -832,7 +842,7 @@ fn a_claim_counts_only_once_its_host_confirms_it() {
     f.e.on_timers(f.t0 + Duration::from_secs(2));
     let fx = f.e.take_effects();
     assert_eq!(fx.replies.len(), 1);
-    assert_eq!(fx.replies[0].msg.status(), ACM_STATUS_ENODATA as u8);
+    assert_eq!(fx.replies[0].msg.status(), ACM_STATUS_ETIMEDOUT as u8);
     assert_eq!(bound_gid(&f.e, &Address::name("node-c").unwrap()), None);
 }
 
@@ -1381,9 +1391,14 @@ fn a_name_off_the_segment_is_found_through_the_system_resolver_and_asked_by_unic
 
 #[test]
 fn a_name_the_resolver_does_not_know_fails_at_once_and_is_remembered() {
-    let mut f = fixture(Config::default());
-    let (job, t) = to_the_resolver(&mut f, "nobody", 1);
-    f.e.on_nss(&job.key, Err("Name or service not known".into()), t);
+    let mut f = fixture(Config {
+        name_lookup: vec![NameLookup::Nss],
+        ..Config::default()
+    });
+    assert_eq!(f.e.resolve(f.addr, &by_name("nobody", 1), 1), None);
+    let job = f.e.take_nss_jobs().remove(0);
+    let no = NssError::NoSuchName("Name or service not known".into());
+    f.e.on_nss(&job.key, Err(no), f.t0);
     let fx = f.e.take_effects();
     assert_eq!(fx.replies.len(), 1);
     assert_eq!(fx.replies[0].msg.status(), ACM_STATUS_ENODATA as u8);
@@ -1445,4 +1460,166 @@ fn addresses_of_different_hosts_for_one_name_get_no_answer() {
     assert_eq!(fx.replies.len(), 1);
     assert_eq!(fx.replies[0].msg.status(), ACM_STATUS_ENODATA as u8);
     assert_eq!(f.e.discovery().conflicts(), 1);
+}
+
+// Failure semantics: ENODATA only when every stage that could have known
+// said no; ETIMEDOUT, never remembered, when one could not find out.
+
+fn nss_only() -> Config {
+    Config {
+        name_lookup: vec![NameLookup::Nss],
+        ..Config::default()
+    }
+}
+
+/// The one reply among the effects: its status.
+fn one_status(f: &mut Fixture) -> u8 {
+    let fx = f.e.take_effects();
+    assert_eq!(fx.replies.len(), 1, "{fx:?}");
+    fx.replies[0].msg.status()
+}
+
+#[test]
+fn a_name_the_segment_could_not_find_and_the_resolver_does_not_know_times_out() {
+    // A cluster whose names are only in ibacm_addr.cfg: DNS never knows
+    // them, and an overloaded segment did not answer in time. The segment
+    // could have known, so this is not a no.
+    let mut f = fixture(Config::default());
+    let (job, t) = to_the_resolver(&mut f, "node-b", 1);
+    let no = NssError::NoSuchName("Name or service not known".into());
+    f.e.on_nss(&job.key, Err(no), t);
+    assert_eq!(one_status(&mut f), ACM_STATUS_ETIMEDOUT as u8);
+    assert_eq!(f.e.discovery().failures(), 0, "not remembered");
+    // The next request asks the segment again, where the name is found.
+    learn_peer_name(&mut f, 2);
+}
+
+#[test]
+fn a_resolver_that_could_not_find_out_is_no_answer() {
+    let mut f = fixture(nss_only());
+    for tid in 1..=2 {
+        assert_eq!(f.e.resolve(f.addr, &by_name("node-far", tid), tid), None);
+        let job = f.e.take_nss_jobs().remove(0);
+        let again = NssError::Failed("Temporary failure in name resolution".into());
+        f.e.on_nss(&job.key, Err(again), f.t0);
+        assert_eq!(one_status(&mut f), ACM_STATUS_ETIMEDOUT as u8);
+        assert_eq!(f.e.discovery().failures(), 0, "asked again: {tid}");
+    }
+}
+
+#[test]
+fn addresses_the_resolver_gave_say_no_only_if_every_one_refuses() {
+    let mut f = fixture(nss_only());
+    let ips = [
+        IpAddr::V4([10, 0, 1, 2].into()),
+        IpAddr::V4([10, 0, 1, 3].into()),
+    ];
+    // One with nothing listening (an ICMP error), then one that refuses:
+    // the refusal coming last does not make it a no.
+    assert_eq!(f.e.resolve(f.addr, &by_name("node-rr", 1), 1), None);
+    let job = f.e.take_nss_jobs().remove(0);
+    f.e.on_nss(&job.key, Ok(ips.to_vec()), f.t0);
+    let asked = sent_queries(&f.e.take_effects());
+    assert_eq!(asked.len(), 2);
+    let (q, to) = &asked[0];
+    f.e.on_unreachable(to.unwrap(), &Message::from(q.clone()).encode(), f.t0);
+    assert!(f.e.take_effects().replies.is_empty(), "the other may bind");
+    let (q, to) = &asked[1];
+    f.e.on_datagram(to.unwrap(), None, &reply_bytes(q, Answer::Refused), f.t0);
+    assert_eq!(one_status(&mut f), ACM_STATUS_ETIMEDOUT as u8);
+    assert_eq!(f.e.discovery().failures(), 0);
+
+    // Both refuse: the name leads to no destination.
+    assert_eq!(f.e.resolve(f.addr, &by_name("node-rr", 2), 2), None);
+    let job = f.e.take_nss_jobs().remove(0);
+    f.e.on_nss(&job.key, Ok(ips.to_vec()), f.t0);
+    for (q, to) in &sent_queries(&f.e.take_effects()) {
+        f.e.on_datagram(to.unwrap(), None, &reply_bytes(q, Answer::Refused), f.t0);
+    }
+    assert_eq!(one_status(&mut f), ACM_STATUS_ENODATA as u8);
+    assert_eq!(f.e.discovery().failures(), 1, "a no is remembered");
+}
+
+#[test]
+fn a_claim_its_host_never_confirms_times_out() {
+    let mut f = fixture(segment_only());
+    assert_eq!(f.e.resolve(f.addr, &by_name("node-b", 1), 1), None);
+    let (g, _) = sent_query(&f.e.take_effects());
+    let claim = reply_bytes(&g, Answer::Found(peer_record(PEER)));
+    f.e.on_datagram(peer(), None, &claim, f.t0);
+    let (_, to) = sent_query(&f.e.take_effects());
+    assert_eq!(to, Some(peer()));
+    // The confirmation and its tries are lost.
+    for ms in (100..=2_000).step_by(100) {
+        f.e.on_timers(f.t0 + Duration::from_millis(ms));
+    }
+    assert_eq!(one_status(&mut f), ACM_STATUS_ETIMEDOUT as u8);
+    assert_eq!(f.e.discovery().failures(), 0);
+}
+
+#[test]
+fn a_refusal_is_remembered_and_an_icmp_error_is_not() {
+    let mut f = fixture(Config::default());
+    f.e.resolve(f.addr, &ip_request(PEER_IP, 0, 1), 1);
+    let (q, _) = sent_query(&f.e.take_effects());
+    f.e.on_datagram(peer(), None, &reply_bytes(&q, Answer::Refused), f.t0);
+    assert_eq!(one_status(&mut f), ACM_STATUS_ENODATA as u8);
+    let r = f.e.resolve(f.addr, &ip_request(PEER_IP, 0, 2), 2).unwrap();
+    assert_eq!(r.status(), ACM_STATUS_ENODATA as u8, "remembered");
+    assert!(f.e.take_effects().datagrams.is_empty(), "nothing asked");
+
+    let other = [10, 0, 0, 3];
+    let to = SocketAddr::new(IpAddr::V4(other.into()), 6126);
+    for tid in 3..=4 {
+        assert_eq!(f.e.resolve(f.addr, &ip_request(other, 0, tid), tid), None);
+        let (q, _) = sent_query(&f.e.take_effects());
+        f.e.on_unreachable(to, &Message::from(q).encode(), f.t0);
+        assert_eq!(one_status(&mut f), ACM_STATUS_ETIMEDOUT as u8);
+    }
+}
+
+#[test]
+fn a_derivation_that_times_out_after_a_refusal_times_out_the_lookup() {
+    let mut f = fixture(Config {
+        derive: vec![Derivation::Eui64],
+        ..Config::default()
+    });
+    f.e.resolve(f.addr, &ip_request(PEER_IP, 0, 1), 1);
+    let (q, _) = sent_query(&f.e.take_effects());
+    f.e.on_datagram(peer(), None, &reply_bytes(&q, Answer::Refused), f.t0);
+    let job = f.e.take_neighbour_jobs().remove(0);
+    f.e.on_neighbour(job, None, f.t0);
+    f.e.on_timers(f.t0 + Duration::from_secs(1));
+    assert_eq!(one_status(&mut f), ACM_STATUS_ETIMEDOUT as u8);
+    assert_eq!(f.e.discovery().failures(), 0);
+}
+
+#[test]
+fn a_full_lookup_table_is_no_answer_and_not_remembered() {
+    let mut f = fixture(Config {
+        max_lookups: 1,
+        ..Config::default()
+    });
+    f.e.resolve(f.addr, &ip_request([10, 0, 0, 7], 0, 1), 1);
+    f.e.take_effects();
+    let r = f.e.resolve(f.addr, &by_name("node-b", 2), 2).unwrap();
+    assert_eq!(r.status(), ACM_STATUS_ENOMEM as u8);
+    assert_eq!(f.e.discovery().failures(), 0);
+}
+
+#[test]
+fn a_binding_the_tables_bound_evicts_at_once_still_answers_its_lookup() {
+    // Bound to the address and to the GID: with room for one, the GID's
+    // binding evicts the address's before the waiting request is answered.
+    let mut f = fixture(Config {
+        max_learned: 1,
+        ..Config::default()
+    });
+    f.e.resolve(f.addr, &ip_request(PEER_IP, 0, 1), 1);
+    let (q, _) = sent_query(&f.e.take_effects());
+    let found = reply_bytes(&q, Answer::Found(peer_record(PEER)));
+    f.e.on_datagram(peer(), None, &found, f.t0);
+    let fx = f.e.take_effects();
+    assert_eq!(fx.replies.len(), 1, "{fx:?}");
+    assert_eq!(dgid(&fx.replies[0].msg), PEER.parse().unwrap());
 }

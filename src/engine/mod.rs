@@ -19,7 +19,7 @@ use crate::config::Config;
 use crate::discovery::auth::Auth;
 use crate::discovery::counts::DropCounts;
 use crate::discovery::state::{NeighbourJob, NssJob};
-use crate::discovery::{Datagram, Discovery, Outcome};
+use crate::discovery::{Datagram, Discovery, NssError, Outcome};
 use crate::entropy::Seed;
 use crate::fastmap::Map;
 use crate::host::{Counter, Host, COUNTERS};
@@ -449,7 +449,7 @@ impl<H: Host> Engine<H> {
     }
 
     /// What the system's resolver said about the name of lookup `key`.
-    pub fn on_nss(&mut self, key: &Address, answer: Result<Vec<IpAddr>, String>, now: Instant) {
+    pub fn on_nss(&mut self, key: &Address, answer: Result<Vec<IpAddr>, NssError>, now: Instant) {
         self.discovery.on_nss(&self.local, key, answer, now);
         self.apply(now);
     }
@@ -519,7 +519,7 @@ impl<H: Host> Engine<H> {
                 Outcome::Changed(a) => {
                     self.cache.evict(&a);
                 }
-                Outcome::Resolved(a) => self.answer_resolved(&a, now),
+                Outcome::Resolved(a, learned) => self.answer_resolved(&a, &learned, now),
                 Outcome::Failed(a, status) => {
                     self.answer_waiters(&a, status);
                 }

@@ -361,11 +361,28 @@ impl<H: Host> Engine<H> {
         })
     }
 
-    /// The lookup of `key` found a binding: every request waiting for it
+    /// The lookup of `key` found `bound`: every request waiting for it
     /// gets its path (or why not, from its own endpoint).
-    pub(super) fn answer_resolved(&mut self, key: &Address, now: Instant) {
+    pub(super) fn answer_resolved(&mut self, key: &Address, bound: &Learned, now: Instant) {
         for w in self.waiting.remove(key).unwrap_or_default() {
-            let reply = match self.find(w.endpoint, key, now) {
+            let found = match self.find(w.endpoint, key, now) {
+                // Evicted meanwhile by the bound of the bindings (many
+                // lookups ending at once): what the lookup found stands.
+                Found::Unknown => {
+                    let pkey = self.local.endpoint(w.endpoint).map(|e| e.pkey);
+                    match pkey.is_some_and(|p| bound.in_partition(p)) {
+                        true => {
+                            let reconfirm =
+                                self.discovery.reconfirm().filter(|_| bound.via.is_some());
+                            let reconfirm_at = reconfirm.map(|r| now + r);
+                            Found::At(dest_of(bound), reconfirm_at)
+                        }
+                        false => Found::NotInPartition,
+                    }
+                }
+                found => found,
+            };
+            let reply = match found {
                 Found::At(dest, learned) => {
                     match self.build_and_cache(w.endpoint, key.clone(), dest, learned, now) {
                         Ok((_, wire)) => msg::resolve_success(&w.request, &wire, w.echo_source),

@@ -10,6 +10,7 @@ use super::lock;
 use super::worker::perform;
 use crate::discovery::net::Net;
 use crate::discovery::state::NssJob;
+use crate::discovery::NssError;
 use crate::engine::Engine;
 use crate::host::Host;
 use crate::threads::Threads;
@@ -26,13 +27,36 @@ pub const THREADS: usize = 4;
 /// provider stops). Idle threads sleep in the channel, costing nothing.
 pub type Work = Option<NssJob>;
 
-/// The addresses the system's resolver gives for `name`, or why none.
-pub fn resolve(name: &str) -> Result<Vec<IpAddr>, String> {
-    let addrs = (name, 0u16).to_socket_addrs().map_err(|e| e.to_string())?;
+/// What `gai_strerror` says for `EAI_NONAME` and `EAI_NODATA` (glibc;
+/// musl's `EAI_NONAME`): the errors that mean the name does not exist.
+/// The standard library hands getaddrinfo's error over only as this text;
+/// one not recognised (another language) counts as not finding out, the
+/// side that is never remembered.
+const NO_SUCH_NAME: [&str; 3] = [
+    "Name or service not known",
+    "No address associated with hostname",
+    "Name does not resolve",
+];
+
+/// The addresses the system's resolver gives for `name`, or why none:
+/// that there is no such name, or that it could not find out (a DNS
+/// server that did not answer in time: `EAI_AGAIN`).
+pub fn resolve(name: &str) -> Result<Vec<IpAddr>, NssError> {
+    let addrs = (name, 0u16)
+        .to_socket_addrs()
+        .map_err(|e| classify(e.to_string()))?;
     let mut ips: Vec<IpAddr> = addrs.map(|a| a.ip()).collect();
     ips.sort();
     ips.dedup();
     Ok(ips)
+}
+
+/// Whether the resolver's error says no or could not find out.
+fn classify(why: String) -> NssError {
+    match NO_SUCH_NAME.iter().any(|t| why.ends_with(t)) {
+        true => NssError::NoSuchName(why),
+        false => NssError::Failed(why),
+    }
 }
 
 /// Starts the resolver threads; the worker hands them names through the
@@ -95,5 +119,20 @@ mod tests {
         let ips = resolve("localhost").expect("localhost resolves");
         assert!(ips.iter().all(|ip| ip.is_loopback()), "{ips:?}");
         assert!(resolve("no-such-host.invalid").is_err());
+    }
+
+    #[test]
+    fn only_no_such_name_is_a_no() {
+        let std = |t: &str| classify(format!("failed to lookup address information: {t}"));
+        for no in NO_SUCH_NAME {
+            assert!(matches!(std(no), NssError::NoSuchName(_)), "{no}");
+        }
+        for unknown in [
+            "Temporary failure in name resolution",
+            "Non-recoverable failure in name resolution",
+            "Connection refused (os error 111)",
+        ] {
+            assert!(matches!(std(unknown), NssError::Failed(_)), "{unknown}");
+        }
     }
 }

@@ -39,6 +39,10 @@ impl Rng {
 pub struct Conditions {
     /// Probability a datagram is lost.
     pub loss: f64,
+    /// Probability a group datagram is lost on its way to each host, on
+    /// top of `loss`: a segment overloaded by group traffic, whose
+    /// switches and receivers drop multicast first.
+    pub group_loss: f64,
     /// Probability a datagram arrives twice.
     pub duplication: f64,
     /// One-way delay: `base` plus up to `jitter` more, drawn per datagram,
@@ -51,6 +55,7 @@ impl Default for Conditions {
     fn default() -> Self {
         Conditions {
             loss: 0.01,
+            group_loss: 0.0,
             duplication: 0.01,
             base_us: 50,
             jitter_us: 2_000,

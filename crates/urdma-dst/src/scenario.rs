@@ -46,6 +46,8 @@ pub struct Outcome {
     pub violations: Vec<Violation>,
     pub answered: u64,
     pub succeeded: u64,
+    /// Answered ETIMEDOUT.
+    pub timed_out: u64,
     pub traffic: Traffic,
     pub virtual_ms: u64,
 }
@@ -98,6 +100,51 @@ pub fn mixed(m: &Mixed) -> Outcome {
         violations: sim.violations.clone(),
         answered: sim.answered,
         succeeded: sim.succeeded,
+        timed_out: sim.timed_out,
+        traffic: sim.traffic.clone(),
+        virtual_ms: sim.now / MS,
+    }
+}
+
+/// An overloaded segment: `hosts` hosts start at once, then each asks for
+/// every other one by name, a millisecond apart, while each group datagram
+/// is lost on its way to each host with probability `group_loss`. Names
+/// are asked of the segment, then of a system resolver that knows none of
+/// them (they are only in the hosts' ibacm_addr.cfg, as on many clusters).
+/// Two rounds, the second within `urdma_negative_timeout` of the first, so
+/// what the first remembered answers it.
+pub fn overload(hosts: usize, group_loss: f64, seed: u64) -> Outcome {
+    let net = Conditions {
+        group_loss,
+        ..Conditions::default()
+    };
+    let tuning = Tuning {
+        nss: true,
+        ..Tuning::default()
+    };
+    let mut sim = Sim::new(hosts, seed, net, tuning);
+    for h in 0..hosts {
+        sim.schedule(0, Event::Start { host: h });
+    }
+    for round in [200, 4_000] {
+        for h in 0..hosts {
+            for k in 1..hosts {
+                let ev = Event::Request {
+                    host: h,
+                    dest: (h + k) % hosts,
+                    by_name: true,
+                };
+                sim.schedule((round + k as u64) * MS, ev);
+            }
+        }
+    }
+    sim.settle(10_000 * MS);
+    Outcome {
+        seed,
+        violations: sim.violations.clone(),
+        answered: sim.answered,
+        succeeded: sim.succeeded,
+        timed_out: sim.timed_out,
         traffic: sim.traffic.clone(),
         virtual_ms: sim.now / MS,
     }

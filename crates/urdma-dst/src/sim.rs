@@ -4,11 +4,11 @@
 //! checked against what was true on the network when it was given.
 
 use crate::net::{Conditions, Queue, Rng};
-use acm_prov_sys::{ACM_ADDRESS_IP, ACM_ADDRESS_NAME, ACM_EP_FLAG_DEST};
+use acm_prov_sys::{ACM_ADDRESS_IP, ACM_ADDRESS_NAME, ACM_EP_FLAG_DEST, ACM_STATUS_ENODATA};
 use ibacm_urdma::addr::{Address, Gid};
 use ibacm_urdma::config::hosts::Hosts;
 use ibacm_urdma::config::{Config, NameLookup};
-use ibacm_urdma::discovery::Datagram;
+use ibacm_urdma::discovery::{Datagram, NssError};
 use ibacm_urdma::engine::{Effects, Engine};
 use ibacm_urdma::entropy::Seed;
 use ibacm_urdma::host::NullHost;
@@ -21,6 +21,8 @@ use std::time::{Duration, Instant};
 
 pub const PORT: u16 = 6126;
 const MS: u64 = 1_000_000;
+/// How long the system's resolver takes to say it knows no such name.
+const NSS_DELAY: u64 = MS;
 
 /// A check that failed, with what is needed to understand it.
 #[derive(Debug, Clone, PartialEq)]
@@ -40,6 +42,10 @@ pub struct Tuning {
     pub max_lookups: usize,
     /// `urdma_reconfirm`.
     pub reconfirm: Option<Duration>,
+    /// Names not found on the segment go to the system's resolver
+    /// (`urdma_name_lookup segment,nss`), which knows none of them: the
+    /// names are only in the hosts' ibacm_addr.cfg.
+    pub nss: bool,
 }
 
 impl Default for Tuning {
@@ -52,6 +58,7 @@ impl Default for Tuning {
             max_learned: c.max_learned,
             max_lookups: c.max_lookups,
             reconfirm: c.reconfirm,
+            nss: false,
         }
     }
 }
@@ -70,6 +77,12 @@ pub enum Event {
     },
     Timer {
         host: usize,
+    },
+    /// The system's resolver answers host `host`'s lookup of `key`: no
+    /// such name.
+    Nss {
+        host: usize,
+        key: Address,
     },
     Start {
         host: usize,
@@ -147,6 +160,8 @@ pub struct Sim {
     pub(crate) window: (u64, Vec<u64>),
     pub answered: u64,
     pub succeeded: u64,
+    /// Requests answered ETIMEDOUT.
+    pub timed_out: u64,
     /// Per request: the host that asked, the destination, when, and the
     /// GID answered (`None`: an error), kept when `record` is on.
     pub answers: Vec<(usize, usize, u64, Option<Gid>)>,
@@ -211,6 +226,7 @@ impl Sim {
             window: (0, vec![0; n]),
             answered: 0,
             succeeded: 0,
+            timed_out: 0,
             answers: Vec::new(),
             record: false,
             trace: std::env::var("URDMA_DST_TRACE")
@@ -270,7 +286,10 @@ impl Sim {
     fn config(&self) -> Config {
         Config {
             hosts_file: "/nonexistent/urdma-dst-hosts".into(),
-            name_lookup: vec![NameLookup::Segment],
+            name_lookup: match self.tuning.nss {
+                true => vec![NameLookup::Segment, NameLookup::Nss],
+                false => vec![NameLookup::Segment],
+            },
             metrics_file: None,
             timeout_ms: self.tuning.timeout_ms,
             retries: self.tuning.retries,
@@ -343,6 +362,14 @@ impl Sim {
                 let now = self.instant(self.now);
                 if let Some(e) = self.hosts[host].engine.as_mut() {
                     e.on_timers(now);
+                    self.after(host);
+                }
+            }
+            Event::Nss { host, key } => {
+                let now = self.instant(self.now);
+                if let Some(e) = self.hosts[host].engine.as_mut() {
+                    let no = NssError::NoSuchName("Name or service not known".into());
+                    e.on_nss(&key, Err(no), now);
                     self.after(host);
                 }
             }
@@ -464,15 +491,38 @@ impl Sim {
                     }
                 ));
             }
+        } else if u32::from(reply.status()) == ACM_STATUS_ENODATA {
+            // "Does not exist" is a wrong answer for a host whose daemon
+            // held its address and name all the time the answer can rest
+            // on: the request's lookup, and a no remembered before it.
+            let since = p
+                .issued
+                .saturating_sub(u64::from(self.config().negative_timeout_ms) * MS);
+            let up = self.history[p.dest]
+                .iter()
+                .any(|&(_, from, until)| from <= since && until.is_none());
+            if up {
+                self.violation(format!(
+                    "host {} was told host {} does not exist (ENODATA), which has been up \
+                     all along (request {id})",
+                    p.host, p.dest
+                ));
+            }
+        } else if u32::from(reply.status()) == acm_prov_sys::ACM_STATUS_ETIMEDOUT {
+            self.timed_out += 1;
         }
         if self.record {
             self.answers.push((p.host, p.dest, self.now, answered));
         }
     }
 
-    /// Every request is answered within its lookup's time, and a little.
+    /// Every request is answered within its lookup's time (each stage's),
+    /// and a little.
     pub fn bound(&self) -> u64 {
-        u64::from(self.tuning.timeout_ms) * u64::from(self.tuning.retries + 1) * MS + MS
+        let stages = 1 + u64::from(self.tuning.nss);
+        stages * u64::from(self.tuning.timeout_ms) * u64::from(self.tuning.retries + 1) * MS
+            + stages * NSS_DELAY
+            + MS
     }
 
     fn check_deadlines(&mut self) {
@@ -502,6 +552,7 @@ impl Sim {
             return;
         };
         let fx: Effects = e.take_effects();
+        let nss_jobs = e.take_nss_jobs();
         let next = e
             .next_wake()
             .map(|t| (t.saturating_duration_since(self.base).as_nanos() as u64).max(self.now));
@@ -510,6 +561,13 @@ impl Sim {
                 let what = format!("host {h}: table {i} holds {size}, over its bound {cap}");
                 self.violation(what);
             }
+        }
+        for job in nss_jobs {
+            let ev = Event::Nss {
+                host: h,
+                key: job.key,
+            };
+            self.queue.push(self.now + NSS_DELAY, ev);
         }
         for r in &fx.replies {
             self.answer(r.id, &r.msg);
@@ -551,6 +609,12 @@ impl Sim {
                 let from = SocketAddr::new(src_ip, PORT);
                 for to in 0..self.hosts.len() {
                     if to != h && self.hosts[to].engine.is_some() && self.reachable(h, to) {
+                        // (No draw without group loss: every other run
+                        // replays as it did.)
+                        let loss = self.net.group_loss;
+                        if loss > 0.0 && self.rng.chance(loss) {
+                            continue;
+                        }
                         let group = IpAddr::V4(Ipv4Addr::new(239, 255, 65, 67));
                         for delay in self.net.fate(&mut self.rng) {
                             let ev = Event::Deliver {

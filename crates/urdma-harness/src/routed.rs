@@ -64,6 +64,9 @@ impl Routed {
             "--conf-file=/dev/null".into(),
             "--no-resolv".into(),
             "--no-hosts".into(),
+            // Authoritative for the tests' domain, as a site's DNS is: a
+            // name it has no record of does not exist (NXDOMAIN).
+            "--local=/test/".into(),
             "--bind-interfaces".into(),
             format!("--listen-address={}", ROUTER_NEAR[0]),
             "--user=root".into(),
