@@ -16,20 +16,6 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use urdma_harness::{Artifacts, Host};
 
-/// `urdma-acm`: `URDMA_ACM` if set, else the one built in `target/<profile>/`.
-fn tool() -> PathBuf {
-    if let Some(path) = std::env::var_os("URDMA_ACM") {
-        return PathBuf::from(path);
-    }
-    let path = Artifacts::profile_dir().join("urdma-acm");
-    assert!(
-        path.is_file(),
-        "{} is missing: run `cargo build --workspace` first",
-        path.display()
-    );
-    path
-}
-
 /// One urdma device whose only port urdma serves.
 const ONE_GOOD_PORT: &str = "device urdma0\n  port 1\n";
 
@@ -78,7 +64,7 @@ impl Doctor {
     /// `urdma-acm doctor --daemon-version VERSION` on the simulated
     /// devices: exit status and stdout (stderr appended after a marker).
     fn run(&self, version: &str) -> (i32, String) {
-        let tool = tool();
+        let tool = Artifacts::urdma_acm();
         let argv = [
             "timeout",
             "60",

@@ -12,21 +12,6 @@ use std::process::{Command, Output};
 use std::time::{Duration, Instant};
 use urdma_harness::{Artifacts, Host, HostConfig};
 
-/// `urdma-acm`: `URDMA_ACM` if set (the package test runs the installed
-/// one), else the one built next to the provider in `target/<profile>/`.
-fn tool() -> PathBuf {
-    if let Some(path) = std::env::var_os("URDMA_ACM") {
-        return PathBuf::from(path);
-    }
-    let path = Artifacts::profile_dir().join("urdma-acm");
-    assert!(
-        path.is_file(),
-        "{} is missing: run `cargo build --workspace` first",
-        path.display()
-    );
-    path
-}
-
 /// Exit status, stdout and stderr of a finished command.
 fn finish(mut cmd: Command) -> (i32, String, String) {
     let Output {
@@ -44,7 +29,7 @@ fn finish(mut cmd: Command) -> (i32, String, String) {
 /// `urdma-acm ARGS` outside any simulated host, for commands that need no
 /// device and no daemon.
 fn run(args: &[&str]) -> (i32, String, String) {
-    let mut cmd = Command::new(tool());
+    let mut cmd = Command::new(Artifacts::urdma_acm());
     cmd.args(args);
     finish(cmd)
 }
@@ -53,7 +38,7 @@ fn run(args: &[&str]) -> (i32, String, String) {
 /// host's `sim.cfg` (bounded by `timeout`, as a stuck verbs call would
 /// otherwise hang the test).
 fn run_on(host: &Host, args: &[&str]) -> (i32, String, String) {
-    let tool = tool();
+    let tool = Artifacts::urdma_acm();
     let mut argv = vec!["timeout", "15", tool.to_str().unwrap()];
     argv.extend_from_slice(args);
     let mut cmd = host.in_namespaces(true, &argv);
@@ -382,7 +367,7 @@ fn stats_counts_what_was_resolved_per_endpoint() {
 
     // The daemon's default socket: /run is the host's run directory. Rows
     // come in the daemon's order (it lists a port's newest endpoint first).
-    let tool = tool();
+    let tool = Artifacts::urdma_acm();
     // The table, then the provider's metrics (discovery off or not), which
     // are written every second.
     let deadline = Instant::now() + Duration::from_secs(5);
@@ -415,7 +400,7 @@ GUID                PORT  PKEY    PROVIDER  ADDRESS   ERROR  RESOLVE  NODATA  AD
 
 /// `urdma-acm stats ARGS` inside `host`: exit status, stdout, stderr.
 fn stats_on(host: &Host, args: &[&str]) -> (i32, String, String) {
-    let tool = tool();
+    let tool = Artifacts::urdma_acm();
     let mut argv = vec!["timeout", "15", tool.to_str().unwrap(), "stats"];
     argv.extend_from_slice(args);
     finish(host.in_namespaces(false, &argv))

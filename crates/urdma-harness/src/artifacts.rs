@@ -51,4 +51,19 @@ impl Artifacts {
             .expect("test binary lives in target/<profile>/deps")
             .to_path_buf()
     }
+
+    /// `urdma-acm`: `URDMA_ACM` if set (the package test runs the installed
+    /// one), else the one built next to the provider in `target/<profile>/`.
+    pub fn urdma_acm() -> PathBuf {
+        if let Some(path) = std::env::var_os("URDMA_ACM") {
+            return PathBuf::from(path);
+        }
+        let path = Self::profile_dir().join("urdma-acm");
+        assert!(
+            path.is_file(),
+            "{} is missing: run `cargo build --workspace` first",
+            path.display()
+        );
+        path
+    }
 }
