@@ -20,7 +20,8 @@ bench-quick: build-release
 	$(CARGO) bench --bench daemon -- --quick
 
 # 64 real daemons on one bridge against the simulation's prediction
-# (BENCHMARKS.md section 6; --peers 7: this sandbox's network limit).
+# (BENCHMARKS.md section 6; --peers 7: the kernel's default neighbour-table
+# limit, gc_thresh3 = 1024 entries shared by every namespace).
 .PHONY: fleet
 fleet: build-release
 	$(CARGO) bench --bench fleet -- --hosts 64 --peers 7
