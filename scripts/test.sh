@@ -12,6 +12,8 @@ cargo fmt --all --check
 cargo clippy --workspace --all-targets -- -D warnings
 # The test-only build that injects faults (tests/supervision.rs).
 cargo clippy --all-targets --features fault-injection -- -D warnings
+# The documentation, private items included, with broken links denied.
+scripts/doc.sh
 # The end-to-end tests load the simulator and the librdmacm client, which
 # `cargo test` of the root package does not build by itself.
 cargo build --workspace

@@ -1,12 +1,37 @@
 //! ibacm-urdma: an address and route resolution provider for the ibacm
 //! daemon, for the ports of urdma virtual RDMA devices.
 //!
-//! The data path, one module per step:
-//! request ([`msg`]) → parse ([`msg`], [`addr`]) → lookup ([`cache`],
-//! [`hosts`], [`resolver`]) → resolve ([`engine`], or [`discovery`] between
-//! hosts over [`wire`] and [`net`], on the [`worker`] thread) → path
-//! ([`path`]) → reply ([`msg`]).
-//! Only `ffi` touches raw pointers; everything else is safe Rust.
+//! The components, in the order of the data path (docs/architecture.md);
+//! each imports only those below it, as tests/architecture.rs holds:
+//!
+//! - `boundary`: the C boundary the daemon calls (`provider_query`, the
+//!   vtable); pointers become ids there, and every entry point runs in a
+//!   panic guard. The only module with unsafe code; everything else is
+//!   safe Rust.
+//! - [`runtime`]: the engine behind its lock, the discovery sockets and the
+//!   provider's threads: the discovery worker ([`runtime::worker`]), the
+//!   resolvers ([`runtime::nss`]), the hosts-file watcher
+//!   ([`runtime::watcher`]) and the metrics writer ([`runtime::report`]).
+//! - [`engine`]: the provider's state and the request path, with explicit
+//!   time and no I/O: request → parse ([`request::msg`], [`addr`]) →
+//!   lookup (the cache in [`request::cache`], this host in [`local`], the
+//!   hosts file in [`config::hosts`], what [`discovery`] learned) → path
+//!   ([`request::path`]) → reply.
+//! - [`discovery`]: resolution between hosts (docs/protocol.md), with its
+//!   own state: the datagrams ([`discovery::wire`]) and their sockets
+//!   ([`discovery::net`]).
+//! - [`request`]: the daemon's message, the destination cache and path
+//!   records. [`local`]: this host's devices, ports, endpoints and
+//!   addresses. [`config`]: the `urdma_*` options and the hosts file.
+//!
+//! Shared by all of them: [`addr`] (addresses), [`ib`] (MTU and rate
+//! encodings), [`bounded`] (tables with a capacity and lifetimes),
+//! [`entropy`] (the seed of transaction ids), [`fastmap`] (the hash map),
+//! [`host`] (the daemon's helpers as a trait), [`log`] (the
+//! bridge onto `acm_write`), [`metrics`] (the Prometheus text format),
+//! [`summary`] (counts summed up in the log) and [`threads`] (supervised
+//! threads); `fault` holds the fault hooks of test builds (feature
+//! `fault-injection`).
 
 pub mod addr;
 // The daemon boundary: the only module allowed unsafe code (Cargo.toml).

@@ -1,7 +1,7 @@
-//! The provider's own threads (discovery worker, hosts-file watcher):
-//! supervised, so that a panic in one is logged and the thread starts
-//! again instead of leaving requests unanswered, and stoppable, so that
-//! none outlives the provider.
+//! The provider's own threads (discovery worker, resolvers, hosts-file
+//! watcher, metrics writer): supervised, so that a panic in one is logged
+//! and the thread starts again instead of leaving requests unanswered, and
+//! stoppable, so that none outlives the provider.
 
 use std::any::Any;
 use std::panic::{catch_unwind, AssertUnwindSafe};

@@ -372,7 +372,7 @@ impl Config {
     /// tokens of a line, `#` in column 0 a comment (of any bytes), keys
     /// case-insensitive, the last value winning. Every bad `urdma_` line
     /// yields a diagnostic naming what stays in force. A bad line that may
-    /// be about discovery itself (one of [`GUARDS_DISCOVERY`], a key this
+    /// be about discovery itself (one of `GUARDS_DISCOVERY`, a key this
     /// provider does not know, a key that is not text) turns discovery
     /// off: running it on defaults could be what the line meant to prevent.
     pub fn parse(bytes: impl AsRef<[u8]>, file: &str) -> (Config, Vec<Diagnostic>) {

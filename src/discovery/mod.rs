@@ -12,7 +12,7 @@
 //! A miss that only another host can answer becomes a lookup: a QUERY
 //! (unicast to an IP destination, to the discovery groups for a name),
 //! retried every `urdma_timeout` ms up to `urdma_retries` more times, then
-//! the configured derivations in order ([`lookup`]). Trust ([`inbound`]):
+//! the configured derivations in order (`lookup.rs`). Trust (`inbound.rs`):
 //! only the reply to a unicast query with a fresh, unpredictable
 //! transaction id binds an address, and only the address it was asked
 //! about; everything else is at most a hint to ask again.

@@ -1,14 +1,18 @@
 //! The provider's state, as one value the runtime keeps behind a lock:
 //! this host's endpoints ([`Local`]), the static hosts file, the request
-//! path ([`request`]: cache, path records, the requests waiting for a
-//! lookup) and discovery ([`Discovery`]), which it drives through a narrow
-//! interface and whose outcomes it turns into replies.
+//! path (`request.rs`, over the cache and path records of
+//! [`crate::request`], and the requests waiting for a lookup) and discovery
+//! ([`Discovery`]), which it drives through a narrow interface and whose
+//! outcomes it turns into replies.
 //!
 //! Everything here is safe Rust with explicit time. The boundary turns the
 //! daemon's pointers into the ids and values used here. Engine methods
 //! never send anything themselves: replies and datagrams are collected as
 //! [`Effects`], which the caller performs after releasing the engine's
-//! lock, so no daemon lock is ever taken while the engine is held.
+//! lock, so no daemon helper that answers a client is called while the
+//! engine is held. Only the log is: a `log` line written under the lock
+//! takes the daemon's log lock inside `acm_write` ([`crate::log`]), which
+//! comes last in every lock order (docs/architecture.md).
 
 mod metrics;
 mod request;

@@ -45,10 +45,11 @@ pub struct Runtime<H: Host> {
     /// Set once the watcher and the metrics writer run (or could not be
     /// started).
     watching: OnceLock<()>,
-    /// The worker and the watcher. Stopped when the library is unloaded,
-    /// not when the last device closes: the daemon closes a device whose
-    /// last port went down and opens it again when the port comes back,
-    /// and the withdrawal of the port's addresses still has to go out.
+    /// The worker, the resolvers, the watcher and the metrics writer.
+    /// Stopped when the library is unloaded, not when the last device
+    /// closes: the daemon closes a device whose last port went down and
+    /// opens it again when the port comes back, and the withdrawal of the
+    /// port's addresses still has to go out.
     threads: Threads,
 }
 

@@ -13,14 +13,14 @@
 //! A device without `mac`/`node_guid` gets mac 52:54:00:12:34:(56 + its
 //! index); one without `port` lines gets a default port 1.
 //!
-//! Port keys (defaults in brackets): `link_layer infiniband|ethernet` [ib],
-//! `state active|down|init|armed` [active], `lid` [0], `lmc` [0],
-//! `sm_lid` [0], `sm_sl` [0], `gid IPV6` (repeatable, first = index 0)
-//! [fe80:: + node GUID + N - 1], `gids LIST` (whole table, `-` = empty),
-//! `pkey 0xNNNN` (repeatable) [0xffff], `pkeys LIST`, `active_mtu`/`max_mtu`
-//! in bytes 256..4096 [4096], `width 1x|2x|4x|8x|12x` [4x],
-//! `speed 2.5|5|10|fdr10|14|25|50|100` Gb/s per lane [25],
-//! `subnet_timeout` [18]. Numbers are decimal or `0x` hex.
+//! Port keys (defaults in brackets): `link_layer infiniband|ethernet` \[ib\],
+//! `state active|down|init|armed` \[active\], `lid` \[0\], `lmc` \[0\],
+//! `sm_lid` \[0\], `sm_sl` \[0\], `gid IPV6` (repeatable, first = index 0)
+//! \[fe80:: + node GUID + N - 1\], `gids LIST` (whole table, `-` = empty),
+//! `pkey 0xNNNN` (repeatable) \[0xffff\], `pkeys LIST`, `active_mtu`/`max_mtu`
+//! in bytes 256..4096 \[4096\], `width 1x|2x|4x|8x|12x` \[4x\],
+//! `speed 2.5|5|10|fdr10|14|25|50|100` Gb/s per lane \[25\],
+//! `subnet_timeout` \[18\]. Numbers are decimal or `0x` hex.
 
 use acm_prov_sys as sys;
 use std::net::Ipv6Addr;
