@@ -18,8 +18,8 @@
 //!   hosts file in [`config::hosts`], what [`discovery`] learned) → path
 //!   ([`request::path`]) → reply.
 //! - [`discovery`]: resolution between hosts (docs/protocol.md), with its
-//!   own state: the datagrams ([`discovery::wire`]) and their sockets
-//!   ([`discovery::net`]).
+//!   own state and its datagrams ([`discovery::wire`]); their sockets are
+//!   the runtime's ([`runtime::net`]).
 //! - [`request`]: the daemon's message, the destination cache and path
 //!   records. [`local`]: this host's devices, ports, endpoints and
 //!   addresses. [`config`]: the `urdma_*` options and the hosts file.

@@ -36,7 +36,7 @@ const SHARED: &[&str] = &[
 ];
 
 fn sources(dir: &Path, out: &mut Vec<PathBuf>) {
-    for entry in fs::read_dir(dir).expect("read src") {
+    for entry in fs::read_dir(dir).expect("read a source folder") {
         let path = entry.expect("dir entry").path();
         if path.is_dir() {
             sources(&path, out);
@@ -135,6 +135,150 @@ fn components_import_each_other_in_one_direction_only() {
     );
 }
 
+/// A module's path in its crate, from its file: `a/b.rs` and `a/b/mod.rs`
+/// are `a::b`; `lib.rs` and `main.rs` are the root.
+fn module_path(src: &Path, file: &Path) -> Vec<String> {
+    let rel = file.strip_prefix(src).expect("under src");
+    let mut parts: Vec<String> = rel
+        .iter()
+        .map(|p| p.to_string_lossy().trim_end_matches(".rs").to_string())
+        .collect();
+    if matches!(
+        parts.last().map(String::as_str),
+        Some("mod" | "lib" | "main")
+    ) {
+        parts.pop();
+    }
+    parts
+}
+
+/// The modules `code`, in module `at`, names by path (`crate::a::b`,
+/// `super::c`), each cut to the longest prefix in `known`. Its own
+/// ancestors are left out: a module using its parent's items is the
+/// parent's part, not a second component.
+fn module_imports(
+    code: &str,
+    at: &[String],
+    known: &BTreeSet<Vec<String>>,
+) -> BTreeSet<Vec<String>> {
+    // Comments name modules without importing them.
+    let code: String = code
+        .lines()
+        .filter(|l| !l.trim_start().starts_with("//"))
+        .collect::<Vec<_>>()
+        .join("\n");
+    let mut found = BTreeSet::new();
+    for (prefix, base) in [
+        ("crate::", Vec::new()),
+        ("super::", at[..at.len().saturating_sub(1)].to_vec()),
+    ] {
+        for (i, m) in code.match_indices(prefix) {
+            if code[..i].ends_with(|c: char| c.is_ascii_alphanumeric() || c == '_' || c == ':') {
+                continue;
+            }
+            let rest: String = code[i + m.len()..]
+                .chars()
+                .take_while(|c| c.is_ascii_alphanumeric() || *c == '_' || *c == ':')
+                .collect();
+            let mut path = base.clone();
+            path.extend(
+                rest.split("::")
+                    .filter(|p| !p.is_empty())
+                    .map(str::to_string),
+            );
+            while !path.is_empty() && !known.contains(&path) {
+                path.pop();
+            }
+            if !at.starts_with(&path) {
+                found.insert(path);
+            }
+        }
+    }
+    found
+}
+
+/// Each module of a crate (`a::b`) and the modules it imports.
+type Graph = Vec<(String, BTreeSet<String>)>;
+
+/// The circles in an import graph: each strongly connected set of more
+/// than one module, as its members' names.
+fn circles(graph: &[(String, BTreeSet<String>)]) -> Vec<Vec<String>> {
+    let reach = |from: &str| {
+        let mut seen = BTreeSet::new();
+        let mut todo = vec![from.to_string()];
+        while let Some(m) = todo.pop() {
+            for (_, to) in graph.iter().filter(|(n, _)| *n == m) {
+                for t in to {
+                    if seen.insert(t.clone()) {
+                        todo.push(t.clone());
+                    }
+                }
+            }
+        }
+        seen
+    };
+    let reached: Vec<(String, BTreeSet<String>)> =
+        graph.iter().map(|(n, _)| (n.clone(), reach(n))).collect();
+    let mut out: Vec<Vec<String>> = Vec::new();
+    for (n, r) in &reached {
+        if !r.contains(n) || out.iter().any(|c| c.contains(n)) {
+            continue;
+        }
+        let set: Vec<String> = reached
+            .iter()
+            .filter(|(m, rm)| r.contains(m) && rm.contains(n))
+            .map(|(m, _)| m.clone())
+            .collect();
+        out.push(set);
+    }
+    out
+}
+
+/// Every crate's module graph (the provider's and each crate's `src/`).
+fn module_graphs() -> Vec<(PathBuf, Graph)> {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut roots = vec![root.join("src")];
+    for krate in fs::read_dir(root.join("crates")).expect("read crates") {
+        roots.push(krate.expect("dir entry").path().join("src"));
+    }
+    roots.sort();
+    roots
+        .into_iter()
+        .map(|src| {
+            let mut files = Vec::new();
+            sources(&src, &mut files);
+            // Programs in src/bin are crates of their own.
+            files.retain(|f| !f.strip_prefix(&src).expect("under src").starts_with("bin"));
+            let known: BTreeSet<Vec<String>> = files.iter().map(|f| module_path(&src, f)).collect();
+            let graph = files
+                .iter()
+                .map(|f| {
+                    let at = module_path(&src, f);
+                    let to = module_imports(&code(f), &at, &known)
+                        .into_iter()
+                        .map(|p| p.join("::"))
+                        .collect();
+                    (at.join("::"), to)
+                })
+                .collect();
+            (src, graph)
+        })
+        .collect()
+}
+
+#[test]
+fn no_modules_import_each_other_in_a_circle() {
+    let found: Vec<String> = module_graphs()
+        .into_iter()
+        .flat_map(|(src, graph)| {
+            circles(&graph)
+                .into_iter()
+                .map(move |c| format!("{}: {}", src.display(), c.join(" ↔ ")))
+        })
+        .collect();
+    assert!(found.is_empty(), "import circles:\n{}", found.join("\n"));
+}
+
 /// The files of `files` with more than [`MAX_MODULE_LINES`] lines of code.
 fn too_long(files: &[(PathBuf, String)]) -> Vec<String> {
     files
@@ -145,9 +289,28 @@ fn too_long(files: &[(PathBuf, String)]) -> Vec<String> {
         .collect()
 }
 
+/// The workspace's own Rust code: the provider, every crate's library and
+/// programs, and the benches. (Test files hold only tests.)
+fn workspace_sources() -> Vec<PathBuf> {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut files = Vec::new();
+    sources(&root.join("src"), &mut files);
+    sources(&root.join("benches"), &mut files);
+    for krate in fs::read_dir(root.join("crates")).expect("read crates") {
+        let dir = krate.expect("dir entry").path();
+        for sub in ["src", "benches"] {
+            if dir.join(sub).is_dir() {
+                sources(&dir.join(sub), &mut files);
+            }
+        }
+    }
+    files.sort();
+    files
+}
+
 #[test]
 fn no_module_is_longer_than_a_newcomer_can_read() {
-    let (_, files) = all_sources();
+    let files = workspace_sources();
     let codes: Vec<(PathBuf, String)> = files.iter().map(|f| (f.clone(), code(f))).collect();
     let long = too_long(&codes);
     assert!(
@@ -196,6 +359,64 @@ fn the_checks_see_what_they_check() {
     assert!(counted.ends_with("fn g() {}") && !counted.contains("fn t()"));
     let long = too_long(&[(PathBuf::from("long.rs"), counted)]);
     assert_eq!(long, ["long.rs: 603 lines of code"]);
+    // Benches and the other crates are measured too.
+    let all = workspace_sources();
+    for f in [
+        "benches/daemon/main.rs",
+        "crates/urdma-dst/src/sim.rs",
+        "crates/urdma-acm/src/main.rs",
+    ] {
+        assert!(all.iter().any(|p| p.ends_with(f)), "{f} not measured");
+    }
+
+    // A circle is found through `super::` and `crate::` paths, and a
+    // child naming its parent is not one.
+    let known: BTreeSet<Vec<String>> = [
+        vec![],
+        vec!["rt".to_string()],
+        vec!["rt".into(), "a".into()],
+        vec!["rt".into(), "b".into()],
+    ]
+    .into_iter()
+    .collect();
+    let a = vec!["rt".to_string(), "a".to_string()];
+    let b = vec!["rt".to_string(), "b".to_string()];
+    let from_a = module_imports("use super::{lock, b::run};\nuse super::b::x;", &a, &known);
+    let from_b = module_imports("fn f() { crate::rt::a::g(); super::lock(); }", &b, &known);
+    assert_eq!(from_a, [b.clone()].into_iter().collect());
+    assert_eq!(from_b, [a.clone()].into_iter().collect());
+    let graph = vec![
+        (
+            "rt".to_string(),
+            ["rt::a".to_string(), "rt::b".to_string()]
+                .into_iter()
+                .collect(),
+        ),
+        (
+            "rt::a".to_string(),
+            ["rt::b".to_string()].into_iter().collect(),
+        ),
+        (
+            "rt::b".to_string(),
+            ["rt::a".to_string()].into_iter().collect(),
+        ),
+    ];
+    assert_eq!(
+        circles(&graph),
+        [vec!["rt::a".to_string(), "rt::b".to_string()]]
+    );
+    assert!(circles(&graph[..2]).is_empty());
+    let provider = module_graphs()
+        .into_iter()
+        .find(|(src, _)| src == &Path::new(env!("CARGO_MANIFEST_DIR")).join("src"))
+        .expect("the provider's graph");
+    let worker = provider
+        .1
+        .iter()
+        .find(|(n, _)| n == "runtime::worker")
+        .expect("worker");
+    assert!(worker.1.contains("runtime::net"), "{:?}", worker.1);
+
     let fits = "fn f() {}\n".repeat(MAX_MODULE_LINES);
     assert!(too_long(&[(PathBuf::from("fits.rs"), fits)]).is_empty());
 }

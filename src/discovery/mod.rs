@@ -27,8 +27,6 @@ mod derive;
 mod inbound;
 mod lookup;
 mod names;
-pub mod neigh;
-pub mod net;
 pub mod ratelimit;
 pub mod state;
 pub mod wire;

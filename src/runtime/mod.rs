@@ -11,6 +11,8 @@
 //! writer ([`report`]) writes the metrics file. All start lazily at the
 //! first port and stop at unload.
 
+mod neigh;
+pub mod net;
 pub mod nss;
 pub mod report;
 pub mod watcher;
@@ -19,10 +21,11 @@ pub mod worker;
 use crate::config::reload::{self, Stamp};
 use crate::config::Config;
 use crate::discovery::auth::{wall_micros, Auth, Keyring};
-use crate::discovery::net::Net;
+use crate::engine::Effects;
 use crate::engine::Engine;
 use crate::host::Host;
 use crate::threads::Threads;
+use net::Net;
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 
 /// The engine, also after a panic poisoned its lock: its state is kept
@@ -106,7 +109,7 @@ impl<H: Host + Copy + 'static> Runtime<H> {
             (r, fx)
         };
         if let Some((host, fx)) = fx {
-            worker::perform(&host, self.net(), fx);
+            perform(&host, self.net(), fx);
         }
         r
     }
@@ -197,5 +200,29 @@ impl<H: Host + Copy + 'static> Runtime<H> {
                 net.wake();
             }
         });
+    }
+}
+
+/// Sends what an engine call produced: replies to the daemon, datagrams to
+/// the network. Called with the engine unlocked.
+pub fn perform<H: Host>(host: &H, net: Option<&Net>, fx: Effects) {
+    if !fx.replies.is_empty() {
+        host.answer_late(&mut || {
+            for r in &fx.replies {
+                if r.query {
+                    host.query_response(r.id, &r.msg);
+                } else {
+                    host.resolve_response(r.id, &r.msg);
+                }
+            }
+        });
+    }
+    if let Some(net) = net {
+        for d in &fx.datagrams {
+            net.send(d);
+        }
+        if fx.wake {
+            net.wake();
+        }
     }
 }

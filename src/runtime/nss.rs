@@ -6,9 +6,8 @@
 //! other lookup, and each of those names still fails at its stage's
 //! deadline.
 
-use super::lock;
-use super::worker::perform;
-use crate::discovery::net::Net;
+use super::net::Net;
+use super::{lock, perform};
 use crate::discovery::state::NssJob;
 use crate::discovery::NssError;
 use crate::engine::Engine;

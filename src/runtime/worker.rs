@@ -2,9 +2,9 @@
 //! timers of lookups and announcements, and makes the neighbour-table
 //! lookups, so that nothing waits on the daemon's event loop.
 
-use super::lock;
-use crate::discovery::net::{Net, NetEvent};
-use crate::engine::{Effects, Engine};
+use super::net::{Net, NetEvent};
+use super::{lock, perform};
+use crate::engine::Engine;
 use crate::host::Host;
 use crate::threads::{Stop, Threads};
 use acm_prov_sys::ACM_STATUS_ENOMEM;
@@ -15,30 +15,6 @@ use std::time::{Duration, Instant};
 /// Longest sleep without a deadline: bounds how late a new interface is
 /// noticed for multicast.
 const IDLE: Duration = Duration::from_secs(1);
-
-/// Sends what an engine call produced: replies to the daemon, datagrams to
-/// the network. Called with the engine unlocked.
-pub fn perform<H: Host>(host: &H, net: Option<&Net>, fx: Effects) {
-    if !fx.replies.is_empty() {
-        host.answer_late(&mut || {
-            for r in &fx.replies {
-                if r.query {
-                    host.query_response(r.id, &r.msg);
-                } else {
-                    host.resolve_response(r.id, &r.msg);
-                }
-            }
-        });
-    }
-    if let Some(net) = net {
-        for d in &fx.datagrams {
-            net.send(d);
-        }
-        if fx.wake {
-            net.wake();
-        }
-    }
-}
 
 /// Starts the worker thread, supervised: if it panics, the requests
 /// waiting on discovery are answered with an error at once and the thread
@@ -121,7 +97,7 @@ fn run<H: Host + Clone>(
         let results: Vec<_> = jobs
             .into_iter()
             .map(|job| {
-                let mac = crate::discovery::neigh::mac_of(job.ip).unwrap_or_else(|e| {
+                let mac = super::neigh::mac_of(job.ip).unwrap_or_else(|e| {
                     log::debug!("neighbour table: {e}");
                     None
                 });

@@ -2,11 +2,26 @@
 //! metrics, read from its metrics file with the provider's own parser, and
 //! everything as JSON or in the Prometheus text format.
 
-use crate::stats::{Row, COUNTERS};
+use acm_proto::msg::Endpoint;
+use acm_prov_sys::ACM_MAX_COUNTER;
 use ibacm_urdma::metrics::{self, Exposition, Family, Kind, Sample};
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::time::{SystemTime, UNIX_EPOCH};
+
+/// Column names in `ACM_CNTR_*` order, as the help text explains them.
+pub const COUNTERS: [&str; ACM_MAX_COUNTER as usize] = [
+    "error",
+    "resolve",
+    "nodata",
+    "addr_query",
+    "addr_cache",
+    "route_query",
+    "route_cache",
+];
+
+/// An endpoint and its counters, or why they could not be read.
+pub type Row = (Endpoint, Result<Vec<u64>, String>);
 
 /// A metrics file older than this is reported as stale: the provider
 /// rewrites it every second while it runs.
@@ -198,7 +213,6 @@ pub fn prometheus(rows: &[Row], families: Vec<Family>) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::stats::Endpoint;
 
     fn rows() -> Vec<Row> {
         let ep = Endpoint {

@@ -5,10 +5,11 @@
 //! address as the source. (Perf queries by endpoint index hit a daemon bug
 //! that looks endpoint N up on port N.)
 
+use crate::report::{Row, COUNTERS};
 pub use acm_proto::msg::Endpoint;
 use acm_proto::msg::{self, MsgBuf, HDR_LEN};
 use acm_prov_sys::{
-    ACM_EP_FLAG_SOURCE, ACM_MAX_COUNTER, ACM_STATUS_EINVAL, ACM_STATUS_ESRCADDR, ACM_STATUS_SUCCESS,
+    ACM_EP_FLAG_SOURCE, ACM_STATUS_EINVAL, ACM_STATUS_ESRCADDR, ACM_STATUS_SUCCESS,
 };
 use std::io::{Read, Write};
 use std::os::unix::net::UnixStream;
@@ -21,17 +22,6 @@ pub const DEFAULT_SOCKET: &str = "/run/ibacm-unix.sock";
 /// The daemon answers on its event loop at once; a daemon that does not
 /// answer in this time is stuck.
 const TIMEOUT: Duration = Duration::from_secs(5);
-
-/// Column names in `ACM_CNTR_*` order, as the help text explains them.
-pub const COUNTERS: [&str; ACM_MAX_COUNTER as usize] = [
-    "error",
-    "resolve",
-    "nodata",
-    "addr_query",
-    "addr_cache",
-    "route_query",
-    "route_cache",
-];
 
 #[derive(clap::Args, Debug)]
 #[command(after_help = "\
@@ -72,9 +62,6 @@ pub struct Args {
     #[arg(long)]
     pub prometheus: bool,
 }
-
-/// An endpoint and its counters, or why they could not be read.
-pub type Row = (Endpoint, Result<Vec<u64>, String>);
 
 /// Decodes an EP query reply: `Ok(None)` past the last endpoint.
 pub fn parse_ep_reply(reply: &MsgBuf) -> Result<Option<Endpoint>, String> {

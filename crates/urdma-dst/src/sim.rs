@@ -4,7 +4,7 @@
 //! checked against what was true on the network when it was given.
 
 use crate::net::{Conditions, Queue, Rng};
-use acm_prov_sys::{ACM_ADDRESS_IP, ACM_ADDRESS_NAME, ACM_EP_FLAG_DEST, ACM_STATUS_ENODATA};
+use acm_prov_sys::{ACM_ADDRESS_IP, ACM_ADDRESS_NAME, ACM_EP_FLAG_DEST};
 use ibacm_urdma::addr::{Address, Gid};
 use ibacm_urdma::config::hosts::Hosts;
 use ibacm_urdma::config::{Config, NameLookup};
@@ -13,16 +13,15 @@ use ibacm_urdma::engine::{Effects, Engine};
 use ibacm_urdma::entropy::Seed;
 use ibacm_urdma::host::NullHost;
 use ibacm_urdma::local::{Id, PortInfo};
-use ibacm_urdma::request::msg::{addr_entry, request, MsgBuf};
-use ibacm_urdma::request::path::PathRecord;
+use ibacm_urdma::request::msg::{addr_entry, request};
 use std::collections::{BTreeMap, HashMap};
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::time::{Duration, Instant};
 
 pub const PORT: u16 = 6126;
-const MS: u64 = 1_000_000;
+pub(crate) const MS: u64 = 1_000_000;
 /// How long the system's resolver takes to say it knows no such name.
-const NSS_DELAY: u64 = MS;
+pub(crate) const NSS_DELAY: u64 = MS;
 
 /// A check that failed, with what is needed to understand it.
 #[derive(Debug, Clone, PartialEq)]
@@ -274,16 +273,7 @@ impl Sim {
             .map(|d| d.gid)
     }
 
-    fn violation(&mut self, what: String) {
-        if self.violations.len() < 20 {
-            self.violations.push(Violation {
-                at_ns: self.now,
-                what,
-            });
-        }
-    }
-
-    fn config(&self) -> Config {
+    pub(crate) fn config(&self) -> Config {
         Config {
             hosts_file: "/nonexistent/urdma-dst-hosts".into(),
             name_lookup: match self.tuning.nss {
@@ -452,98 +442,6 @@ impl Sim {
             self.answer(id, &reply);
         }
         self.after(host);
-    }
-
-    /// Checks a reply against the truth and the bounds.
-    fn answer(&mut self, id: u64, reply: &MsgBuf) {
-        let Some(p) = self.pending.remove(&id) else {
-            return self.violation(format!("request {id} answered twice or never asked"));
-        };
-        self.answered += 1;
-        let took = self.now - p.issued;
-        if took > self.bound() {
-            self.violation(format!(
-                "request {id} of host {} for host {} answered after {} ms",
-                p.host,
-                p.dest,
-                took / MS
-            ));
-        }
-        let mut answered = None;
-        if reply.status() == 0 {
-            self.succeeded += 1;
-            let info = reply.entry(0).info;
-            let g = PathRecord::decode(info.first_chunk().expect("64 bytes")).dgid;
-            answered = Some(g);
-            let now = self.now;
-            let stale = self.staleness_ns;
-            let held = self.history[p.dest].iter().any(|&(h, from, until)| {
-                h == g && from <= now && until.is_none_or(|u| u + stale >= now)
-            });
-            if !held {
-                self.violation(format!(
-                    "host {} was told host {} is at {g}, which it {} (request {id})",
-                    p.host,
-                    p.dest,
-                    match self.history[p.dest].iter().find(|h| h.0 == g) {
-                        Some((_, _, Some(u))) => format!("left {} ms before", (now - u) / MS),
-                        _ => "never held".into(),
-                    }
-                ));
-            }
-        } else if u32::from(reply.status()) == ACM_STATUS_ENODATA {
-            // "Does not exist" is a wrong answer for a host whose daemon
-            // held its address and name all the time the answer can rest
-            // on: the request's lookup, and a no remembered before it.
-            let since = p
-                .issued
-                .saturating_sub(u64::from(self.config().negative_timeout_ms) * MS);
-            let up = self.history[p.dest]
-                .iter()
-                .any(|&(_, from, until)| from <= since && until.is_none());
-            if up {
-                self.violation(format!(
-                    "host {} was told host {} does not exist (ENODATA), which has been up \
-                     all along (request {id})",
-                    p.host, p.dest
-                ));
-            }
-        } else if u32::from(reply.status()) == acm_prov_sys::ACM_STATUS_ETIMEDOUT {
-            self.timed_out += 1;
-        }
-        if self.record {
-            self.answers.push((p.host, p.dest, self.now, answered));
-        }
-    }
-
-    /// Every request is answered within its lookup's time (each stage's),
-    /// and a little.
-    pub fn bound(&self) -> u64 {
-        let stages = 1 + u64::from(self.tuning.nss);
-        stages * u64::from(self.tuning.timeout_ms) * u64::from(self.tuning.retries + 1) * MS
-            + stages * NSS_DELAY
-            + MS
-    }
-
-    fn check_deadlines(&mut self) {
-        let bound = self.bound();
-        let late: Vec<u64> = self
-            .pending
-            .iter()
-            .filter(|(_, p)| p.issued + bound < self.now)
-            .map(|(id, _)| *id)
-            .take(1)
-            .collect();
-        if let Some(id) = late.first() {
-            let p = &self.pending[id];
-            let what = format!(
-                "request {id} of host {} for host {} unanswered after {} ms",
-                p.host,
-                p.dest,
-                (self.now - p.issued) / MS
-            );
-            self.violation(what);
-        }
     }
 
     /// Sends what host `h`'s engine produced and queues its next timer.

@@ -110,7 +110,7 @@ pub fn make_fifo(path: &Path) -> io::Result<()> {
 
 #[no_mangle]
 pub extern "C" fn ibv_get_device_list(num_devices: *mut c_int) -> *mut *mut sys::ibv_device {
-    crate::control::start(sim());
+    crate::control::start(sim(), make_fifo);
     let devs = devices();
     // SAFETY: calloc'd so that the caller's ibv_free_device_list (which we
     // also define) can release it with free(); one extra NULL terminator.

@@ -14,18 +14,19 @@
 
 use crate::state::Sim;
 use std::io::{BufRead, BufReader};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Once;
 
 static STARTED: Once = Once::new();
 
 /// Starts the reader thread once per process, if the variable is set.
-pub fn start(sim: &'static Sim) {
+/// `make_fifo` is the C boundary's (the one module with `unsafe`).
+pub fn start(sim: &'static Sim, make_fifo: fn(&Path) -> std::io::Result<()>) {
     STARTED.call_once(|| {
         let Some(path) = std::env::var_os("URDMA_SIM_CONTROL").map(PathBuf::from) else {
             return;
         };
-        if let Err(e) = crate::abi::make_fifo(&path) {
+        if let Err(e) = make_fifo(&path) {
             eprintln!("urdma-sim: control: {}: {e}", path.display());
             return;
         }

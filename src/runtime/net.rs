@@ -3,9 +3,9 @@
 //! read from the sockets' error queues so an unreachable peer fails a lookup
 //! at once. Safe Rust over `std` and `nix`.
 
-use super::Datagram;
 use crate::discovery::auth::Sealer;
 use crate::discovery::wire::{RECV_BUF_LEN, V4_GROUP, V6_GROUP};
+use crate::discovery::Datagram;
 use nix::ifaddrs::getifaddrs;
 use nix::net::if_::{if_nametoindex, InterfaceFlags};
 use nix::poll::{poll, PollFd, PollFlags, PollTimeout};

@@ -35,13 +35,14 @@
 //! requests in flight on it are counted as `lost` (and `missing`), the
 //! close as a `disconnect`, and the connection is reopened.
 
-use acm_proto::msg::{self, Entry, MsgBuf, HDR_LEN};
-use acm_prov_sys::{
-    ACM_EP_FLAG_DEST, ACM_EP_FLAG_SOURCE, ACM_FLAGS_NODELAY, ACM_OP_MASK, ACM_OP_RESOLVE,
-    ACM_VERSION,
-};
+mod args;
+mod summary;
+mod wire;
+
+use acm_proto::msg::{self, MsgBuf};
+use acm_prov_sys::{ACM_OP_MASK, ACM_OP_RESOLVE, ACM_VERSION};
 use std::collections::{BTreeMap, HashSet};
-use std::io::{self, ErrorKind, Read, Write};
+use std::io::{self, ErrorKind, Write};
 use std::net::Ipv6Addr;
 use std::os::fd::AsRawFd;
 use std::os::unix::net::UnixStream;
@@ -51,9 +52,9 @@ use std::sync::Arc;
 use std::thread;
 use std::time::{Duration, Instant};
 
-/// Status codes that always get a `status_N=` key, so the summary's keys do
-/// not depend on what happened (4 is unused by the daemon).
-const KNOWN_STATUSES: [u8; 9] = [1, 2, 3, 5, 6, 7, 8, 9, 10];
+use args::*;
+use summary::*;
+use wire::*;
 
 /// After this many connections in a row that fail or close before any reply
 /// a connection thread stops: the daemon is gone or refusing (all slots busy).
@@ -61,249 +62,6 @@ const MAX_FRUITLESS_CONNECTS: u32 = 3;
 
 /// Missing requests named on stderr without `--verbose`; the rest only count.
 const MAX_MISSING_REPORTS: u32 = 10;
-
-const USAGE: &str =
-    "usage: urdma-load [-S PATH] [-s SRC] (-d DEST | --dest-file FILE | --range PREFIX N)...
-                  [-f i|n] [-c N] [-n COUNT | --duration SECS] [--window W] [--nodelay]
-                  [--timeout SECS] [--verbose] [--abandon] [--poll]";
-
-#[derive(Clone, Debug)]
-struct Addr {
-    text: String,
-    /// Its entry in a request, flags left to the request.
-    entry: Entry,
-}
-
-#[derive(Clone, Copy, PartialEq, Debug)]
-enum Format {
-    Auto,
-    Ip,
-    Name,
-}
-
-#[derive(Debug)]
-struct Config {
-    socket: String,
-    src: Option<Addr>,
-    dests: Vec<Addr>,
-    conns: usize,
-    count: Option<u64>,
-    duration: Option<Duration>,
-    window: usize,
-    nodelay: bool,
-    timeout: Duration,
-    verbose: bool,
-    abandon: bool,
-    poll: bool,
-}
-
-fn parse_addr(text: &str, format: Format) -> Result<Addr, String> {
-    // The daemon and providers read names as C strings: a NUL after them.
-    let long = || format!("name '{text}' must be 1..=63 bytes");
-    let entry = match format {
-        Format::Ip => msg::ip_entry(0, text)
-            .ok_or_else(|| format!("'{text}' is not an IPv4 or IPv6 address (-f i)"))?,
-        Format::Auto => msg::address_entry(0, text).ok_or_else(long)?,
-        Format::Name => msg::name_entry(0, text).ok_or_else(long)?,
-    };
-    Ok(Addr {
-        text: text.to_string(),
-        entry,
-    })
-}
-
-fn parse_num<T: std::str::FromStr>(opt: &str, v: &str) -> Result<T, String> {
-    v.parse()
-        .map_err(|_| format!("{opt}: '{v}' is not a valid number"))
-}
-
-fn parse_secs(opt: &str, v: &str) -> Result<Duration, String> {
-    let s: f64 = parse_num(opt, v)?;
-    if !(s.is_finite() && s > 0.0) {
-        return Err(format!("{opt}: must be a positive number of seconds"));
-    }
-    Ok(Duration::from_secs_f64(s))
-}
-
-/// `Ok(None)` means `--help`.
-fn parse_args(args: &[String]) -> Result<Option<Config>, String> {
-    let mut socket = "/run/ibacm-unix.sock".to_string();
-    let mut src_text = None;
-    // Kept as text until the end because `-f` may come after the addresses.
-    let mut dest_texts: Vec<String> = Vec::new();
-    let mut format = Format::Auto;
-    let mut conns = 1usize;
-    let mut count = None;
-    let mut duration = None;
-    let mut window = 1usize;
-    let mut nodelay = false;
-    let mut timeout = Duration::from_secs(30);
-    let mut verbose = false;
-    let mut abandon = false;
-    let mut poll = false;
-
-    let mut it = args.iter();
-    while let Some(arg) = it.next() {
-        let mut value = |name: &str| {
-            it.next()
-                .cloned()
-                .ok_or_else(|| format!("{name} needs a value"))
-        };
-        match arg.as_str() {
-            "-h" | "--help" => return Ok(None),
-            "-S" => socket = value("-S")?,
-            "-s" => src_text = Some(value("-s")?),
-            "-d" => dest_texts.push(value("-d")?),
-            "--dest-file" => {
-                let path = value("--dest-file")?;
-                let text = std::fs::read_to_string(&path)
-                    .map_err(|e| format!("--dest-file {path}: {e}"))?;
-                dest_texts.extend(
-                    text.lines()
-                        .map(str::trim)
-                        .filter(|l| !l.is_empty() && !l.starts_with('#'))
-                        .map(String::from),
-                );
-            }
-            "--range" => {
-                let prefix = value("--range")?;
-                let n: u64 = parse_num("--range", &value("--range")?)?;
-                if n == 0 {
-                    return Err("--range: N must be at least 1".into());
-                }
-                dest_texts.extend((1..=n).map(|i| format!("{prefix}{i}")));
-            }
-            "-f" => {
-                format = match value("-f")?.as_str() {
-                    "i" => Format::Ip,
-                    "n" => Format::Name,
-                    other => return Err(format!("-f: '{other}' is not i or n")),
-                }
-            }
-            "-c" => conns = parse_num("-c", &value("-c")?)?,
-            "-n" => count = Some(parse_num("-n", &value("-n")?)?),
-            "--window" => window = parse_num("--window", &value("--window")?)?,
-            "--nodelay" => nodelay = true,
-            "--duration" => duration = Some(parse_secs("--duration", &value("--duration")?)?),
-            "--timeout" => timeout = parse_secs("--timeout", &value("--timeout")?)?,
-            "-v" | "--verbose" => verbose = true,
-            "--abandon" => abandon = true,
-            "--poll" => poll = true,
-            other => return Err(format!("unknown argument '{other}'")),
-        }
-    }
-
-    if dest_texts.is_empty() {
-        return Err("no destination: give -d, --dest-file or --range".into());
-    }
-    if conns == 0 || window == 0 {
-        return Err("-c and --window must be at least 1".into());
-    }
-    if count.is_some() && duration.is_some() {
-        return Err("-n and --duration exclude each other".into());
-    }
-    if count == Some(0) {
-        return Err("-n must be at least 1".into());
-    }
-    let src = src_text.map(|s| parse_addr(&s, format)).transpose()?;
-    let dests = dest_texts
-        .iter()
-        .map(|d| parse_addr(d, format))
-        .collect::<Result<Vec<_>, _>>()?;
-    if duration.is_none() && count.is_none() {
-        count = Some(dests.len() as u64);
-    }
-    Ok(Some(Config {
-        socket,
-        src,
-        dests,
-        conns,
-        count,
-        duration,
-        window,
-        nodelay,
-        timeout,
-        verbose,
-        abandon,
-        poll,
-    }))
-}
-
-fn build_request(cfg: &Config, dest: &Addr, tid: u64) -> MsgBuf {
-    let dflags = ACM_EP_FLAG_DEST | if cfg.nodelay { ACM_FLAGS_NODELAY } else { 0 };
-    let dest = Entry {
-        flags: dflags,
-        ..dest.entry
-    };
-    match &cfg.src {
-        Some(src) => {
-            let src = Entry {
-                flags: ACM_EP_FLAG_SOURCE,
-                ..src.entry
-            };
-            msg::resolve_request(&[src, dest], false, tid)
-        }
-        None => msg::resolve_request(&[dest], false, tid),
-    }
-}
-
-/// Reassembles messages from a stream socket whose reads may time out half
-/// way: the partial message survives until the next call.
-struct Framer {
-    buf: MsgBuf,
-    filled: usize,
-}
-
-/// A whole reply, valid until the next read, or a read that timed out.
-enum Frame<'a> {
-    Msg(&'a MsgBuf),
-    TimedOut,
-}
-
-impl Framer {
-    fn new() -> Framer {
-        Framer {
-            buf: MsgBuf::default(),
-            filled: 0,
-        }
-    }
-
-    fn next(&mut self, sock: &mut UnixStream) -> io::Result<Frame<'_>> {
-        loop {
-            let want = if self.filled < HDR_LEN {
-                HDR_LEN
-            } else if self.buf.whole_entries().is_some() {
-                usize::from(self.buf.length())
-            } else {
-                // The stream cannot be resynchronised after a bad length.
-                return Err(io::Error::new(
-                    ErrorKind::InvalidData,
-                    format!("reply with impossible length {}", self.buf.length()),
-                ));
-            };
-            if self.filled >= HDR_LEN && self.filled == want {
-                self.filled = 0;
-                return Ok(Frame::Msg(&self.buf));
-            }
-            // Never read past the current message: the next one may be
-            // only partly there and belongs to the next call.
-            match sock.read(&mut self.buf.0[self.filled..want]) {
-                Ok(0) => {
-                    return Err(io::Error::new(
-                        ErrorKind::UnexpectedEof,
-                        "daemon closed the connection",
-                    ))
-                }
-                Ok(n) => self.filled += n,
-                Err(e) if e.kind() == ErrorKind::Interrupted => {}
-                Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {
-                    return Ok(Frame::TimedOut)
-                }
-                Err(e) => return Err(e),
-            }
-        }
-    }
-}
 
 /// Hands out request numbers to all connections until the count or the
 /// deadline is reached.
@@ -323,49 +81,6 @@ impl Work {
             Some(l) if i >= l => None,
             _ => Some(i),
         }
-    }
-}
-
-#[derive(Default)]
-struct Stats {
-    requests: u64,
-    replies: u64,
-    timeouts: u64,
-    lost: u64,
-    late: u64,
-    duplicates: u64,
-    unknown_tid: u64,
-    bad_replies: u64,
-    ok: u64,
-    ok_without_path: u64,
-    out_of_order: u64,
-    by_status: BTreeMap<u8, u64>,
-    disconnects: u64,
-    connect_errors: u64,
-    abandoned: u64,
-    latencies_us: Vec<u32>,
-}
-
-impl Stats {
-    fn merge(&mut self, o: Stats) {
-        self.requests += o.requests;
-        self.replies += o.replies;
-        self.timeouts += o.timeouts;
-        self.lost += o.lost;
-        self.late += o.late;
-        self.duplicates += o.duplicates;
-        self.unknown_tid += o.unknown_tid;
-        self.bad_replies += o.bad_replies;
-        self.ok += o.ok;
-        self.ok_without_path += o.ok_without_path;
-        self.out_of_order += o.out_of_order;
-        for (s, n) in o.by_status {
-            *self.by_status.entry(s).or_default() += n;
-        }
-        self.disconnects += o.disconnects;
-        self.connect_errors += o.connect_errors;
-        self.abandoned += o.abandoned;
-        self.latencies_us.extend(o.latencies_us);
     }
 }
 
@@ -757,62 +472,6 @@ fn run_polled(sh: &Shared) -> Stats {
         total.merge(s.conn.stats);
     }
     total
-}
-
-fn percentile(sorted: &[u32], p: f64) -> u32 {
-    if sorted.is_empty() {
-        return 0;
-    }
-    let rank = ((p / 100.0) * sorted.len() as f64).ceil() as usize;
-    sorted[rank.clamp(1, sorted.len()) - 1]
-}
-
-fn print_summary(st: &mut Stats, unsent: u64, elapsed: Duration) {
-    st.latencies_us.sort_unstable();
-    let lat = &st.latencies_us;
-    let secs = elapsed.as_secs_f64();
-    let rate = if secs > 0.0 {
-        st.replies as f64 / secs
-    } else {
-        0.0
-    };
-    let mut line = format!(
-        "requests={} replies={} missing={} timeouts={} lost={} late={} unsent={} duplicates={} \
-         unknown_tid={} bad_replies={} disconnects={} connect_errors={} out_of_order={} ok={} \
-         ok_without_path={} abandoned={}",
-        st.requests,
-        st.replies,
-        st.timeouts + st.lost,
-        st.timeouts,
-        st.lost,
-        st.late,
-        unsent,
-        st.duplicates,
-        st.unknown_tid,
-        st.bad_replies,
-        st.disconnects,
-        st.connect_errors,
-        st.out_of_order,
-        st.ok,
-        st.ok_without_path,
-        st.abandoned,
-    );
-    for s in KNOWN_STATUSES {
-        line += &format!(" status_{s}={}", st.by_status.get(&s).copied().unwrap_or(0));
-    }
-    for (s, n) in &st.by_status {
-        if *s != 0 && !KNOWN_STATUSES.contains(s) {
-            line += &format!(" status_{s}={n}");
-        }
-    }
-    line += &format!(
-        " elapsed_s={secs:.3} rate_per_s={rate:.0} p50_us={} p90_us={} p99_us={} max_us={}",
-        percentile(lat, 50.0),
-        percentile(lat, 90.0),
-        percentile(lat, 99.0),
-        lat.last().copied().unwrap_or(0),
-    );
-    println!("{line}");
 }
 
 fn main() -> ExitCode {

@@ -1,0 +1,110 @@
+//! The checks the simulation makes: every reply against what was true on
+//! the network when it was given, and every request against its bound.
+
+use crate::sim::{Sim, Violation, MS, NSS_DELAY};
+use acm_prov_sys::ACM_STATUS_ENODATA;
+use ibacm_urdma::request::msg::MsgBuf;
+use ibacm_urdma::request::path::PathRecord;
+
+impl Sim {
+    pub(crate) fn violation(&mut self, what: String) {
+        if self.violations.len() < 20 {
+            self.violations.push(Violation {
+                at_ns: self.now,
+                what,
+            });
+        }
+    }
+
+    /// Checks a reply against the truth and the bounds.
+    pub(crate) fn answer(&mut self, id: u64, reply: &MsgBuf) {
+        let Some(p) = self.pending.remove(&id) else {
+            return self.violation(format!("request {id} answered twice or never asked"));
+        };
+        self.answered += 1;
+        let took = self.now - p.issued;
+        if took > self.bound() {
+            self.violation(format!(
+                "request {id} of host {} for host {} answered after {} ms",
+                p.host,
+                p.dest,
+                took / MS
+            ));
+        }
+        let mut answered = None;
+        if reply.status() == 0 {
+            self.succeeded += 1;
+            let info = reply.entry(0).info;
+            let g = PathRecord::decode(info.first_chunk().expect("64 bytes")).dgid;
+            answered = Some(g);
+            let now = self.now;
+            let stale = self.staleness_ns;
+            let held = self.history[p.dest].iter().any(|&(h, from, until)| {
+                h == g && from <= now && until.is_none_or(|u| u + stale >= now)
+            });
+            if !held {
+                self.violation(format!(
+                    "host {} was told host {} is at {g}, which it {} (request {id})",
+                    p.host,
+                    p.dest,
+                    match self.history[p.dest].iter().find(|h| h.0 == g) {
+                        Some((_, _, Some(u))) => format!("left {} ms before", (now - u) / MS),
+                        _ => "never held".into(),
+                    }
+                ));
+            }
+        } else if u32::from(reply.status()) == ACM_STATUS_ENODATA {
+            // "Does not exist" is a wrong answer for a host whose daemon
+            // held its address and name all the time the answer can rest
+            // on: the request's lookup, and a no remembered before it.
+            let since = p
+                .issued
+                .saturating_sub(u64::from(self.config().negative_timeout_ms) * MS);
+            let up = self.history[p.dest]
+                .iter()
+                .any(|&(_, from, until)| from <= since && until.is_none());
+            if up {
+                self.violation(format!(
+                    "host {} was told host {} does not exist (ENODATA), which has been up \
+                     all along (request {id})",
+                    p.host, p.dest
+                ));
+            }
+        } else if u32::from(reply.status()) == acm_prov_sys::ACM_STATUS_ETIMEDOUT {
+            self.timed_out += 1;
+        }
+        if self.record {
+            self.answers.push((p.host, p.dest, self.now, answered));
+        }
+    }
+
+    /// Every request is answered within its lookup's time (each stage's),
+    /// and a little.
+    pub fn bound(&self) -> u64 {
+        let stages = 1 + u64::from(self.tuning.nss);
+        stages * u64::from(self.tuning.timeout_ms) * u64::from(self.tuning.retries + 1) * MS
+            + stages * NSS_DELAY
+            + MS
+    }
+
+    pub(crate) fn check_deadlines(&mut self) {
+        let bound = self.bound();
+        let late: Vec<u64> = self
+            .pending
+            .iter()
+            .filter(|(_, p)| p.issued + bound < self.now)
+            .map(|(id, _)| *id)
+            .take(1)
+            .collect();
+        if let Some(id) = late.first() {
+            let p = &self.pending[id];
+            let what = format!(
+                "request {id} of host {} for host {} unanswered after {} ms",
+                p.host,
+                p.dest,
+                (self.now - p.issued) / MS
+            );
+            self.violation(what);
+        }
+    }
+}
