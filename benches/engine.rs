@@ -13,6 +13,7 @@
 use ibacm_urdma::addr::Address;
 use ibacm_urdma::config::hosts::Hosts;
 use ibacm_urdma::config::Config;
+use ibacm_urdma::discovery::Families;
 use ibacm_urdma::engine::Engine;
 use ibacm_urdma::host::NullHost;
 use ibacm_urdma::local::{Id, PortInfo};
@@ -57,13 +58,18 @@ fn engine(n: u32, discovery: bool) -> (Engine<NullHost>, Id) {
     let addr = e
         .add_address(ep, Address::Ip4([192, 168, 0, 1].into()))
         .unwrap();
-    e.set_discovery_up(discovery);
+    let families = if discovery {
+        Families::V4
+    } else {
+        Families::NONE
+    };
+    e.set_discovery_up(families, Instant::now());
     let mut req = request(&[addr_entry(2, 2, &ip(0))], false, 1);
     for i in 0..n {
         req.0[24..28].copy_from_slice(&ip(i));
         assert_eq!(e.resolve(addr, &req, 1).unwrap().status(), 0);
     }
-    e.take_effects();
+    e.poll();
     (e, addr)
 }
 
@@ -92,7 +98,7 @@ fn misses(e: &mut Engine<NullHost>, addr: Id, iters: u64) {
         req.0[24..28].copy_from_slice(&(0x0b00_0000u32 + k as u32).to_be_bytes());
         let reply = e.resolve(addr, black_box(&req), k);
         black_box(reply);
-        black_box(e.take_effects());
+        black_box(e.poll());
     }
 }
 

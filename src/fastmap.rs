@@ -2,9 +2,10 @@
 //!
 //! std's SipHash was half of a cache hit's instructions. foldhash is as
 //! fast as unkeyed hashes; seeded at random once per process, keys a client
-//! or a peer chooses still cannot be aimed at one bucket. A simulation sets
-//! the seed ([`set_seed`]) so that every table iterates in the same order,
-//! run after run, and a failing run replays exactly.
+//! or a peer chooses still cannot be aimed at one bucket. A simulation
+//! seeds the maps its thread makes ([`seed_thread`]) so that every table
+//! iterates in the same order, run after run, and a failing run replays
+//! exactly, whatever other simulations run on other threads.
 
 use std::hash::{BuildHasher, Hash, Hasher};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -12,16 +13,25 @@ use std::sync::atomic::{AtomicU64, Ordering};
 pub type Map<K, V> = std::collections::HashMap<K, V, Seeded>;
 pub type Set<K> = std::collections::HashSet<K, Seeded>;
 
-/// The seed of every map made from now on; 0 until chosen.
+/// The process's random seed; 0 until chosen.
 static SEED: AtomicU64 = AtomicU64::new(0);
 
-/// Makes every map made from now on hash with `seed` (simulations only:
-/// the daemon's seed is random).
-pub fn set_seed(seed: u64) {
-    SEED.store(seed | 1, Ordering::Relaxed);
+thread_local! {
+    /// The seed of the maps this thread makes, when set (0: the process's).
+    static THREAD_SEED: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
+}
+
+/// Makes every map this thread makes from now on hash with `seed`
+/// (simulations and tests: the daemon's seed is random).
+pub fn seed_thread(seed: u64) {
+    THREAD_SEED.with(|s| s.set(seed | 1));
 }
 
 fn seed() -> u64 {
+    let own = THREAD_SEED.with(std::cell::Cell::get);
+    if own != 0 {
+        return own;
+    }
     match SEED.load(Ordering::Relaxed) {
         0 => {
             let random = std::collections::hash_map::RandomState::new().hash_one(0u64) | 1;
@@ -76,7 +86,24 @@ mod tests {
             let m: Map<u32, ()> = (0..64).map(|i| (i, ())).collect();
             m.keys().copied().collect::<Vec<_>>()
         };
-        set_seed(42);
+        seed_thread(42);
         assert_eq!(order(), order());
+    }
+
+    #[test]
+    fn each_thread_keeps_its_own_seed() {
+        let order = |seed: u64| {
+            std::thread::spawn(move || {
+                seed_thread(seed);
+                let m: Map<u32, ()> = (0..64).map(|i| (i, ())).collect();
+                m.keys().copied().collect::<Vec<_>>()
+            })
+        };
+        // Two simulations at once, seeded differently, then one seeded as
+        // the first: the first's order comes back, whatever ran beside it.
+        let (a, b) = (order(7), order(8));
+        let (a, b) = (a.join().unwrap(), b.join().unwrap());
+        assert_eq!(order(7).join().unwrap(), a);
+        assert_ne!(a, b, "64 keys in the same order under two seeds");
     }
 }

@@ -8,9 +8,9 @@
 use ibacm_urdma::addr::Address;
 use ibacm_urdma::config::hosts::Hosts;
 use ibacm_urdma::config::Config;
-use ibacm_urdma::discovery::auth::{wall_micros, Auth, Keyring};
+use ibacm_urdma::discovery::auth::{Auth, Keyring, WallClock};
 use ibacm_urdma::discovery::wire::{Message, QUERY_LEN};
-use ibacm_urdma::discovery::Datagram;
+use ibacm_urdma::discovery::{Datagram, Families};
 use ibacm_urdma::engine::Engine;
 use ibacm_urdma::host::NullHost;
 use ibacm_urdma::local::PortInfo;
@@ -22,7 +22,7 @@ use std::time::Instant;
 const KEY: &str = "1 000102030405060708090a0b0c0d0e0f";
 
 fn keyed() -> Auth {
-    Auth::new(Keyring::parse(KEY, "key").unwrap(), wall_micros)
+    Auth::new(Keyring::parse(KEY, "key").unwrap(), WallClock::system())
 }
 
 fn engine(authenticated: bool) -> &'static Mutex<Engine<NullHost>> {
@@ -46,8 +46,8 @@ fn engine(authenticated: bool) -> &'static Mutex<Engine<NullHost>> {
         e.add_address(ep, Address::Ip4([10, 0, 0, 1].into()))
             .unwrap();
         e.add_address(ep, Address::name("node1").unwrap()).unwrap();
-        e.set_discovery_up(true);
-        e.take_effects();
+        e.set_discovery_up(Families::V4, Instant::now());
+        e.poll();
         Mutex::new(e)
     })
 }
@@ -76,7 +76,7 @@ fn deliver(engine: &Mutex<Engine<NullHost>>, data: &[u8]) {
         Instant::now(),
     );
     e.on_unreachable(from, data, Instant::now());
-    let fx = e.take_effects();
+    let fx = e.poll().unwrap_or_default();
     assert!(fx.replies.is_empty(), "no client is waiting");
     assert!(fx.datagrams.len() <= 1, "one answer at most");
     for d in &fx.datagrams {

@@ -6,7 +6,7 @@
 use super::wire::{
     Announce, EndpointRecord, Message, WireAddress, MAX_ADDRESSES, MAX_ANNOUNCE_RECORDS, MAX_PKEYS,
 };
-use super::Datagram;
+use super::{Datagram, Families};
 use crate::addr::{Address, Gid};
 use crate::fastmap::Set;
 use crate::local::{ip_of, Id, Local};
@@ -94,16 +94,26 @@ impl Announcer {
         self.asked = true;
     }
 
-    pub fn next_wake(&self) -> Option<Instant> {
+    /// When the announcer must run next; `asap` (the time of the latest
+    /// input) once announcements or withdrawals were asked for.
+    pub fn next_wake(&self, asap: Option<Instant>) -> Option<Instant> {
         let paced = self.queue_at.filter(|_| !self.queue.is_empty());
-        [self.at.first().copied(), paced, self.withdraw_at]
+        let asked = asap.filter(|_| self.asked || self.withdraw_asked);
+        [asked, self.at.first().copied(), paced, self.withdraw_at]
             .into_iter()
             .flatten()
             .min()
     }
 
-    /// Announcements, withdrawals and paced batches that are due.
-    pub fn on_timers(&mut self, local: &Local, up: bool, now: Instant, out: &mut Vec<Datagram>) {
+    /// Announcements, withdrawals and paced batches that are due; returns
+    /// how many messages left (each once per family).
+    pub fn on_timers(
+        &mut self,
+        local: &Local,
+        families: Families,
+        now: Instant,
+        out: &mut Vec<Datagram>,
+    ) -> usize {
         if std::mem::take(&mut self.asked) {
             self.at = DELAYS_MS
                 .iter()
@@ -118,19 +128,17 @@ impl Announcer {
         }
         if self.at.first().is_some_and(|&t| t <= now) {
             self.at.remove(0);
-            if up {
+            if families.any() {
                 self.announce(local);
             }
         }
         if !self.queue.is_empty() && self.queue_at.is_none_or(|t| t <= now) {
             let n = self.queue.len().min(BATCH);
-            out.extend(
-                self.queue
-                    .drain(..n)
-                    .map(|bytes| Datagram::Multicast { bytes }),
-            );
+            out.extend(self.queue.drain(..n).flat_map(|b| families.multicast(b)));
             self.queue_at = Some(now + PACE);
+            return n;
         }
+        0
     }
 
     /// Queues an announcement of every port's endpoints.

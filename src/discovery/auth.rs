@@ -52,12 +52,35 @@ pub const MAX_KEY_BYTES: usize = 64;
 const MAX_REMEMBERED: usize = 1 << 16;
 const MAC_LEN: usize = 32;
 
-/// Microseconds since the Unix epoch.
+/// Microseconds since the Unix epoch, by the system's clock.
 pub fn wall_micros() -> u64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_micros() as u64)
         .unwrap_or(0)
+}
+
+/// The wall clock (microseconds since the Unix epoch) one engine's
+/// authentication reads: the system's in the daemon ([`WallClock::system`]),
+/// each simulated host's own, skewed, in the simulation. Timestamps are
+/// compared across hosts, so this is the one clock of the core that is not
+/// the monotonic `now` of its inputs.
+#[derive(Clone)]
+pub struct WallClock(std::sync::Arc<dyn Fn() -> u64 + Send + Sync>);
+
+impl WallClock {
+    pub fn system() -> WallClock {
+        WallClock::new(wall_micros)
+    }
+
+    pub fn new(read: impl Fn() -> u64 + Send + Sync + 'static) -> WallClock {
+        WallClock(std::sync::Arc::new(read))
+    }
+
+    #[inline]
+    pub fn micros(&self) -> u64 {
+        (self.0)()
+    }
 }
 
 #[derive(Clone)]
@@ -234,7 +257,7 @@ impl fmt::Display for Rejection {
 /// than they sealed: receivers tolerate that within [`REORDER_US`].
 pub struct Sealer {
     key: Key,
-    clock: fn() -> u64,
+    clock: WallClock,
     /// The last timestamp sent.
     last_sent: AtomicU64,
 }
@@ -255,13 +278,13 @@ impl Sealer {
     /// former run lasted less than [`REORDER_US`]. (As before, this holds
     /// only as long as the clock is not set back across the restart.)
     pub fn start(&self) {
-        let ahead = (self.clock)().saturating_add(REORDER_US);
+        let ahead = self.clock.micros().saturating_add(REORDER_US);
         self.last_sent.fetch_max(ahead, Ordering::Relaxed);
     }
 
     /// Sets the AUTH flag of an encoded message and appends its trailer.
     pub fn seal(&self, mut bytes: Vec<u8>) -> Vec<u8> {
-        let now = (self.clock)();
+        let now = self.clock.micros();
         let next = |last: u64| now.max(last + 1);
         let last = self
             .last_sent
@@ -288,7 +311,7 @@ const MAX_SOURCES: usize = 1 << 16;
 /// [`Sealer`]).
 pub struct Auth {
     ring: Keyring,
-    clock: fn() -> u64,
+    clock: WallClock,
     sealer: std::sync::Arc<Sealer>,
     /// MAC → timestamp of recently accepted messages.
     seen: Map<[u8; MAC_LEN], u64>,
@@ -322,10 +345,10 @@ fn make_room<K: std::hash::Hash + Eq>(
 }
 
 impl Auth {
-    pub fn new(ring: Keyring, clock: fn() -> u64) -> Auth {
+    pub fn new(ring: Keyring, clock: WallClock) -> Auth {
         let sealer = std::sync::Arc::new(Sealer {
             key: ring.keys[0].clone(),
-            clock,
+            clock: clock.clone(),
             last_sent: AtomicU64::new(0),
         });
         Auth {
@@ -382,7 +405,7 @@ impl Auth {
         mac.update(signed);
         // Constant-time comparison.
         mac.verify_slice(tag).map_err(|_| Rejection::BadMac)?;
-        let now = (self.clock)();
+        let now = self.clock.micros();
         if ts.abs_diff(now) > WINDOW_US {
             let skew = (ts as i128 - now as i128) / 1_000_000;
             return Err(Rejection::Stale(skew as i64));
@@ -455,10 +478,10 @@ mod tests {
     fn a_sealed_message_opens_once_with_any_listed_key() {
         clock!(NOW);
         let now = || NOW.load(Ordering::Relaxed);
-        let sender = Auth::new(ring(KEYS), now);
+        let sender = Auth::new(ring(KEYS), WallClock::new(now));
         let mut receiver = Auth::new(
             ring("16 ffeeddccbbaa99887766554433221100ffeeddccbbaa99887766554433221100\n7 000102030405060708090a0b0c0d0e0f"),
-            now,
+            WallClock::new(now),
         );
         let sealed = sender.seal(message());
         assert_eq!(sealed.len(), message().len() + AUTH_TRAILER_LEN);
@@ -487,11 +510,14 @@ mod tests {
     fn tampering_unknown_keys_and_plain_messages_are_refused() {
         clock!(NOW);
         let now = || NOW.load(Ordering::Relaxed);
-        let sender = Auth::new(ring(KEYS), now);
-        let mut receiver = Auth::new(ring("0x10 ffeeddccbbaa99887766554433221100"), now);
+        let sender = Auth::new(ring(KEYS), WallClock::new(now));
+        let mut receiver = Auth::new(
+            ring("0x10 ffeeddccbbaa99887766554433221100"),
+            WallClock::new(now),
+        );
         let sealed = sender.seal(message());
         assert_eq!(receiver.open(&sealed, SRC), Err(Rejection::UnknownKey(7)));
-        let mut receiver = Auth::new(ring(KEYS), now);
+        let mut receiver = Auth::new(ring(KEYS), WallClock::new(now));
         for i in 0..sealed.len() {
             let mut t = sealed.clone();
             t[i] ^= 0x01;
@@ -507,7 +533,10 @@ mod tests {
         );
         assert_eq!(receiver.open(&[], SRC), Err(Rejection::Unauthenticated));
         // A wrong key with the right id.
-        let forger = Auth::new(ring("7 0f0e0d0c0b0a09080706050403020100"), now);
+        let forger = Auth::new(
+            ring("7 0f0e0d0c0b0a09080706050403020100"),
+            WallClock::new(now),
+        );
         assert_eq!(
             receiver.open(&forger.seal(message()), SRC),
             Err(Rejection::BadMac)
@@ -523,8 +552,8 @@ mod tests {
     fn a_message_older_than_the_newest_from_its_source_is_refused() {
         clock!(NOW);
         let now = || NOW.load(Ordering::Relaxed);
-        let sender = Auth::new(ring(KEYS), now);
-        let mut receiver = Auth::new(ring(KEYS), now);
+        let sender = Auth::new(ring(KEYS), WallClock::new(now));
+        let mut receiver = Auth::new(ring(KEYS), WallClock::new(now));
         // A captured announcement of the host's old GID, then its new one.
         let old = sender.seal(message());
         NOW.fetch_add(2_000_000, Ordering::Relaxed);
@@ -533,7 +562,7 @@ mod tests {
         assert!(receiver.open(&new, SRC).is_ok());
         // The old one, replayed inside the window, never seen by this
         // receiver's replay memory under this MAC... still refused.
-        let mut fresh_receiver = Auth::new(ring(KEYS), now);
+        let mut fresh_receiver = Auth::new(ring(KEYS), WallClock::new(now));
         assert!(fresh_receiver.open(&new, SRC).is_ok());
         assert_eq!(fresh_receiver.open(&old, SRC), Err(Rejection::Older(2000)));
         assert!(Rejection::Older(1).is_replay());
@@ -550,8 +579,8 @@ mod tests {
     fn messages_that_overtake_each_other_are_each_taken_once() {
         clock!(NOW);
         let now = || NOW.load(Ordering::Relaxed);
-        let sender = Auth::new(ring(KEYS), now);
-        let mut receiver = Auth::new(ring(KEYS), now);
+        let sender = Auth::new(ring(KEYS), WallClock::new(now));
+        let mut receiver = Auth::new(ring(KEYS), WallClock::new(now));
         // Three tries of a query, 500 ms apart, held by the sender's kernel
         // until it resolved the receiver's link address: the last try
         // arrives first.
@@ -575,8 +604,8 @@ mod tests {
     fn a_message_behind_the_window_is_refused_though_never_taken() {
         clock!(NOW);
         let now = || NOW.load(Ordering::Relaxed);
-        let sender = Auth::new(ring(KEYS), now);
-        let mut receiver = Auth::new(ring(KEYS), now);
+        let sender = Auth::new(ring(KEYS), WallClock::new(now));
+        let mut receiver = Auth::new(ring(KEYS), WallClock::new(now));
         let edge = sender.seal(message());
         NOW.fetch_add(1, Ordering::Relaxed);
         let inside = sender.seal(message());
@@ -607,7 +636,7 @@ mod tests {
         let t0 = now();
         // The former run: its first message, then, 10 s later, the last
         // announcement of its GID, both captured.
-        let former = Auth::new(ring(KEYS), now);
+        let former = Auth::new(ring(KEYS), WallClock::new(now));
         former.sealer().start();
         let first = former.seal(message());
         assert_eq!(first[24..32], (t0 + REORDER_US + 1).to_be_bytes());
@@ -616,12 +645,12 @@ mod tests {
         // Killed, and back with a new GID 10 ms later: the new run's
         // first message is a whole window ahead of the former's last.
         NOW.fetch_add(10_000, Ordering::Relaxed);
-        let run = Auth::new(ring(KEYS), now);
+        let run = Auth::new(ring(KEYS), WallClock::new(now));
         run.sealer().start();
         let hello = run.seal(message());
         // A receiver that saw nothing of the former run (it restarted too)
         // takes the new run's message, then refuses the captured ones.
-        let mut receiver = Auth::new(ring(KEYS), now);
+        let mut receiver = Auth::new(ring(KEYS), WallClock::new(now));
         assert!(receiver.open(&hello, SRC).is_ok());
         assert_eq!(receiver.open(&last, SRC), Err(Rejection::Older(1510)));
         assert_eq!(receiver.open(&first, SRC), Err(Rejection::Older(10010)));
@@ -632,10 +661,10 @@ mod tests {
         // is as much older as the time between the two starts (less the
         // microseconds its timestamps stepped).
         NOW.fetch_add(2_000_000, Ordering::Relaxed);
-        let third = Auth::new(ring(KEYS), now);
+        let third = Auth::new(ring(KEYS), WallClock::new(now));
         third.sealer().start();
         let hello3 = third.seal(message());
-        let mut receiver = Auth::new(ring(KEYS), now);
+        let mut receiver = Auth::new(ring(KEYS), WallClock::new(now));
         assert!(receiver.open(&hello3, SRC).is_ok());
         assert_eq!(receiver.open(&next, SRC), Err(Rejection::Older(1999)));
     }
@@ -654,7 +683,7 @@ mod tests {
         let now = || NOW.load(Ordering::Relaxed);
         const V6: std::net::IpAddr =
             std::net::IpAddr::V6(std::net::Ipv6Addr::new(0xfd00, 0, 0, 0, 0, 0, 0, 2));
-        let sender = Auth::new(ring(KEYS), now);
+        let sender = Auth::new(ring(KEYS), WallClock::new(now));
         sender.sealer().start();
         let mut rng = 0x2545_f491_4f6c_dd1d;
         // 2000 messages over about 20 s, from either of the host's
@@ -674,7 +703,7 @@ mod tests {
             flight.push((t + delay, from, sealed));
         }
         flight.sort_by_key(|f| f.0);
-        let mut receiver = Auth::new(ring(KEYS), now);
+        let mut receiver = Auth::new(ring(KEYS), WallClock::new(now));
         let mut overtaken = 0;
         let mut newest = Map::default();
         for (at, from, sealed) in &flight {
@@ -700,8 +729,8 @@ mod tests {
     fn old_and_future_messages_are_stale() {
         clock!(NOW);
         let now = || NOW.load(Ordering::Relaxed);
-        let sender = Auth::new(ring(KEYS), now);
-        let mut receiver = Auth::new(ring(KEYS), now);
+        let sender = Auth::new(ring(KEYS), WallClock::new(now));
+        let mut receiver = Auth::new(ring(KEYS), WallClock::new(now));
         let early = sender.seal(message());
         NOW.fetch_add(WINDOW_US + 1_000_000, Ordering::Relaxed);
         assert_eq!(receiver.open(&early, SRC), Err(Rejection::Stale(-31)));

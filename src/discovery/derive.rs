@@ -50,8 +50,8 @@ impl Discovery {
                     });
                     job.poked = true;
                 }
+                job.at = now + super::NEIGHBOUR_POLL;
                 self.state.neighbour_jobs.push(job);
-                self.state.neighbour_at = Some(now + super::NEIGHBOUR_POLL);
             }
             // The timer moves the lookup on at its deadline.
             None => {}

@@ -159,7 +159,6 @@ impl Discovery {
                     l.deadline = deadline;
                     l.resolving = true;
                 }
-                self.wake = true;
             }
             Stage::Derive(i) => match self.cfg.derive.get(i).copied() {
                 None => self.fail(&key, if unsure { UNKNOWN } else { NO }, now),
@@ -183,9 +182,8 @@ impl Discovery {
                             dest: key,
                             ip,
                             poked,
+                            at: now,
                         });
-                        self.state.neighbour_at = Some(now);
-                        self.wake = true;
                     }
                     None => self.run_stage(local, key, Stage::Derive(i + 1), now),
                 },
@@ -239,29 +237,24 @@ impl Discovery {
             return false;
         };
         let bytes = Message::from(Query::new(txid, target, sender)).encode();
-        let datagram = match p.to {
+        match p.to {
             Some(to) => {
                 self.traffic.unicast_queries += 1;
-                Datagram::Unicast {
+                self.datagrams.push(Datagram::Unicast {
                     to,
                     from: local.source_for(p.endpoint, to.ip()),
                     bytes,
-                }
+                });
             }
             None => {
                 self.traffic.group_queries += 1;
-                Datagram::Multicast { bytes }
+                self.datagrams.extend(self.families.multicast(bytes));
             }
-        };
-        self.datagrams.push(datagram);
+        }
         if let Some(p) = self.state.probes.get_mut(&txid) {
             p.tries += 1;
             p.deadline = now + timeout;
         }
-        // A probe started on the daemon's thread: the worker may be asleep
-        // until a later deadline and must learn of this one, or the retry
-        // and the timeout come late.
-        self.wake = true;
         true
     }
 

@@ -18,7 +18,7 @@
 //! about; everything else is at most a hint to ask again.
 //!
 //! Sans-IO with explicit time: the worker thread owns the sockets
-//! ([`net`]) and performs what this produces.
+//! (`runtime/net.rs`) and performs what this produces.
 
 mod announce;
 pub mod auth;
@@ -53,8 +53,6 @@ pub use names::NssError;
 pub const CHECK_HOLDOFF: Duration = Duration::from_secs(1);
 /// How often a missing neighbour entry is looked for again.
 pub const NEIGHBOUR_POLL: Duration = Duration::from_millis(20);
-/// How often what expired is swept from the tables.
-const SWEEP_EVERY: Duration = Duration::from_secs(1);
 
 /// A discovery datagram to send.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -66,8 +64,57 @@ pub enum Datagram {
         from: Option<IpAddr>,
         bytes: Vec<u8>,
     },
-    /// To the discovery groups on every interface.
-    Multicast { bytes: Vec<u8> },
+    /// To the discovery group of one address family, on every interface
+    /// that has it.
+    Multicast { family: Family, bytes: Vec<u8> },
+}
+
+/// An address family of the discovery sockets.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Family {
+    V4,
+    V6,
+}
+
+/// The address families discovery can send on: one group datagram goes
+/// out once per family, each copy sealed on its own.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Families {
+    pub v4: bool,
+    pub v6: bool,
+}
+
+impl Families {
+    pub const NONE: Families = Families {
+        v4: false,
+        v6: false,
+    };
+    pub const V4: Families = Families {
+        v4: true,
+        v6: false,
+    };
+    pub const V6: Families = Families {
+        v4: false,
+        v6: true,
+    };
+    pub const BOTH: Families = Families { v4: true, v6: true };
+
+    pub fn any(self) -> bool {
+        self.v4 || self.v6
+    }
+
+    /// One group datagram per family.
+    pub fn multicast(self, bytes: Vec<u8>) -> impl Iterator<Item = Datagram> {
+        let v6 = self.v6.then(|| Datagram::Multicast {
+            family: Family::V6,
+            bytes: bytes.clone(),
+        });
+        let v4 = self.v4.then_some(Datagram::Multicast {
+            family: Family::V4,
+            bytes,
+        });
+        v4.into_iter().chain(v6)
+    }
 }
 
 /// What the request path must do after a discovery call.
@@ -87,6 +134,8 @@ pub enum Outcome {
 pub struct Discovery {
     cfg: Config,
     /// The sockets are open.
+    /// The families the sockets are open for (none: discovery is down).
+    families: Families,
     up: bool,
     state: State,
     announcer: Announcer,
@@ -100,14 +149,10 @@ pub struct Discovery {
     /// Name lookups left unanswered because hosts with different GIDs
     /// confirmed the name.
     conflicts: u64,
-    /// When the tables are swept next (`None`: at the first timer).
-    next_sweep: Option<Instant>,
     /// Opens discovery datagrams when authentication is on.
     auth: Option<Auth>,
     reply_limit: ratelimit::RateLimiter,
     datagrams: Vec<Datagram>,
-    /// The worker has a new deadline to learn of.
-    wake: bool,
     outcomes: Vec<Outcome>,
 }
 
@@ -141,6 +186,7 @@ impl Discovery {
             state: State::new(cfg.max_learned, cfg.max_lookups, seed),
             reply_limit: ratelimit::RateLimiter::new(cfg.reply_rate),
             cfg: cfg.clone(),
+            families: Families::NONE,
             up: false,
             announcer: Announcer::default(),
             drops: DropCounts::default(),
@@ -149,18 +195,18 @@ impl Discovery {
             lookup_stats: counts::LookupStats::default(),
             checks_skipped: 0,
             conflicts: 0,
-            next_sweep: None,
             auth: None,
             datagrams: Vec::new(),
-            wake: false,
             outcomes: Vec::new(),
         }
     }
 
-    /// Called when the discovery sockets are (or are not) open.
-    pub fn set_up(&mut self, up: bool) {
-        self.up = up;
-        if up {
+    /// Called when the discovery sockets open (for these families) or
+    /// close (none).
+    pub fn set_up(&mut self, families: Families) {
+        self.families = families;
+        self.up = families.any();
+        if self.up {
             self.schedule_announce();
         }
     }
@@ -180,6 +226,7 @@ impl Discovery {
     /// (an unusable key file must not mean unauthenticated discovery).
     pub fn disable(&mut self) {
         self.cfg.discovery = false;
+        self.families = Families::NONE;
         self.up = false;
     }
 
@@ -290,53 +337,49 @@ impl Discovery {
     }
 
     /// Announces this host's endpoints soon (they changed): from the next
-    /// timer on, which the wake brings at once.
+    /// timer on, which [`Discovery::deadlines`] makes due at once.
     pub fn schedule_announce(&mut self) {
         self.announcer.schedule();
-        self.wake = true;
     }
 
     /// Withdraws addresses of endpoint `ep` (`only` one, or all): call
     /// before they leave `local`.
     pub fn withdraw(&mut self, local: &Local, ep: Id, only: Option<&Address>) {
-        if self.up && self.announcer.withdraw(local, ep, only) {
-            self.wake = true;
+        if self.up {
+            self.announcer.withdraw(local, ep, only);
         }
     }
 
-    /// When the worker must run next.
-    pub fn next_wake(&self) -> Option<Instant> {
-        let jobs = self
-            .state
-            .neighbour_at
-            .filter(|_| !self.state.neighbour_jobs.is_empty());
-        [self.state.next_deadline(), self.announcer.next_wake(), jobs]
-            .into_iter()
-            .flatten()
-            .min()
+    /// When discovery must run next: its lookups' deadlines, then its
+    /// announcements'. `asap` is the time of the caller's latest input,
+    /// given for what is due at once.
+    pub fn deadlines(&self, asap: Option<Instant>) -> [Option<Instant>; 2] {
+        [self.state.next_deadline(), self.announcer.next_wake(asap)]
     }
 
-    /// Retries, stage changes, announcements and sweeps that are due.
+    /// Retries, stage changes and announcements that are due.
     pub fn on_timers(&mut self, local: &Local, now: Instant) {
         self.lookup_timers(local, now);
-        let before = self.datagrams.len();
-        self.announcer
-            .on_timers(local, self.up, now, &mut self.datagrams);
-        self.traffic.announcements += (self.datagrams.len() - before) as u64;
-        if self.next_sweep.is_none_or(|t| now >= t) {
-            self.state.learned.sweep(now, |_, _| {});
-            self.state.failed.sweep(now, |_, _| {});
-            self.state.checked.sweep(now, |_, _| {});
-            self.state.answered_groups.sweep(now, |_, _| {});
-            self.next_sweep = Some(now + SWEEP_EVERY);
-        }
+        let sent = self
+            .announcer
+            .on_timers(local, self.families, now, &mut self.datagrams);
+        self.traffic.announcements += sent as u64;
+    }
+
+    /// Forgets what expired from the tables, and says in the log what was
+    /// dropped, now and then.
+    pub fn sweep(&mut self, now: Instant) {
+        self.state.learned.sweep(now, |_, _| {});
+        self.state.failed.sweep(now, |_, _| {});
+        self.state.checked.sweep(now, |_, _| {});
+        self.state.answered_groups.sweep(now, |_, _| {});
         if self.drops_logged.due(&self.drops, now) {
             log::info!("discovery: datagrams dropped so far: {}", self.drops);
         }
     }
 
-    /// Neighbour lookups the worker should make now (netlink is not for
-    /// the daemon's event loop).
+    /// Neighbour lookups for the caller to make, each at its `at` (netlink
+    /// is not for the daemon's event loop).
     pub fn take_neighbour_jobs(&mut self) -> Vec<NeighbourJob> {
         std::mem::take(&mut self.state.neighbour_jobs)
     }
@@ -346,21 +389,8 @@ impl Discovery {
         std::mem::take(&mut self.state.nss_jobs)
     }
 
-    /// Whether there is anything to take.
-    /// (Outcomes are never left: the engine takes them after every call.)
-    #[inline]
-    pub fn has_output(&self) -> bool {
-        self.wake || !self.datagrams.is_empty()
-    }
-
     pub fn take_datagrams(&mut self) -> Vec<Datagram> {
         std::mem::take(&mut self.datagrams)
-    }
-
-    /// Whether the worker must learn of new work or a new deadline; true
-    /// once per change.
-    pub fn take_wake(&mut self) -> bool {
-        std::mem::take(&mut self.wake) || !self.datagrams.is_empty()
     }
 
     pub fn take_outcomes(&mut self) -> Vec<Outcome> {

@@ -186,6 +186,9 @@ pub struct NeighbourJob {
     pub ip: IpAddr,
     /// A datagram went to the address to make the kernel resolve it.
     pub poked: bool,
+    /// When to ask: at once, then again every
+    /// [`super::NEIGHBOUR_POLL`] while the kernel resolves the neighbour.
+    pub at: Instant,
 }
 
 /// A name for the system's resolver, which may block for seconds: the
@@ -215,8 +218,6 @@ pub struct State {
     /// is enough (a second one costs a second confirmation).
     pub answered_groups: Expiring<(u64, Gid), ()>,
     pub neighbour_jobs: Vec<NeighbourJob>,
-    /// When the neighbour jobs are due.
-    pub neighbour_at: Option<Instant>,
     pub nss_jobs: Vec<NssJob>,
     /// Lookups refused because [`State::max_lookups`] were in flight.
     pub lookups_refused: u64,
@@ -243,7 +244,6 @@ impl State {
             checked: Expiring::new(MAX_CHECKS * 4),
             answered_groups: Expiring::new(MAX_CHECKS * 4),
             neighbour_jobs: Vec::new(),
-            neighbour_at: None,
             nss_jobs: Vec::new(),
             lookups_refused: 0,
             max_lookups,

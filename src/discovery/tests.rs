@@ -53,7 +53,7 @@ fn bring_up(e: &mut Engine<FakeHost>, gid: &str) -> (Id, Id) {
 fn fixture_with_gid(cfg: Config, gid: &str) -> Fixture {
     let mut e = Engine::new(FakeHost::default(), cfg, Hosts::default());
     let (ep, addr) = bring_up(&mut e, gid);
-    e.set_discovery_up(true);
+    e.set_discovery_up(Families::V4, Instant::now());
     e.take_effects();
     Fixture {
         e,
@@ -162,7 +162,7 @@ fn sent_queries(fx: &Effects) -> Vec<(Query, Option<SocketAddr>)> {
         .filter_map(|d| {
             let (to, bytes) = match d {
                 Datagram::Unicast { to, bytes, .. } => (Some(*to), bytes),
-                Datagram::Multicast { bytes } => (None, bytes),
+                Datagram::Multicast { bytes, .. } => (None, bytes),
             };
             match Message::decode(bytes) {
                 Ok(Message::Query(q)) => Some((q, to)),
@@ -190,7 +190,10 @@ fn a_miss_asks_the_address_once_and_answers_every_waiter_once() {
         "waits for the peer"
     );
     let fx = f.e.take_effects();
-    assert!(fx.wake, "the worker must learn of the new deadline");
+    assert!(
+        fx.deadline.is_some(),
+        "the worker must learn of the new deadline"
+    );
     let (q, to) = sent_query(&fx);
     assert_eq!(to, Some(peer()));
     assert_eq!(q.target().address(), &peer_ip());
@@ -418,7 +421,7 @@ fn closing_an_endpoint_answers_its_waiters() {
     f.e.close_endpoint(f.ep);
     let mut fx = f.e.take_effects();
     assert!(
-        fx.wake && fx.datagrams.is_empty(),
+        fx.deadline.is_some() && fx.datagrams.is_empty(),
         "withdrawals wait to leave together"
     );
     // The wake's timer counts their time; a later one sends them.
@@ -433,7 +436,7 @@ fn closing_an_endpoint_answers_its_waiters() {
         .datagrams
         .iter()
         .filter_map(|d| match d {
-            Datagram::Multicast { bytes } => match Message::decode(bytes) {
+            Datagram::Multicast { bytes, .. } => match Message::decode(bytes) {
                 Ok(Message::Announce(a)) if a.withdrawn() => Some(a),
                 _ => None,
             },
@@ -897,14 +900,14 @@ fn names_are_asked_of_the_groups_and_this_host_announces_itself() {
     );
     assert_eq!(bound_gid(&f.e, &peer_ip()), None, "only the name was asked");
 
-    // Counted from the next timer, which the wake brings at once.
+    // Counted from the next timer, which is due at once.
     f.e.schedule_announce();
-    assert!(f.e.take_effects().wake);
+    assert!(f.e.take_effects().deadline.is_some());
     f.e.on_timers(f.t0);
     assert!(f.e.next_wake().unwrap() <= f.t0 + Duration::from_millis(50));
     f.e.on_timers(f.t0 + Duration::from_millis(60));
     let fx = f.e.take_effects();
-    let [Datagram::Multicast { bytes }] = &fx.datagrams[..] else {
+    let [Datagram::Multicast { bytes, .. }] = &fx.datagrams[..] else {
         panic!("{fx:?}")
     };
     let Ok(Message::Announce(a)) = Message::decode(bytes) else {
@@ -928,7 +931,7 @@ fn without_discovery_only_derivations_run() {
         ..Config::default()
     };
     let mut f = fixture(cfg);
-    f.e.set_discovery_up(false);
+    f.e.set_discovery_up(Families::NONE, f.t0);
     f.e.take_effects();
     assert_eq!(f.e.resolve(f.addr, &ip_request(PEER_IP, 0, 1), 11), None);
     let job = f.e.take_neighbour_jobs().remove(0);
@@ -956,7 +959,7 @@ const KEY: &str = "1 000102030405060708090a0b0c0d0e0f";
 fn auth(keys: &str) -> Auth {
     Auth::new(
         crate::discovery::auth::Keyring::parse(keys, "key").unwrap(),
-        crate::discovery::auth::wall_micros,
+        crate::discovery::auth::WallClock::system(),
     )
 }
 
@@ -1189,7 +1192,7 @@ fn many_announcements_leave_in_paced_batches_and_peers_check_each_binding_once()
     // Every datagram names an address a peer can ask.
     let own = WireAddress::from(Ipv4Addr::new(10, 0, 0, 1));
     let decode = |d: &Datagram| {
-        let Datagram::Multicast { bytes } = d else {
+        let Datagram::Multicast { bytes, .. } = d else {
             panic!()
         };
         let Ok(Message::Announce(a)) = Message::decode(bytes) else {
@@ -1226,7 +1229,7 @@ fn many_announcements_leave_in_paced_batches_and_peers_check_each_binding_once()
             .insert(a.clone(), l, None);
     }
     for d in &last {
-        let Datagram::Multicast { bytes } = d else {
+        let Datagram::Multicast { bytes, .. } = d else {
             panic!()
         };
         peer.e.on_datagram(at, None, bytes, f.t0);

@@ -6,24 +6,36 @@
 //! outcomes it turns into replies.
 //!
 //! Everything here is safe Rust with explicit time. The boundary turns the
-//! daemon's pointers into the ids and values used here. Engine methods
-//! never send anything themselves: replies and datagrams are collected as
-//! [`Effects`], which the caller performs after releasing the engine's
-//! lock, so no daemon helper that answers a client is called while the
-//! engine is held. Only the log is: a `log` line written under the lock
-//! takes the daemon's log lock inside `acm_write` ([`crate::log`]), which
-//! comes last in every lock order (docs/architecture.md).
+//! daemon's pointers into the ids and values used here.
+//!
+//! One contract, for the runtime and the simulation alike: inputs come in
+//! as calls (`on_datagram`, `on_timers`, `on_nss`, `on_neighbour`, the
+//! daemon's requests and its port and address changes), each with the time
+//! when it has one; everything the engine wants done comes out of one door,
+//! [`Engine::poll`], as one [`Effects`]: replies, datagrams (one per
+//! address family for a group), resolver and neighbour jobs, and the next
+//! deadline from one timer table ([`timers`]). The engine never sends,
+//! sleeps or reads a clock; the caller performs the effects after releasing
+//! the engine's lock, so no daemon helper that answers a client is called
+//! while the engine is held. Only the log is: a `log` line written under
+//! the lock takes the daemon's log lock inside `acm_write`
+//! ([`crate::log`]), which comes last in every lock order
+//! (docs/architecture.md).
 
+mod effects;
 mod metrics;
 mod request;
+pub mod timers;
+
+pub use effects::{Effects, Outgoing, Reply};
 
 use crate::addr::Address;
 use crate::config::hosts::Hosts;
 use crate::config::Config;
 use crate::discovery::auth::Auth;
 use crate::discovery::counts::DropCounts;
-use crate::discovery::state::{NeighbourJob, NssJob};
-use crate::discovery::{Datagram, Discovery, NssError, Outcome};
+use crate::discovery::state::NeighbourJob;
+use crate::discovery::{Discovery, Families, NssError, Outcome};
 use crate::entropy::Seed;
 use crate::fastmap::Map;
 use crate::host::{Counter, Host, COUNTERS};
@@ -36,40 +48,13 @@ use acm_prov_sys::{ACM_STATUS_ENODATA, ACM_STATUS_ENOTCONN, ACM_STATUS_SUCCESS};
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+use timers::{Timer, Timers};
 
 /// `IBV_EVENT_CLIENT_REREGISTER`, the only event the daemon forwards.
 pub const EVENT_CLIENT_REREGISTER: acm_prov_sys::ibv_event_type =
     acm_prov_sys::ibv_event_type_IBV_EVENT_CLIENT_REREGISTER;
 /// How often what expired is swept from the destination cache.
 const SWEEP_EVERY: Duration = Duration::from_secs(1);
-
-/// The reply a request gets; the boundary sends it exactly once.
-#[derive(Debug, PartialEq)]
-pub struct Reply(pub MsgBuf);
-
-/// A reply to send to the daemon.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Outgoing {
-    pub id: u64,
-    pub msg: MsgBuf,
-    /// Answers a `query` (acm_query_response) rather than a `resolve`.
-    pub query: bool,
-}
-
-/// Work the caller performs once it has released the engine.
-#[derive(Debug, Default)]
-pub struct Effects {
-    pub replies: Vec<Outgoing>,
-    pub datagrams: Vec<Datagram>,
-    /// The worker thread has something to do before its next deadline.
-    pub wake: bool,
-}
-
-impl Effects {
-    pub fn is_empty(&self) -> bool {
-        self.replies.is_empty() && self.datagrams.is_empty() && !self.wake
-    }
-}
 
 /// A request waiting for a lookup.
 #[derive(Clone, Debug)]
@@ -100,11 +85,18 @@ pub struct Engine<H: Host> {
     /// of that endpoint's counters (see [`Engine::source`]). Forgotten
     /// whenever an address is removed or the counters move.
     last_source: Option<(Id, Id, usize)>,
-    /// When the destination cache is swept of what expired next (`None`:
-    /// at the first timer).
-    next_sweep: Option<Instant>,
+    /// Every deadline, for [`Effects::deadline`].
+    timers: Timers,
+    /// The time of the latest input that had one: what is due "at once"
+    /// is due then.
+    clock: Option<Instant>,
+    /// Something happened since the last [`Engine::poll`] that may have
+    /// produced effects or moved a deadline. A cache hit leaves it alone.
+    dirty: bool,
     /// What the last summary of tables at their bounds said, and when.
     limits_logged: Summary<[u64; 5]>,
+    #[cfg(test)]
+    test_polled: Effects,
 }
 
 impl<H: Host> Engine<H> {
@@ -115,7 +107,7 @@ impl<H: Host> Engine<H> {
     }
 
     /// An engine whose transaction ids are keyed by `seed`: with
-    /// [`crate::fastmap::set_seed`], one that runs the same way every time.
+    /// [`crate::fastmap::seed_thread`], one that runs the same way every time.
     pub fn seeded(host: H, cfg: Config, hosts: Hosts, seed: Seed) -> Self {
         let offer = Offer {
             mtu: cfg.mtu,
@@ -132,7 +124,11 @@ impl<H: Host> Engine<H> {
             replies: Vec::new(),
             counters: Vec::new(),
             last_source: None,
-            next_sweep: None,
+            timers: Timers::default(),
+            clock: None,
+            dirty: false,
+            #[cfg(test)]
+            test_polled: Effects::default(),
             limits_logged: Summary::default(),
         }
     }
@@ -145,31 +141,32 @@ impl<H: Host> Engine<H> {
         &self.cfg
     }
 
-    /// Whether there is anything for [`Engine::take_effects`].
+    /// What the engine wants done, once per change: `None` when nothing
+    /// happened since the last call (every cache hit), so the caller's
+    /// timers stand.
     #[inline]
-    pub fn effects_pending(&self) -> bool {
-        !self.replies.is_empty() || self.discovery.has_output()
-    }
-
-    /// Replies and datagrams produced since the last call.
-    pub fn take_effects(&mut self) -> Effects {
-        Effects {
-            wake: self.discovery.take_wake(),
+    pub fn poll(&mut self) -> Option<Effects> {
+        if !self.dirty {
+            return None;
+        }
+        self.dirty = false;
+        let [lookup, announce] = self.discovery.deadlines(self.clock);
+        self.timers.set(Timer::Lookup, lookup);
+        self.timers.set(Timer::Announce, announce);
+        Some(Effects {
             replies: std::mem::take(&mut self.replies),
             datagrams: self.discovery.take_datagrams(),
-        }
+            resolver_jobs: self.discovery.take_nss_jobs(),
+            neighbour_jobs: self.discovery.take_neighbour_jobs(),
+            deadline: self.timers.next(),
+        })
     }
 
-    /// The replies produced since the last call, and whether the worker
-    /// has something to do (datagrams to send, a new deadline): what the
-    /// daemon's thread takes. Datagrams stay for the worker, which alone
-    /// sends, so they leave in the order they were made.
-    pub fn take_replies(&mut self) -> Effects {
-        Effects {
-            wake: self.discovery.take_wake(),
-            replies: std::mem::take(&mut self.replies),
-            datagrams: Vec::new(),
-        }
+    /// An input at `now`: it may produce effects.
+    #[inline]
+    fn input(&mut self, now: Instant) {
+        self.dirty = true;
+        self.clock = Some(self.clock.map_or(now, |c| c.max(now)));
     }
 
     pub fn open_device(&mut self, guid: u64) -> Id {
@@ -177,6 +174,7 @@ impl<H: Host> Engine<H> {
     }
 
     pub fn close_device(&mut self, dev: Id) {
+        self.dirty = true;
         for p in self.local.ports_of_device(dev) {
             self.close_port(p);
         }
@@ -185,6 +183,7 @@ impl<H: Host> Engine<H> {
 
     pub fn open_port(&mut self, dev: Id, info: PortInfo) -> Result<Id, Refused> {
         let id = self.local.add_port(dev, info)?;
+        self.dirty = true;
         // Paths to this host's own addresses may now lead elsewhere.
         self.cache.flush_all();
         self.discovery.schedule_announce();
@@ -192,6 +191,7 @@ impl<H: Host> Engine<H> {
     }
 
     pub fn close_port(&mut self, port: Id) {
+        self.dirty = true;
         let Some(p) = self.local.port(port) else {
             return;
         };
@@ -211,6 +211,7 @@ impl<H: Host> Engine<H> {
     /// Closing an endpoint answers every request still waiting on it: its
     /// port is going down.
     pub fn close_endpoint(&mut self, ep: Id) {
+        self.dirty = true;
         let Some(e) = self.local.endpoint(ep) else {
             return;
         };
@@ -230,12 +231,14 @@ impl<H: Host> Engine<H> {
     /// already has (after a netlink overrun); that returns a fresh handle.
     pub fn add_address(&mut self, ep: Id, address: Address) -> Option<Id> {
         let id = self.local.add_address(ep, address)?;
+        self.dirty = true;
         self.cache.flush_all();
         self.discovery.schedule_announce();
         Some(id)
     }
 
     pub fn remove_address(&mut self, addr: Id) {
+        self.dirty = true;
         if let Some(a) = self.local.address(addr) {
             let (ep, address) = (a.endpoint, a.address.clone());
             self.discovery.withdraw(&self.local, ep, Some(&address));
@@ -386,10 +389,11 @@ impl<H: Host> Engine<H> {
     // Discovery, driven by the worker thread: each call is followed by the
     // outcomes it produced.
 
-    /// Called by the runtime when the discovery sockets are (or are not)
-    /// open.
-    pub fn set_discovery_up(&mut self, up: bool) {
-        self.discovery.set_up(up);
+    /// The discovery sockets opened at `now` for `families` (none: they
+    /// did not).
+    pub fn set_discovery_up(&mut self, families: Families, now: Instant) {
+        self.input(now);
+        self.discovery.set_up(families);
     }
 
     pub fn set_auth(&mut self, auth: Option<Auth>) {
@@ -406,20 +410,17 @@ impl<H: Host> Engine<H> {
         self.discovery.disable();
     }
 
-    /// When the worker must run next.
-    pub fn next_wake(&self) -> Option<Instant> {
-        self.discovery.next_wake()
-    }
-
     /// Retries, stage changes, announcements and sweeps that are due.
     pub fn on_timers(&mut self, now: Instant) {
+        self.input(now);
         self.discovery.on_timers(&self.local, now);
         self.apply(now);
-        if self.next_sweep.is_none_or(|t| now >= t) {
+        if self.timers.get(Timer::Sweep).is_none_or(|t| now >= t) {
             self.cache.sweep(now);
-            self.next_sweep = Some(now + SWEEP_EVERY);
+            self.discovery.sweep(now);
+            self.log_limits(now);
+            self.timers.set(Timer::Sweep, Some(now + SWEEP_EVERY));
         }
-        self.log_limits(now);
     }
 
     /// One datagram that arrived at the discovery port. `to` is the address
@@ -431,6 +432,7 @@ impl<H: Host> Engine<H> {
         bytes: &[u8],
         now: Instant,
     ) {
+        self.input(now);
         self.discovery
             .on_datagram(&self.local, from, to, bytes, now);
         self.apply(now);
@@ -438,28 +440,22 @@ impl<H: Host> Engine<H> {
 
     /// An ICMP error for a datagram sent to `dest`.
     pub fn on_unreachable(&mut self, dest: SocketAddr, payload: &[u8], now: Instant) {
+        self.input(now);
         self.discovery
             .on_unreachable(&self.local, dest, payload, now);
         self.apply(now);
     }
 
-    pub fn take_neighbour_jobs(&mut self) -> Vec<NeighbourJob> {
-        self.discovery.take_neighbour_jobs()
-    }
-
-    /// Names for the system's resolver.
-    pub fn take_nss_jobs(&mut self) -> Vec<NssJob> {
-        self.discovery.take_nss_jobs()
-    }
-
     /// What the system's resolver said about the name of lookup `key`.
     pub fn on_nss(&mut self, key: &Address, answer: Result<Vec<IpAddr>, NssError>, now: Instant) {
+        self.input(now);
         self.discovery.on_nss(&self.local, key, answer, now);
         self.apply(now);
     }
 
     /// The result of a neighbour lookup for an `eui64` derivation.
     pub fn on_neighbour(&mut self, job: NeighbourJob, mac: Option<[u8; 6]>, now: Instant) {
+        self.input(now);
         self.discovery.on_neighbour(job, mac, now);
         self.apply(now);
     }
@@ -468,6 +464,7 @@ impl<H: Host> Engine<H> {
     /// `status`; returns how many were answered. For after the discovery
     /// thread failed: a request never answered would hang its client.
     pub fn abandon_all(&mut self, status: u8) -> usize {
+        self.dirty = true;
         self.discovery.abandon_all();
         let keys: Vec<Address> = self.waiting.keys().cloned().collect();
         keys.iter().map(|k| self.answer_waiters(k, status)).sum()
@@ -549,32 +546,6 @@ impl<H: Host> Engine<H> {
         for w in orphaned {
             self.answer_waiter(&w, crate::request::msg::resolve_error(&w.request, status));
         }
-    }
-
-    #[cfg(test)]
-    pub(crate) fn local(&self) -> &Local {
-        &self.local
-    }
-
-    #[cfg(test)]
-    pub(crate) fn discovery(&self) -> &Discovery {
-        &self.discovery
-    }
-
-    #[cfg(test)]
-    pub(crate) fn discovery_mut(&mut self) -> &mut Discovery {
-        &mut self.discovery
-    }
-
-    /// Requests waiting for lookups.
-    #[cfg(test)]
-    pub(crate) fn waiting(&self) -> usize {
-        self.waiting.values().map(Vec::len).sum()
-    }
-
-    #[cfg(test)]
-    pub(crate) fn schedule_announce(&mut self) {
-        self.discovery.schedule_announce();
     }
 }
 

@@ -92,6 +92,7 @@ impl<H: Host> Engine<H> {
             }
         }
         self.bump(slot, Counter::Resolve);
+        self.input(now);
         match parsed {
             Ok(r) => match (r.echo_source, self.route(ep, r, Some((id, msg)), now)) {
                 (echo, Ok(Some(wire))) => msg.make_resolve_success(&wire, echo),

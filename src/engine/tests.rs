@@ -1,6 +1,7 @@
 use super::*;
 use crate::addr::Gid;
 use crate::config::Lifetime;
+use crate::discovery::state::NssJob;
 use crate::host::FakeHost;
 use crate::request::msg::tests::{addr_entry, request};
 use crate::request::msg::Entry;
@@ -440,4 +441,62 @@ fn requests_follow_their_source_address_as_it_comes_and_goes() {
     let r = res(&mut f.e, other, &req);
     assert_eq!(r.0.status(), ACM_STATUS_ESRCADDR as u8);
     assert_eq!(f.e.counters(ep1).unwrap()[Counter::Resolve as usize], 4);
+}
+
+/// What the other components' tests reach inside the engine for.
+impl<H: Host> Engine<H> {
+    pub(crate) fn local(&self) -> &Local {
+        &self.local
+    }
+
+    pub(crate) fn discovery(&self) -> &Discovery {
+        &self.discovery
+    }
+
+    pub(crate) fn discovery_mut(&mut self) -> &mut Discovery {
+        &mut self.discovery
+    }
+
+    /// Requests waiting for lookups.
+    pub(crate) fn waiting(&self) -> usize {
+        self.waiting.values().map(Vec::len).sum()
+    }
+
+    pub(crate) fn schedule_announce(&mut self) {
+        self.dirty = true;
+        self.discovery.schedule_announce();
+    }
+
+    /// What [`Engine::poll`] handed out, kept for the tests' `take_*`:
+    /// each takes its part, the rest stays for the next.
+    fn polled(&mut self) -> &mut Effects {
+        if let Some(fx) = self.poll() {
+            self.test_polled.extend(fx);
+        }
+        &mut self.test_polled
+    }
+
+    /// The replies and datagrams polled so far, with the deadline.
+    pub(crate) fn take_effects(&mut self) -> Effects {
+        let p = self.polled();
+        Effects {
+            replies: std::mem::take(&mut p.replies),
+            datagrams: std::mem::take(&mut p.datagrams),
+            deadline: p.deadline,
+            ..Effects::default()
+        }
+    }
+
+    pub(crate) fn take_nss_jobs(&mut self) -> Vec<NssJob> {
+        std::mem::take(&mut self.polled().resolver_jobs)
+    }
+
+    pub(crate) fn take_neighbour_jobs(&mut self) -> Vec<NeighbourJob> {
+        std::mem::take(&mut self.polled().neighbour_jobs)
+    }
+
+    /// The deadline of the latest poll.
+    pub(crate) fn next_wake(&mut self) -> Option<Instant> {
+        self.polled().deadline
+    }
 }

@@ -20,13 +20,16 @@ pub mod worker;
 
 use crate::config::reload::{self, Stamp};
 use crate::config::Config;
-use crate::discovery::auth::{wall_micros, Auth, Keyring};
-use crate::engine::Effects;
+use crate::discovery::auth::{Auth, Keyring, WallClock};
+use crate::discovery::Families;
 use crate::engine::Engine;
+use crate::engine::{Effects, Outgoing};
 use crate::host::Host;
 use crate::threads::Threads;
 use net::Net;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
+use std::time::Instant;
 
 /// The engine, also after a panic poisoned its lock: its state is kept
 /// consistent per operation, and refusing every later request would be
@@ -40,6 +43,15 @@ pub struct Runtime<H: Host> {
     /// A copy of the engine's host: what sends a reply after the engine's
     /// lock is released, without copying it out of the engine per request.
     host: H,
+    /// What the daemon's thread and the resolvers got from the engine for
+    /// the worker, which alone sends and asks the neighbour table: filled
+    /// and emptied only under the engine's lock, so datagrams leave in the
+    /// order they were made.
+    outbox: Mutex<Effects>,
+    /// When the worker means to wake next, in nanoseconds since `epoch`
+    /// (written under the engine's lock): an earlier deadline wakes it.
+    worker_due: AtomicU64,
+    epoch: Instant,
     /// The discovery sockets, once the first port is up (`None`: disabled
     /// or unavailable).
     net: OnceLock<Option<Arc<Net>>>,
@@ -74,6 +86,9 @@ impl<H: Host + Copy + 'static> Runtime<H> {
         Runtime {
             engine: Mutex::new(Engine::new(host, cfg, hosts)),
             host,
+            outbox: Mutex::default(),
+            worker_due: AtomicU64::new(0),
+            epoch: Instant::now(),
             net: OnceLock::new(),
             hosts_loaded: stamp,
             watching: OnceLock::new(),
@@ -93,39 +108,74 @@ impl<H: Host + Copy + 'static> Runtime<H> {
 
     /// Runs `f` on the engine, then, with the engine unlocked, sends the
     /// replies it produced: the daemon's own locks are never taken while
-    /// the engine is held. Datagrams are left to the worker thread, which
-    /// it wakes: the daemon's thread never touches a socket, and everything
-    /// sent leaves from one thread in the order it was made (which
-    /// authenticated peers rely on: they refuse a message older than one
-    /// they took).
+    /// the engine is held. The rest goes to the worker (`hand_over`).
     #[inline]
     pub fn with_engine<R>(&self, f: impl FnOnce(&mut Engine<H>) -> R) -> R {
-        let (r, fx) = {
+        let (r, replies) = {
             let mut e = lock(&self.engine);
             let r = f(&mut e);
-            // Most calls (every cache hit) produce nothing: the helpers
-            // are copied out only when there is something to send.
-            let fx = e.effects_pending().then(|| (*e.host(), e.take_replies()));
-            (r, fx)
+            // Most calls (every cache hit) produce nothing.
+            let replies = e.poll().map(|fx| self.hand_over(fx));
+            (r, replies)
         };
-        if let Some((host, fx)) = fx {
-            perform(&host, self.net(), fx);
+        if let Some(replies) = replies {
+            reply(&self.host, &replies);
         }
         r
+    }
+
+    /// Keeps for the worker what only it does (send, ask the resolvers and
+    /// the neighbour table), and wakes it when it has to act before it
+    /// meant to; returns the replies. Called under the engine's lock: the
+    /// daemon's thread never touches a socket, and what is sent leaves from
+    /// one thread in the order it was made.
+    fn hand_over(&self, mut fx: Effects) -> Vec<Outgoing> {
+        let replies = std::mem::take(&mut fx.replies);
+        let earlier = fx
+            .deadline
+            .is_some_and(|d| self.nanos(d) < self.worker_due.load(Ordering::Relaxed));
+        let work = fx.has_work();
+        if work {
+            self.outbox
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .extend(fx);
+        }
+        if work || earlier {
+            if let Some(net) = self.net() {
+                net.wake();
+            }
+        }
+        replies
+    }
+
+    /// What the worker is handed along with its own effects; under the
+    /// engine's lock.
+    fn take_outbox(&self) -> Effects {
+        std::mem::take(&mut *self.outbox.lock().unwrap_or_else(|p| p.into_inner()))
+    }
+
+    /// The worker sleeps until `due`; under the engine's lock.
+    fn worker_sleeps_until(&self, due: Instant) {
+        self.worker_due.store(self.nanos(due), Ordering::Relaxed);
+    }
+
+    fn nanos(&self, t: Instant) -> u64 {
+        t.saturating_duration_since(self.epoch).as_nanos() as u64
     }
 
     /// Starts what a port needs, once: the discovery sockets and worker,
     /// and the hosts-file watcher. Lazily, at the first port, never when
     /// the library is loaded.
     pub fn start(&'static self) {
-        let up = self.start_discovery();
-        self.with_engine(|e| e.set_discovery_up(up));
+        let families = self.start_discovery();
+        self.with_engine(|e| e.set_discovery_up(families, Instant::now()));
         self.watch_hosts_file();
     }
 
-    /// Opens the discovery sockets and starts the worker, once; whether
-    /// discovery is on.
-    fn start_discovery(&'static self) -> bool {
+    /// Opens the discovery sockets and starts the worker, once; the
+    /// families discovery is on for (none: off).
+    fn start_discovery(&'static self) -> Families {
         let cfg = lock(&self.engine).config().clone();
         let mut discovery = cfg.discovery;
         self.net.get_or_init(|| {
@@ -138,7 +188,7 @@ impl<H: Host + Copy + 'static> Runtime<H> {
                             ring.signing_id(),
                             ring.len()
                         );
-                        let auth = Auth::new(ring, wall_micros);
+                        let auth = Auth::new(ring, WallClock::system());
                         sealer = Some(auth.sealer());
                         lock(&self.engine).set_auth(Some(auth));
                     }
@@ -163,7 +213,7 @@ impl<H: Host + Copy + 'static> Runtime<H> {
                     return None;
                 }
             };
-            if let Err(e) = worker::spawn(&self.threads, &self.engine, net.clone()) {
+            if let Err(e) = worker::spawn(self, net.clone()) {
                 log::error!("discovery: cannot start its thread: {e}; discovery disabled");
                 return None;
             }
@@ -172,7 +222,10 @@ impl<H: Host + Copy + 'static> Runtime<H> {
             }
             Some(net)
         });
-        self.net().is_some() && lock(&self.engine).discovery_enabled()
+        match (self.net(), lock(&self.engine).discovery_enabled()) {
+            (Some(net), true) => net.families(),
+            _ => Families::NONE,
+        }
     }
 
     /// Starts watching the hosts file for changes and writing the
@@ -203,26 +256,29 @@ impl<H: Host + Copy + 'static> Runtime<H> {
     }
 }
 
-/// Sends what an engine call produced: replies to the daemon, datagrams to
-/// the network. Called with the engine unlocked.
-pub fn perform<H: Host>(host: &H, net: Option<&Net>, fx: Effects) {
-    if !fx.replies.is_empty() {
-        host.answer_late(&mut || {
-            for r in &fx.replies {
-                if r.query {
-                    host.query_response(r.id, &r.msg);
-                } else {
-                    host.resolve_response(r.id, &r.msg);
-                }
-            }
-        });
+/// Answers the daemon's clients; called with the engine unlocked.
+fn reply<H: Host>(host: &H, replies: &[Outgoing]) {
+    if replies.is_empty() {
+        return;
     }
+    host.answer_late(&mut || {
+        for r in replies {
+            if r.query {
+                host.query_response(r.id, &r.msg);
+            } else {
+                host.resolve_response(r.id, &r.msg);
+            }
+        }
+    });
+}
+
+/// Sends what the engine produced: replies to the daemon, datagrams to the
+/// network (the jobs are the caller's). Called with the engine unlocked.
+pub fn perform<H: Host>(host: &H, net: Option<&Net>, fx: &Effects) {
+    reply(host, &fx.replies);
     if let Some(net) = net {
         for d in &fx.datagrams {
             net.send(d);
-        }
-        if fx.wake {
-            net.wake();
         }
     }
 }

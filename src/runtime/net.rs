@@ -5,7 +5,7 @@
 
 use crate::discovery::auth::Sealer;
 use crate::discovery::wire::{RECV_BUF_LEN, V4_GROUP, V6_GROUP};
-use crate::discovery::Datagram;
+use crate::discovery::{Datagram, Families, Family};
 use nix::ifaddrs::getifaddrs;
 use nix::net::if_::{if_nametoindex, InterfaceFlags};
 use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
@@ -141,6 +141,14 @@ impl Net {
         Ok(net)
     }
 
+    /// The families this host can send discovery datagrams on.
+    pub fn families(&self) -> Families {
+        Families {
+            v4: true,
+            v6: self.v6.is_some(),
+        }
+    }
+
     /// Makes a `poll` in progress return.
     pub fn wake(&self) {
         let _ = self.wake_tx.send(&[1]);
@@ -229,8 +237,8 @@ impl Net {
                     None => self.send_to(*to, &bytes),
                 }
             }
-            Datagram::Multicast { bytes } => {
-                self.send_multicast(bytes);
+            Datagram::Multicast { family, bytes } => {
+                self.send_multicast(*family, bytes);
                 Ok(())
             }
         };
@@ -290,7 +298,7 @@ impl Net {
 
     /// To both groups on every interface: the link scope keeps each copy on
     /// its own segment, so every segment must get one.
-    fn send_multicast(&self, bytes: &[u8]) {
+    fn send_multicast(&self, family: Family, bytes: &[u8]) {
         self.refresh_interfaces(false);
         let list = self
             .interfaces
@@ -299,7 +307,7 @@ impl Net {
             .list
             .clone();
         for (index, v4s, has_v6) in list {
-            if let Some(src) = v4s.first() {
+            if let (Family::V4, Some(src)) = (family, v4s.first()) {
                 let copy = self.wire(bytes);
                 let iov = [IoSlice::new(&copy)];
                 let info = libc::in_pktinfo {
@@ -321,7 +329,7 @@ impl Net {
                     log::trace!("discovery: multicast on interface {index} failed: {e}");
                 }
             }
-            if let (true, Some(v6)) = (has_v6, &self.v6) {
+            if let (Family::V6, true, Some(v6)) = (family, has_v6, &self.v6) {
                 let group = SocketAddrV6::new(V6_GROUP, self.port, 0, index);
                 if let Err(e) = v6.send_to(&self.wire(bytes), group) {
                     log::trace!("discovery: multicast on interface {index} failed: {e}");

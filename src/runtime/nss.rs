@@ -6,13 +6,10 @@
 //! other lookup, and each of those names still fails at its stage's
 //! deadline.
 
-use super::net::Net;
-use super::{lock, perform};
+use super::{lock, Runtime};
 use crate::discovery::state::NssJob;
 use crate::discovery::NssError;
-use crate::engine::Engine;
 use crate::host::Host;
-use crate::threads::Threads;
 use std::net::{IpAddr, ToSocketAddrs};
 use std::sync::mpsc::{channel, Receiver, Sender};
 use std::sync::{Arc, Mutex};
@@ -60,15 +57,12 @@ fn classify(why: String) -> NssError {
 
 /// Starts the resolver threads; the worker hands them names through the
 /// returned sender.
-pub fn spawn<H: Host + Copy + 'static>(
-    threads: &Threads,
-    engine: &'static Mutex<Engine<H>>,
-    net: Arc<Net>,
-) -> std::io::Result<Sender<Work>> {
+pub fn spawn<H: Host + Copy + 'static>(rt: &'static Runtime<H>) -> std::io::Result<Sender<Work>> {
+    let threads = &rt.threads;
     let (tx, rx) = channel::<Work>();
     let rx = Arc::new(Mutex::new(rx));
     for i in 0..THREADS {
-        let (rx, net, stop) = (rx.clone(), net.clone(), threads.stop_flag());
+        let (rx, stop) = (rx.clone(), threads.stop_flag());
         threads.spawn(
             "resolver",
             &format!("urdma-nss{i}"),
@@ -77,7 +71,7 @@ pub fn spawn<H: Host + Copy + 'static>(
                     if stop.requested() {
                         return;
                     }
-                    answer(engine, &net, job);
+                    answer(rt, job);
                 }
             },
             // A name it held fails at its lookup's deadline.
@@ -95,18 +89,20 @@ fn next(rx: &Mutex<Receiver<Work>>) -> Work {
 
 /// Asks the system's resolver and hands the answer to discovery; a name
 /// whose lookup gave up meanwhile is not asked at all.
-fn answer<H: Host + Copy>(engine: &Mutex<Engine<H>>, net: &Net, job: NssJob) {
+fn answer<H: Host + Copy + 'static>(rt: &Runtime<H>, job: NssJob) {
     if Instant::now() >= job.deadline {
         return;
     }
     let answer = resolve(&job.name);
-    let (host, fx) = {
-        let mut e = lock(engine);
+    let replies = {
+        let mut e = lock(&rt.engine);
         e.on_nss(&job.key, answer, Instant::now());
-        // Datagrams stay for the worker, which alone sends.
-        (*e.host(), e.take_replies())
+        e.poll().map(|fx| rt.hand_over(fx))
     };
-    perform(&host, Some(net), fx);
+    if let Some(replies) = replies {
+        super::reply(rt.host(), &replies);
+    }
+    // The worker sends what the answer led to: it was woken for it.
 }
 
 #[cfg(test)]

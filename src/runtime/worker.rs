@@ -1,15 +1,15 @@
 //! The provider's own thread: it receives discovery traffic, runs the
-//! timers of lookups and announcements, and makes the neighbour-table
+//! engine's timers, sends every datagram and makes the neighbour-table
 //! lookups, so that nothing waits on the daemon's event loop.
 
 use super::net::{Net, NetEvent};
-use super::{lock, perform};
-use crate::engine::Engine;
+use super::{lock, perform, Runtime};
+use crate::discovery::state::NeighbourJob;
 use crate::host::Host;
-use crate::threads::{Stop, Threads};
+use crate::threads::Stop;
 use acm_prov_sys::ACM_STATUS_ENOMEM;
 use std::sync::mpsc::Sender;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// Longest sleep without a deadline: bounds how late a new interface is
@@ -20,13 +20,13 @@ const IDLE: Duration = Duration::from_secs(1);
 /// waiting on discovery are answered with an error at once and the thread
 /// starts again.
 pub fn spawn<H: Host + Copy + 'static>(
-    threads: &Threads,
-    engine: &'static Mutex<Engine<H>>,
+    rt: &'static Runtime<H>,
     net: Arc<Net>,
 ) -> std::io::Result<()> {
+    let threads = &rt.threads;
     let stop = threads.stop_flag();
     let for_recovery = net.clone();
-    let resolvers = super::nss::spawn(threads, engine, net.clone())?;
+    let resolvers = super::nss::spawn(rt)?;
     // The stop wakes the resolvers through a copy of their channel.
     let wake = std::sync::Mutex::new(resolvers.clone());
     threads.on_stop(Box::new(move || {
@@ -38,63 +38,47 @@ pub fn spawn<H: Host + Copy + 'static>(
     threads.spawn(
         "discovery",
         "urdma-discovery",
-        move || run(engine, &net, &resolvers, &stop),
-        move || recover(engine, &for_recovery),
+        move || run(rt, &net, &resolvers, &stop),
+        move || recover(rt, &for_recovery),
     )
 }
 
 /// After a panic of the worker: what it was doing is abandoned, and every
 /// request waiting for it is answered (librdmacm waits for the daemon's
 /// reply without a timeout, so an unanswered request hangs its client).
-fn recover<H: Host + Clone>(engine: &'static Mutex<Engine<H>>, net: &Net) {
-    let (host, fx) = {
-        let mut e = lock(engine);
+fn recover<H: Host + Copy>(rt: &'static Runtime<H>, net: &Net) {
+    let fx = {
+        let mut e = lock(&rt.engine);
         let answered = e.abandon_all(ACM_STATUS_ENOMEM as u8);
         log::error!("discovery thread: {answered} waiting requests answered with an error");
-        (e.host().clone(), e.take_effects())
+        let mut fx = rt.take_outbox();
+        fx.extend(e.poll().unwrap_or_default());
+        fx
     };
-    perform(&host, Some(net), fx);
+    perform(rt.host(), Some(net), &fx);
 }
 
-fn run<H: Host + Clone>(
-    engine: &'static Mutex<Engine<H>>,
+fn run<H: Host + Copy>(
+    rt: &'static Runtime<H>,
     net: &Net,
     resolvers: &Sender<super::nss::Work>,
     stop: &Stop,
 ) {
+    let mut deadline = None;
+    // Neighbour lookups waiting for their time (the kernel resolving).
+    let mut neighbours: Vec<NeighbourJob> = Vec::new();
     while !stop.requested() {
-        let timeout = lock(engine)
-            .next_wake()
-            .map(|t| t.saturating_duration_since(Instant::now()))
+        let now = Instant::now();
+        let timeout = deadline
+            .map(|t: Instant| t.saturating_duration_since(now))
             .unwrap_or(IDLE)
             .min(IDLE);
         let events = net.poll(timeout);
         let now = Instant::now();
-        let (host, fx, jobs) = {
-            let mut e = lock(engine);
-            for ev in events {
-                match ev {
-                    NetEvent::Datagram { from, to, bytes } => e.on_datagram(from, to, &bytes, now),
-                    NetEvent::Unreachable { dest, payload } => {
-                        e.on_unreachable(dest, &payload, now)
-                    }
-                }
-            }
-            e.on_timers(now);
-            #[cfg(feature = "fault-injection")]
-            crate::fault::in_worker(&e);
-            for job in e.take_nss_jobs() {
-                // The resolvers outlive the worker; a failed send means the
-                // provider stops.
-                let _ = resolvers.send(Some(job));
-            }
-            (e.host().clone(), e.take_effects(), e.take_neighbour_jobs())
-        };
-        perform(&host, Some(net), fx);
-        if jobs.is_empty() {
-            continue;
-        }
-        let results: Vec<_> = jobs
+        let (due, later): (Vec<_>, Vec<_>) = neighbours.drain(..).partition(|j| j.at <= now);
+        neighbours = later;
+        // Netlink before the engine's lock.
+        let macs: Vec<_> = due
             .into_iter()
             .map(|job| {
                 let mac = super::neigh::mac_of(job.ip).unwrap_or_else(|e| {
@@ -104,14 +88,37 @@ fn run<H: Host + Clone>(
                 (job, mac)
             })
             .collect();
-        let fx = {
-            let mut e = lock(engine);
-            let now = Instant::now();
-            for (job, mac) in results {
+        let mut fx = {
+            let mut e = lock(&rt.engine);
+            let mut fx = rt.take_outbox();
+            for ev in events {
+                match ev {
+                    NetEvent::Datagram { from, to, bytes } => e.on_datagram(from, to, &bytes, now),
+                    NetEvent::Unreachable { dest, payload } => {
+                        e.on_unreachable(dest, &payload, now)
+                    }
+                }
+            }
+            for (job, mac) in macs {
                 e.on_neighbour(job, mac, now);
             }
-            e.take_effects()
+            e.on_timers(now);
+            #[cfg(feature = "fault-injection")]
+            crate::fault::in_worker(&e);
+            fx.extend(e.poll().unwrap_or_default());
+            neighbours.append(&mut fx.neighbour_jobs);
+            deadline = [fx.deadline, neighbours.iter().map(|j| j.at).min()]
+                .into_iter()
+                .flatten()
+                .min();
+            rt.worker_sleeps_until(deadline.map_or(now + IDLE, |d| d.min(now + IDLE)));
+            fx
         };
-        perform(&host, Some(net), fx);
+        for job in fx.resolver_jobs.drain(..) {
+            // The resolvers outlive the worker; a failed send means the
+            // provider stops.
+            let _ = resolvers.send(Some(job));
+        }
+        perform(rt.host(), Some(net), &fx);
     }
 }

@@ -81,7 +81,7 @@ impl Sim {
     /// Every request is answered within its lookup's time (each stage's),
     /// and a little.
     pub fn bound(&self) -> u64 {
-        let stages = 1 + u64::from(self.tuning.nss);
+        let stages = u64::from(!self.tuning.no_segment) + u64::from(self.tuning.nss);
         stages * u64::from(self.tuning.timeout_ms) * u64::from(self.tuning.retries + 1) * MS
             + stages * NSS_DELAY
             + MS

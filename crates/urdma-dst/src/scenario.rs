@@ -50,6 +50,8 @@ pub struct Outcome {
     pub timed_out: u64,
     pub traffic: Traffic,
     pub virtual_ms: u64,
+    /// Datagrams refused as replays (authentication on).
+    pub replays_refused: u64,
 }
 
 /// All hosts start within 100 ms; then `events` events, one every
@@ -103,6 +105,7 @@ pub fn mixed(m: &Mixed) -> Outcome {
         timed_out: sim.timed_out,
         traffic: sim.traffic.clone(),
         virtual_ms: sim.now / MS,
+        replays_refused: sim.replays_refused(),
     }
 }
 
@@ -147,6 +150,7 @@ pub fn overload(hosts: usize, group_loss: f64, seed: u64) -> Outcome {
         timed_out: sim.timed_out,
         traffic: sim.traffic.clone(),
         virtual_ms: sim.now / MS,
+        replays_refused: sim.replays_refused(),
     }
 }
 

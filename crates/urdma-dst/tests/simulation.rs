@@ -6,7 +6,7 @@
 
 use urdma_dst::net::Conditions;
 use urdma_dst::scenario::{mixed, overload, Mixed, Outcome};
-use urdma_dst::sim::Tuning;
+use urdma_dst::sim::{Authenticated, Stack, Tuning};
 
 fn env(name: &str, default: u64) -> u64 {
     std::env::var(name)
@@ -151,4 +151,65 @@ fn an_overloaded_segment_never_says_an_existing_host_does_not_exist() {
             o.answered, o.succeeded, o.timed_out
         );
     }
+}
+
+/// A run of `m` that must keep every invariant and resolve most requests.
+fn clean_and_busy(m: &Mixed) -> Outcome {
+    let o = mixed(m);
+    clean(&o, m);
+    assert!(o.answered > m.events as u64 / 2, "{o:?}");
+    assert!(o.succeeded > o.answered * 3 / 4, "{o:?}");
+    o
+}
+
+#[test]
+fn ipv6_and_dual_stack_segments_keep_every_invariant() {
+    for (stack, seed) in [(Stack::V6, 11), (Stack::Dual, 12)] {
+        let mut m = Mixed::new(200, 3_000, seed);
+        m.tuning.stack = stack;
+        let o = clean_and_busy(&m);
+        // A dual-stack host sends each group datagram to both groups.
+        let per_query = o.traffic.multicast as f64 / o.answered.max(1) as f64;
+        assert!(per_query > 0.0, "{stack:?}: {o:?}");
+    }
+}
+
+#[test]
+fn names_resolve_through_a_simulated_dns_alone() {
+    let mut m = Mixed::new(100, 2_000, 21);
+    m.tuning = Tuning {
+        nss: true,
+        dns: true,
+        no_segment: true,
+        stack: Stack::Dual,
+        ..m.tuning
+    };
+    clean_and_busy(&m);
+}
+
+#[test]
+fn authenticated_discovery_with_skewed_clocks_and_a_key_rotation_refuses_nothing_sent() {
+    // Clocks up to 2 s apart, datagrams overtaking each other by up to
+    // 50 ms, hosts crashing and coming back signing with a new key from
+    // the middle of the run on; nothing duplicated, so any replay refused
+    // is a legitimate message lost.
+    let mut m = Mixed::new(200, 3_000, 31);
+    m.net = Conditions {
+        duplication: 0.0,
+        jitter_us: 50_000,
+        ..Conditions::default()
+    };
+    m.tuning.stack = Stack::Dual;
+    m.tuning.auth = Some(Authenticated {
+        skew_ms: 2_000,
+        rotate_at_ms: Some(200 + 3_000 * m.spacing_ms / 2),
+    });
+    let o = clean_and_busy(&m);
+    assert_eq!(o.replays_refused, 0, "{o:?}");
+
+    // The network duplicating datagrams: each second copy is a replay,
+    // refused, and the answers stay right.
+    m.net.duplication = 0.05;
+    let o = clean_and_busy(&m);
+    assert!(o.replays_refused > 0, "{o:?}");
 }

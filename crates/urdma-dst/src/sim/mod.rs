@@ -4,18 +4,22 @@
 //! checked against what was true on the network when it was given.
 
 use crate::net::{Conditions, Queue, Rng};
-use acm_prov_sys::{ACM_ADDRESS_IP, ACM_ADDRESS_NAME, ACM_EP_FLAG_DEST};
+mod stack;
+
+use acm_prov_sys::{ACM_ADDRESS_IP, ACM_ADDRESS_IP6, ACM_ADDRESS_NAME, ACM_EP_FLAG_DEST};
 use ibacm_urdma::addr::{Address, Gid};
-use ibacm_urdma::config::hosts::Hosts;
 use ibacm_urdma::config::{Config, NameLookup};
-use ibacm_urdma::discovery::{Datagram, NssError};
-use ibacm_urdma::engine::{Effects, Engine};
-use ibacm_urdma::entropy::Seed;
+use ibacm_urdma::discovery::auth::Sealer;
+use ibacm_urdma::discovery::NssError;
+use ibacm_urdma::engine::Engine;
 use ibacm_urdma::host::NullHost;
-use ibacm_urdma::local::{Id, PortInfo};
+use ibacm_urdma::local::Id;
 use ibacm_urdma::request::msg::{addr_entry, request};
+pub use stack::{Authenticated, Stack};
 use std::collections::{BTreeMap, HashMap};
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 pub const PORT: u16 = 6126;
@@ -42,9 +46,16 @@ pub struct Tuning {
     /// `urdma_reconfirm`.
     pub reconfirm: Option<Duration>,
     /// Names not found on the segment go to the system's resolver
-    /// (`urdma_name_lookup segment,nss`), which knows none of them: the
-    /// names are only in the hosts' ibacm_addr.cfg.
+    /// (`urdma_name_lookup segment,nss`), which knows none of them (the
+    /// names are only in the hosts' ibacm_addr.cfg) unless `dns`.
     pub nss: bool,
+    /// The resolver (a simulated DNS) knows every host's name and answers
+    /// with its addresses.
+    pub dns: bool,
+    /// Names are not asked of the segment: only of the resolver.
+    pub no_segment: bool,
+    pub stack: Stack,
+    pub auth: Option<Authenticated>,
 }
 
 impl Default for Tuning {
@@ -58,6 +69,10 @@ impl Default for Tuning {
             max_lookups: c.max_lookups,
             reconfirm: c.reconfirm,
             nss: false,
+            dns: false,
+            no_segment: false,
+            stack: Stack::V4,
+            auth: None,
         }
     }
 }
@@ -82,6 +97,7 @@ pub enum Event {
     Nss {
         host: usize,
         key: Address,
+        name: String,
     },
     Start {
         host: usize,
@@ -117,6 +133,8 @@ pub(crate) struct SimHost {
     pub(crate) timer_at: Option<u64>,
     /// Which half of a partition the host is in.
     pub(crate) side: bool,
+    /// Seals what it sends, when discovery is authenticated.
+    pub(crate) sealer: Option<Arc<Sealer>>,
 }
 
 /// A request waiting for its reply.
@@ -167,6 +185,12 @@ pub struct Sim {
     pub record: bool,
     /// Hosts whose events are printed (`URDMA_DST_TRACE`).
     pub(crate) trace: Option<Vec<usize>>,
+    /// Virtual time in ns, for the hosts' wall clocks.
+    pub(crate) clock: Arc<AtomicU64>,
+    /// Replays refused by engines since gone (crashed).
+    pub(crate) replayed_by_the_gone: u64,
+    /// Each host's wall-clock error, in µs, once drawn.
+    pub(crate) skews: HashMap<usize, i64>,
 }
 
 pub(crate) fn gid(n: usize, generation: u16) -> Gid {
@@ -182,7 +206,7 @@ impl Sim {
     /// `n` hosts on one segment, none started yet.
     pub fn new(n: usize, seed: u64, net: Conditions, tuning: Tuning) -> Sim {
         // Every table of every engine iterates alike, run after run.
-        ibacm_urdma::fastmap::set_seed(seed);
+        ibacm_urdma::fastmap::seed_thread(seed);
         let hosts: Vec<SimHost> = (0..n)
             .map(|i| SimHost {
                 ip: Ipv4Addr::new(10, 0, (i / 250) as u8, (i % 250 + 1) as u8),
@@ -192,12 +216,13 @@ impl Sim {
                 source: 0,
                 timer_at: None,
                 side: i % 2 == 1,
+                sealer: None,
             })
             .collect();
         let by_ip = hosts
             .iter()
             .enumerate()
-            .map(|(i, h)| (IpAddr::V4(h.ip), i))
+            .flat_map(|(i, h)| [(IpAddr::V4(h.ip), i), (IpAddr::V6(stack::ip6(i)), i)])
             .collect();
         // docs/protocol.md: a binding is good for `urdma_reconfirm` after
         // its holder confirmed it, and the confirmation was on its way for
@@ -228,6 +253,9 @@ impl Sim {
             timed_out: 0,
             answers: Vec::new(),
             record: false,
+            clock: stack::clock(),
+            replayed_by_the_gone: 0,
+            skews: HashMap::new(),
             trace: std::env::var("URDMA_DST_TRACE")
                 .ok()
                 .map(|t| t.split(',').filter_map(|h| h.parse().ok()).collect()),
@@ -246,7 +274,7 @@ impl Sim {
         &mut self.rng
     }
 
-    fn instant(&self, t: u64) -> Instant {
+    pub(crate) fn instant(&self, t: u64) -> Instant {
         self.base + Duration::from_nanos(t)
     }
 
@@ -276,10 +304,13 @@ impl Sim {
     pub(crate) fn config(&self) -> Config {
         Config {
             hosts_file: "/nonexistent/urdma-dst-hosts".into(),
-            name_lookup: match self.tuning.nss {
-                true => vec![NameLookup::Segment, NameLookup::Nss],
-                false => vec![NameLookup::Segment],
-            },
+            name_lookup: [
+                (!self.tuning.no_segment).then_some(NameLookup::Segment),
+                self.tuning.nss.then_some(NameLookup::Nss),
+            ]
+            .into_iter()
+            .flatten()
+            .collect(),
             metrics_file: None,
             timeout_ms: self.tuning.timeout_ms,
             retries: self.tuning.retries,
@@ -299,6 +330,7 @@ impl Sim {
                 break;
             }
             self.now = at;
+            self.clock.store(at, Ordering::Relaxed);
             self.step(ev);
             self.check_deadlines();
             if !self.violations.is_empty() {
@@ -355,17 +387,22 @@ impl Sim {
                     self.after(host);
                 }
             }
-            Event::Nss { host, key } => {
+            Event::Nss { host, key, name } => {
                 let now = self.instant(self.now);
+                let known = self.hosts.iter().position(|h| h.name == name);
+                let answer = match (self.tuning.dns, known) {
+                    (true, Some(d)) => Ok(self.dns_answer(d)),
+                    _ => Err(NssError::NoSuchName("Name or service not known".into())),
+                };
                 if let Some(e) = self.hosts[host].engine.as_mut() {
-                    let no = NssError::NoSuchName("Name or service not known".into());
-                    e.on_nss(&key, Err(no), now);
+                    e.on_nss(&key, answer, now);
                     self.after(host);
                 }
             }
             Event::Start { host } => self.start(host),
             Event::Crash { host, down_ms } => {
-                if self.hosts[host].engine.take().is_some() {
+                if let Some(e) = self.hosts[host].engine.take() {
+                    self.replayed_by_the_gone += e.drops().replayed;
                     let now = self.now;
                     if let Some(last) = self.history[host].last_mut() {
                         last.2 = Some(now);
@@ -390,41 +427,19 @@ impl Sim {
         }
     }
 
-    /// Starts (or restarts) a host's daemon with its current GID.
-    pub fn start(&mut self, host: usize) {
-        if self.hosts[host].engine.is_some() {
-            return;
-        }
-        let seed = Seed::from_u64(self.seed ^ ((host as u64) << 20) ^ self.now);
-        let mut e = Engine::seeded(NullHost, self.config(), Hosts::default(), seed);
-        let g = gid(host, self.hosts[host].generation);
-        let dev = e.open_device(0x5254_0000_0000_0000 | host as u64);
-        let port = e
-            .open_port(dev, PortInfo::infiniband(1, g))
-            .expect("an InfiniBand port with a GID");
-        let ep = e.open_endpoint(port, 0xffff).expect("its port");
-        let h = &self.hosts[host];
-        let source = e.add_address(ep, Address::Ip4(h.ip)).expect("endpoint");
-        e.add_address(ep, Address::name(&h.name).expect("a name"))
-            .expect("endpoint");
-        e.set_discovery_up(true);
-        self.hosts[host].source = source;
-        self.hosts[host].engine = Some(e);
-        self.hosts[host].timer_at = None;
-        self.history[host].push((g, self.now, None));
-        self.after(host);
-    }
-
     fn request(&mut self, host: usize, dest: usize, by_name: bool) {
         if self.hosts[host].engine.is_none() {
             return;
         }
         let id = self.next_id;
         self.next_id += 1;
-        let d = &self.hosts[dest];
-        let entry = match by_name {
-            true => addr_entry(ACM_EP_FLAG_DEST, ACM_ADDRESS_NAME, d.name.as_bytes()),
-            false => addr_entry(ACM_EP_FLAG_DEST, ACM_ADDRESS_IP, &d.ip.octets()),
+        let entry = match (by_name, self.address_of(dest)) {
+            (true, _) => {
+                let name = self.hosts[dest].name.as_bytes();
+                addr_entry(ACM_EP_FLAG_DEST, ACM_ADDRESS_NAME, name)
+            }
+            (false, IpAddr::V4(ip)) => addr_entry(ACM_EP_FLAG_DEST, ACM_ADDRESS_IP, &ip.octets()),
+            (false, IpAddr::V6(ip)) => addr_entry(ACM_EP_FLAG_DEST, ACM_ADDRESS_IP6, &ip.octets()),
         };
         let req = request(&[entry], false, id);
         self.pending.insert(
@@ -445,37 +460,39 @@ impl Sim {
     }
 
     /// Sends what host `h`'s engine produced and queues its next timer.
-    fn after(&mut self, h: usize) {
+    pub(crate) fn after(&mut self, h: usize) {
         let Some(e) = self.hosts[h].engine.as_mut() else {
             return;
         };
-        let fx: Effects = e.take_effects();
-        let nss_jobs = e.take_nss_jobs();
-        let next = e
-            .next_wake()
-            .map(|t| (t.saturating_duration_since(self.base).as_nanos() as u64).max(self.now));
-        for (i, (size, cap)) in e.table_sizes().into_iter().enumerate() {
+        let sizes = e.table_sizes();
+        let polled = e.poll();
+        for (i, (size, cap)) in sizes.into_iter().enumerate() {
             if size > cap {
                 let what = format!("host {h}: table {i} holds {size}, over its bound {cap}");
                 self.violation(what);
             }
         }
-        for job in nss_jobs {
+        let Some(fx) = polled else {
+            return;
+        };
+        let next = fx
+            .deadline
+            .map(|t| (t.saturating_duration_since(self.base).as_nanos() as u64).max(self.now));
+        for job in fx.resolver_jobs {
             let ev = Event::Nss {
                 host: h,
                 key: job.key,
+                name: job.name,
             };
             self.queue.push(self.now + NSS_DELAY, ev);
         }
         for r in &fx.replies {
             self.answer(r.id, &r.msg);
         }
-        let wake = fx.wake.then_some(self.now);
         for d in fx.datagrams {
             self.send(h, d);
         }
-        let due = [next, wake].into_iter().flatten().min();
-        if let Some(t) = due {
+        if let Some(t) = next {
             if self.hosts[h].timer_at.is_none_or(|q| t < q) {
                 self.hosts[h].timer_at = Some(t);
                 self.schedule(t, Event::Timer { host: h });
@@ -483,53 +500,18 @@ impl Sim {
         }
     }
 
-    fn count_sent(&mut self, h: usize) {
-        let window = self.now / (100 * MS);
-        if window != self.window.0 {
-            self.window.0 = window;
-            self.window.1.iter_mut().for_each(|c| *c = 0);
-        }
-        self.window.1[h] += 1;
-        self.traffic.peak_per_host_window = self.traffic.peak_per_host_window.max(self.window.1[h]);
-    }
-
-    fn send(&mut self, h: usize, d: Datagram) {
-        self.count_sent(h);
-        let src_ip = IpAddr::V4(self.hosts[h].ip);
-        match d {
-            Datagram::Unicast { to, from, bytes } => {
-                self.traffic.unicast += 1;
-                let from = SocketAddr::new(from.unwrap_or(src_ip), PORT);
-                self.route(Some(h), from, to, bytes);
-            }
-            Datagram::Multicast { bytes } => {
-                self.traffic.multicast += 1;
-                let from = SocketAddr::new(src_ip, PORT);
-                for to in 0..self.hosts.len() {
-                    if to != h && self.hosts[to].engine.is_some() && self.reachable(h, to) {
-                        // (No draw without group loss: every other run
-                        // replays as it did.)
-                        let loss = self.net.group_loss;
-                        if loss > 0.0 && self.rng.chance(loss) {
-                            continue;
-                        }
-                        let group = IpAddr::V4(Ipv4Addr::new(239, 255, 65, 67));
-                        for delay in self.net.fate(&mut self.rng) {
-                            let ev = Event::Deliver {
-                                to,
-                                from,
-                                to_ip: group,
-                                bytes: bytes.clone(),
-                            };
-                            self.queue.push(self.now + delay, ev);
-                        }
-                    }
-                }
-            }
+    /// What the simulated DNS says host `d`'s name is.
+    fn dns_answer(&self, d: usize) -> Vec<IpAddr> {
+        let v4 = IpAddr::V4(self.hosts[d].ip);
+        let v6 = IpAddr::V6(stack::ip6(d));
+        match self.tuning.stack {
+            Stack::V4 => vec![v4],
+            Stack::V6 => vec![v6],
+            Stack::Dual => vec![v4, v6],
         }
     }
 
-    fn reachable(&self, a: usize, b: usize) -> bool {
+    pub(crate) fn reachable(&self, a: usize, b: usize) -> bool {
         !self.partitioned || self.hosts[a].side == self.hosts[b].side
     }
 

@@ -1,0 +1,213 @@
+//! How simulated hosts are addressed and how they talk: IPv4, IPv6 or both
+//! (each group datagram then goes to each family's group, as the daemon
+//! sends it), and discovery authenticated with each host's own skewed
+//! clock and a key rotated while the run goes on.
+
+use super::{gid, Event, Sim, MS, PORT};
+use ibacm_urdma::addr::Address;
+use ibacm_urdma::config::hosts::Hosts;
+use ibacm_urdma::discovery::auth::{Auth, Keyring, WallClock};
+use ibacm_urdma::discovery::wire::{V4_GROUP, V6_GROUP};
+use ibacm_urdma::discovery::{Datagram, Families, Family};
+use ibacm_urdma::engine::Engine;
+use ibacm_urdma::entropy::Seed;
+use ibacm_urdma::host::NullHost;
+use ibacm_urdma::local::PortInfo;
+use std::net::{IpAddr, Ipv6Addr, SocketAddr};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+/// The address families of the segment.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Stack {
+    #[default]
+    V4,
+    V6,
+    /// Every host has both, and asks by either.
+    Dual,
+}
+
+impl Stack {
+    pub fn families(self) -> Families {
+        match self {
+            Stack::V4 => Families::V4,
+            Stack::V6 => Families::V6,
+            Stack::Dual => Families::BOTH,
+        }
+    }
+}
+
+/// Authenticated discovery (`urdma_auth_key_file`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Authenticated {
+    /// Each host's wall clock is off by up to this much, either way.
+    pub skew_ms: u64,
+    /// From this virtual time on, a host that starts signs with the new
+    /// key (both verify both all along: the rotation of docs/protocol.md).
+    pub rotate_at_ms: Option<u64>,
+}
+
+const OLD_KEY: &str = "1 000102030405060708090a0b0c0d0e0f";
+const NEW_KEY: &str = "2 f0e0d0c0b0a090807060504030201000";
+/// The wall clock's reading at virtual time 0.
+const EPOCH_US: u64 = 1_800_000_000_000_000;
+
+/// Host `n`'s IPv6 address.
+pub(crate) fn ip6(n: usize) -> Ipv6Addr {
+    Ipv6Addr::new(0xfd00, 0, 0, 0, 0, 0, (n >> 16) as u16, n as u16 + 1)
+}
+
+impl Sim {
+    /// Starts (or restarts) a host's daemon with its current GID.
+    pub fn start(&mut self, host: usize) {
+        if self.hosts[host].engine.is_some() {
+            return;
+        }
+        let seed = Seed::from_u64(self.seed ^ ((host as u64) << 20) ^ self.now);
+        let mut e = Engine::seeded(NullHost, self.config(), Hosts::default(), seed);
+        let g = gid(host, self.hosts[host].generation);
+        let dev = e.open_device(0x5254_0000_0000_0000 | host as u64);
+        let port = e
+            .open_port(dev, PortInfo::infiniband(1, g))
+            .expect("an InfiniBand port with a GID");
+        let ep = e.open_endpoint(port, 0xffff).expect("its port");
+        let stack = self.tuning.stack;
+        let h = &self.hosts[host];
+        let mut source = None;
+        if stack != Stack::V6 {
+            source = e.add_address(ep, Address::Ip4(h.ip));
+        }
+        if stack != Stack::V4 {
+            let six = e.add_address(ep, Address::Ip6(ip6(host)));
+            source = source.or(six);
+        }
+        e.add_address(ep, Address::name(&h.name).expect("a name"))
+            .expect("endpoint");
+        self.hosts[host].sealer = self.tuning.auth.map(|a| {
+            let auth = self.auth_for(host, a);
+            let sealer = auth.sealer();
+            sealer.start();
+            e.set_auth(Some(auth));
+            sealer
+        });
+        e.set_discovery_up(stack.families(), self.instant(self.now));
+        self.hosts[host].source = source.expect("an address");
+        self.hosts[host].engine = Some(e);
+        self.hosts[host].timer_at = None;
+        self.history[host].push((g, self.now, None));
+        self.after(host);
+    }
+
+    /// Host `host`'s keys (which one signs depends on when it starts) and
+    /// its clock, off by a skew of its own.
+    fn auth_for(&mut self, host: usize, a: Authenticated) -> Auth {
+        let rotated = a.rotate_at_ms.is_some_and(|t| self.now >= t * MS);
+        let keys = match rotated {
+            true => format!("{NEW_KEY}\n{OLD_KEY}\n"),
+            false => format!("{OLD_KEY}\n{NEW_KEY}\n"),
+        };
+        let ring = Keyring::parse(keys, "sim").expect("keys");
+        // A host's clock keeps its error across restarts (one set back
+        // would be refused until it caught up: docs/protocol.md).
+        let span = 2 * a.skew_ms * 1000 + 1;
+        let skew = *self.skews.entry(host).or_insert_with(|| {
+            let draw = self.rng.below(span);
+            draw as i64 - (a.skew_ms * 1000) as i64
+        });
+        let clock = self.clock.clone();
+        Auth::new(
+            ring,
+            WallClock::new(move || {
+                let t = EPOCH_US + clock.load(Ordering::Relaxed) / 1000;
+                t.saturating_add_signed(skew)
+            }),
+        )
+    }
+
+    /// The address a host is asked by: either family when it has both.
+    pub(crate) fn address_of(&mut self, host: usize) -> IpAddr {
+        match self.tuning.stack {
+            Stack::V4 => IpAddr::V4(self.hosts[host].ip),
+            Stack::V6 => IpAddr::V6(ip6(host)),
+            Stack::Dual => match self.rng().chance(0.5) {
+                true => IpAddr::V4(self.hosts[host].ip),
+                false => IpAddr::V6(ip6(host)),
+            },
+        }
+    }
+
+    fn count_sent(&mut self, h: usize) {
+        let window = self.now / (100 * MS);
+        if window != self.window.0 {
+            self.window.0 = window;
+            self.window.1.iter_mut().for_each(|c| *c = 0);
+        }
+        self.window.1[h] += 1;
+        self.traffic.peak_per_host_window = self.traffic.peak_per_host_window.max(self.window.1[h]);
+    }
+
+    /// Seals (authentication on) and sends one datagram of host `h`.
+    pub(crate) fn send(&mut self, h: usize, d: Datagram) {
+        self.count_sent(h);
+        let seal = |bytes: Vec<u8>, sim: &Sim| match &sim.hosts[h].sealer {
+            Some(s) => s.seal(bytes),
+            None => bytes,
+        };
+        match d {
+            Datagram::Unicast { to, from, bytes } => {
+                self.traffic.unicast += 1;
+                let own = match to {
+                    SocketAddr::V4(_) => IpAddr::V4(self.hosts[h].ip),
+                    SocketAddr::V6(_) => IpAddr::V6(ip6(h)),
+                };
+                let from = SocketAddr::new(from.unwrap_or(own), PORT);
+                let bytes = seal(bytes, self);
+                self.route(Some(h), from, to, bytes);
+            }
+            Datagram::Multicast { family, bytes } => {
+                self.traffic.multicast += 1;
+                let (from, group) = match family {
+                    Family::V4 => (IpAddr::V4(self.hosts[h].ip), IpAddr::V4(V4_GROUP)),
+                    Family::V6 => (IpAddr::V6(ip6(h)), IpAddr::V6(V6_GROUP)),
+                };
+                let from = SocketAddr::new(from, PORT);
+                let bytes = seal(bytes, self);
+                for to in 0..self.hosts.len() {
+                    if to != h && self.hosts[to].engine.is_some() && self.reachable(h, to) {
+                        // (No draw without group loss: every other run
+                        // replays as it did.)
+                        let loss = self.net.group_loss;
+                        if loss > 0.0 && self.rng.chance(loss) {
+                            continue;
+                        }
+                        for delay in self.net.fate(&mut self.rng) {
+                            let ev = Event::Deliver {
+                                to,
+                                from,
+                                to_ip: group,
+                                bytes: bytes.clone(),
+                            };
+                            self.queue.push(self.now + delay, ev);
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// Datagrams refused as replays, by every engine that ran.
+    pub fn replays_refused(&self) -> u64 {
+        let live: u64 = self
+            .hosts
+            .iter()
+            .filter_map(|h| h.engine.as_ref())
+            .map(|e| e.drops().replayed)
+            .sum();
+        live + self.replayed_by_the_gone
+    }
+}
+
+/// The shared virtual clock the hosts' wall clocks read.
+pub(crate) fn clock() -> Arc<AtomicU64> {
+    Arc::new(AtomicU64::new(0))
+}
