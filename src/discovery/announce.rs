@@ -179,13 +179,13 @@ impl Announcer {
     /// Queues the withdrawal of addresses of endpoint `ep` (`only` one, or
     /// all of them). The daemon removes an endpoint's addresses one call at
     /// a time; they leave together a moment later, in one record per
-    /// endpoint. True when a new deadline was set.
-    pub fn withdraw(&mut self, local: &Local, ep: Id, only: Option<&Address>) -> bool {
+    /// endpoint.
+    pub fn withdraw(&mut self, local: &Local, ep: Id, only: Option<&Address>) {
         let Some(port) = local.port_of(ep) else {
-            return false;
+            return;
         };
         let Some(e) = local.endpoint(ep) else {
-            return false;
+            return;
         };
         let gone: Vec<WireAddress> = match only {
             Some(a) => WireAddress::new(a.clone()).into_iter().collect(),
@@ -211,11 +211,9 @@ impl Announcer {
                 pending.addrs.push(w);
             }
         }
-        if self.withdraw_at.is_some() || self.withdraw_asked {
-            return false;
+        if self.withdraw_at.is_none() {
+            self.withdraw_asked = true;
         }
-        self.withdraw_asked = true;
-        true
     }
 
     fn send_withdrawals(&mut self) {

@@ -294,7 +294,7 @@ impl Discovery {
     /// unicast, unless it was asked very recently or is being asked now.
     /// Only the holder's reply changes the binding (see [`Purpose::Check`]).
     fn check(&mut self, local: &Local, key: &Address, now: Instant) {
-        if !self.up || self.state.checking.contains_key(key) {
+        if !self.is_up() || self.state.checking.contains_key(key) {
             return;
         }
         if self.state.checked.get_live(key, now).is_some() {

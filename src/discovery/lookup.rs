@@ -91,7 +91,7 @@ impl Discovery {
     /// a name those `urdma_name_lookup` lists, for an IP address its
     /// owner; none without the discovery sockets.
     fn asking(&self, key: &Address) -> Vec<Stage> {
-        if !self.up {
+        if !self.is_up() {
             return Vec::new();
         }
         match key {
@@ -177,7 +177,7 @@ impl Discovery {
                         }
                         // The query (if any) already made the kernel
                         // resolve the neighbour.
-                        let poked = self.up;
+                        let poked = self.is_up();
                         self.state.neighbour_jobs.push(NeighbourJob {
                             dest: key,
                             ip,

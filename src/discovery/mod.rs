@@ -136,7 +136,6 @@ pub struct Discovery {
     /// The sockets are open.
     /// The families the sockets are open for (none: discovery is down).
     families: Families,
-    up: bool,
     state: State,
     announcer: Announcer,
     drops: DropCounts,
@@ -187,7 +186,6 @@ impl Discovery {
             reply_limit: ratelimit::RateLimiter::new(cfg.reply_rate),
             cfg: cfg.clone(),
             families: Families::NONE,
-            up: false,
             announcer: Announcer::default(),
             drops: DropCounts::default(),
             drops_logged: Summary::default(),
@@ -205,8 +203,7 @@ impl Discovery {
     /// close (none).
     pub fn set_up(&mut self, families: Families) {
         self.families = families;
-        self.up = families.any();
-        if self.up {
+        if self.is_up() {
             self.schedule_announce();
         }
     }
@@ -227,14 +224,13 @@ impl Discovery {
     pub fn disable(&mut self) {
         self.cfg.discovery = false;
         self.families = Families::NONE;
-        self.up = false;
     }
 
     /// Whether a lookup of `key` can be started at all.
     pub fn can_look_up(&self, key: &Address) -> bool {
         match key {
-            Address::Name(_) => self.up,
-            Address::Ip4(_) | Address::Ip6(_) => self.up || !self.cfg.derive.is_empty(),
+            Address::Name(_) => self.is_up(),
+            Address::Ip4(_) | Address::Ip6(_) => self.is_up() || !self.cfg.derive.is_empty(),
             Address::Gid(_) | Address::Lid(_) => false,
         }
     }
@@ -316,7 +312,7 @@ impl Discovery {
 
     /// Whether the sockets are open.
     pub fn is_up(&self) -> bool {
-        self.up
+        self.families.any()
     }
 
     /// What reached a table's bound so far: bindings and failures evicted
@@ -345,7 +341,7 @@ impl Discovery {
     /// Withdraws addresses of endpoint `ep` (`only` one, or all): call
     /// before they leave `local`.
     pub fn withdraw(&mut self, local: &Local, ep: Id, only: Option<&Address>) {
-        if self.up {
+        if self.is_up() {
             self.announcer.withdraw(local, ep, only);
         }
     }
