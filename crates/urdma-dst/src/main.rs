@@ -46,9 +46,7 @@ fn main() -> ExitCode {
                     o.traffic.delivered
                 );
                 if !o.violations.is_empty() {
-                    for v in &o.violations {
-                        println!("  at {} ms: {}", v.at_ns / 1_000_000, v.what);
-                    }
+                    println!("{}", o.violation_lines());
                     println!(
                         "replay: urdma-dst run --hosts {hosts} --events {events} --seed {seed} \
                          --loss-percent {} --dup-percent {} --jitter-us {}",

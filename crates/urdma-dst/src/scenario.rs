@@ -54,6 +54,31 @@ pub struct Outcome {
     pub replays_refused: u64,
 }
 
+impl Outcome {
+    /// How the run of `sim`, seeded with `seed`, went.
+    fn of(sim: &Sim, seed: u64) -> Outcome {
+        Outcome {
+            seed,
+            violations: sim.violations.clone(),
+            answered: sim.answered,
+            succeeded: sim.succeeded,
+            timed_out: sim.timed_out,
+            traffic: sim.traffic.clone(),
+            virtual_ms: sim.now / MS,
+            replays_refused: sim.replays_refused(),
+        }
+    }
+
+    /// The violations, a line each, for a failing run's message.
+    pub fn violation_lines(&self) -> String {
+        self.violations
+            .iter()
+            .map(|v| format!("  at {} ms: {}", v.at_ns / 1_000_000, v.what))
+            .collect::<Vec<_>>()
+            .join("\n")
+    }
+}
+
 /// All hosts start within 100 ms; then `events` events, one every
 /// `spacing_ms`: requests by address and by name (most of them), hosts
 /// crashing and coming back with a new GID, forged traffic, partitions of
@@ -97,16 +122,7 @@ pub fn mixed(m: &Mixed) -> Outcome {
         sim.schedule(t, ev);
     }
     sim.settle(t + 10_000 * MS);
-    Outcome {
-        seed: m.seed,
-        violations: sim.violations.clone(),
-        answered: sim.answered,
-        succeeded: sim.succeeded,
-        timed_out: sim.timed_out,
-        traffic: sim.traffic.clone(),
-        virtual_ms: sim.now / MS,
-        replays_refused: sim.replays_refused(),
-    }
+    Outcome::of(&sim, m.seed)
 }
 
 /// An overloaded segment: `hosts` hosts start at once, then each asks for
@@ -142,16 +158,7 @@ pub fn overload(hosts: usize, group_loss: f64, seed: u64) -> Outcome {
         }
     }
     sim.settle(10_000 * MS);
-    Outcome {
-        seed,
-        violations: sim.violations.clone(),
-        answered: sim.answered,
-        succeeded: sim.succeeded,
-        timed_out: sim.timed_out,
-        traffic: sim.traffic.clone(),
-        virtual_ms: sim.now / MS,
-        replays_refused: sim.replays_refused(),
-    }
+    Outcome::of(&sim, seed)
 }
 
 /// One row of the scaling table (BENCHMARKS.md).

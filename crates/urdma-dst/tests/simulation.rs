@@ -17,17 +17,12 @@ fn env(name: &str, default: u64) -> u64 {
 
 /// Fails with every violation and the command that replays the run.
 fn clean(o: &Outcome, m: &Mixed) {
-    let lines: Vec<String> = o
-        .violations
-        .iter()
-        .map(|v| format!("  at {} ms: {}", v.at_ns / 1_000_000, v.what))
-        .collect();
     assert!(
         o.violations.is_empty(),
         "seed {} failed:\n{}\nreplay: urdma-dst run --hosts {} --events {} --seed {} \
          --loss-percent {} --dup-percent {} --jitter-us {}",
         o.seed,
-        lines.join("\n"),
+        o.violation_lines(),
         m.hosts,
         m.events,
         m.seed,
@@ -130,15 +125,10 @@ fn an_overloaded_segment_never_says_an_existing_host_does_not_exist() {
     // round asks again and finds more.
     for seed in 1..=3 {
         let o = overload(16, 0.9, seed);
-        let lines: Vec<String> = o
-            .violations
-            .iter()
-            .map(|v| format!("  at {} ms: {}", v.at_ns / 1_000_000, v.what))
-            .collect();
         assert!(
             o.violations.is_empty(),
             "seed {seed}:\n{}",
-            lines.join("\n")
+            o.violation_lines()
         );
         assert_eq!(o.answered, 2 * 16 * 15, "{o:?}");
         // The overload was real: many lookups could not find out, and
