@@ -30,11 +30,6 @@ impl Timers {
         self.0[timer as usize]
     }
 
-    /// Whether `timer` is set and due at `now`.
-    pub fn due(&self, timer: Timer, now: Instant) -> bool {
-        self.get(timer).is_some_and(|at| at <= now)
-    }
-
     /// The earliest deadline of all.
     pub fn next(&self) -> Option<Instant> {
         self.0.iter().flatten().min().copied()
@@ -54,9 +49,7 @@ mod tests {
         t.set(Timer::Sweep, Some(t0 + Duration::from_secs(1)));
         t.set(Timer::Lookup, Some(t0 + Duration::from_millis(5)));
         assert_eq!(t.next(), Some(t0 + Duration::from_millis(5)));
-        assert!(t.due(Timer::Lookup, t0 + Duration::from_millis(5)));
-        assert!(!t.due(Timer::Sweep, t0 + Duration::from_millis(5)));
-        assert!(!t.due(Timer::Announce, t0 + Duration::from_secs(9)));
+        assert_eq!(t.get(Timer::Announce), None);
         t.set(Timer::Lookup, None);
         assert_eq!(t.next(), Some(t0 + Duration::from_secs(1)));
     }
