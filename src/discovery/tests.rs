@@ -1003,17 +1003,22 @@ fn with_a_key_only_authenticated_fresh_messages_count() {
     assert_eq!(f.e.drops().unsolicited, 0);
 }
 
+/// The peer's QUERY (transaction id 9) for this host's address.
+fn peer_asks_for_us() -> Vec<u8> {
+    Message::from(Query::new(
+        std::num::NonZeroU64::new(9).unwrap(),
+        WireAddress::new(Address::Ip4([10, 0, 0, 1].into())).unwrap(),
+        peer_record(PEER),
+    ))
+    .encode()
+}
+
 #[test]
 fn with_a_key_queries_are_answered_and_plain_or_replayed_ones_ignored() {
     let mut f = fixture(Config::default());
     f.e.set_auth(Some(auth(KEY)));
     let peer_auth = auth(KEY);
-    let q = Message::from(Query::new(
-        std::num::NonZeroU64::new(9).unwrap(),
-        WireAddress::new(Address::Ip4([10, 0, 0, 1].into())).unwrap(),
-        peer_record(PEER),
-    ))
-    .encode();
+    let q = peer_asks_for_us();
     f.e.on_datagram(peer(), Some(own_ip()), &q, f.t0);
     assert!(f.e.take_effects().datagrams.is_empty());
     let sealed = peer_auth.seal(q);
@@ -1035,12 +1040,7 @@ fn with_a_key_messages_that_overtake_each_other_all_count_and_replays_none() {
     let peer_auth = auth(KEY);
     // Three tries of a query, sealed in turn, arriving last first (held
     // while the peer's kernel resolved this host's link address).
-    let q = Message::from(Query::new(
-        std::num::NonZeroU64::new(9).unwrap(),
-        WireAddress::new(Address::Ip4([10, 0, 0, 1].into())).unwrap(),
-        peer_record(PEER),
-    ))
-    .encode();
+    let q = peer_asks_for_us();
     let tries: Vec<Vec<u8>> = (0..3).map(|_| peer_auth.seal(q.clone())).collect();
     for t in tries.iter().rev() {
         f.e.on_datagram(peer(), Some(own_ip()), t, f.t0);
