@@ -396,6 +396,27 @@ GUID                PORT  PKEY    PROVIDER  ADDRESS   ERROR  RESOLVE  NODATA  AD
     assert!(again.starts_with(&out), "--socket: {again}");
 }
 
+#[test]
+fn stats_reads_an_endpoint_with_more_addresses_than_a_message_holds() {
+    // The daemon answers the EP query with 64 bytes per address: with 40,
+    // its reply is longer than a `struct acm_msg`.
+    let lines: Vec<String> = (1..=40)
+        .map(|i| format!("10.0.0.{i} urdma0 1 default"))
+        .collect();
+    let lines: Vec<&str> = lines.iter().map(String::as_str).collect();
+    let cfg = HostConfig::default()
+        .opt("urdma_discovery no")
+        .hosts_file(HOSTS)
+        .addr_lines(&lines);
+    let host = Host::start(cfg);
+    host.acme_path(&["-f", "i", "-s", "10.0.0.1", "-d", "10.0.0.3"]);
+    let (code, out, err) = stats_on(&host, &["--json"]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(out.contains("\"provider\":\"urdma\""), "{out}");
+    assert!(out.contains("\"resolve\":1,"), "{out}");
+    assert!(!out.contains("\"error\":\""), "{out}");
+}
+
 // stats: the provider's metrics ------------------------------------------------
 
 /// `urdma-acm stats ARGS` inside `host`: exit status, stdout, stderr.

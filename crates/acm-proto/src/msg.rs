@@ -328,28 +328,6 @@ impl MsgBuf {
         path.then(|| self.entry_info(0))
     }
 
-    /// The endpoint an EP query reply describes (`struct
-    /// acm_ep_config_data`, integers big-endian, strings NUL-terminated);
-    /// `None` when the reply is too short for one.
-    pub fn endpoint(&self) -> Option<Endpoint> {
-        let body = self.bytes();
-        if body.len() < EP_ADDRS {
-            return None;
-        }
-        let count = usize::from(u16::from_be_bytes(self.get(EP_ADDR_CNT)));
-        Some(Endpoint {
-            guid: u64::from_be_bytes(self.get(EP_GUID)),
-            port: self.0[EP_PORT],
-            pkey: u16::from_be_bytes(self.get(EP_PKEY)),
-            provider: c_string(&self.0[EP_PROV_NAME..EP_ADDRS]),
-            addresses: body[EP_ADDRS..]
-                .chunks_exact(ADDR_LEN)
-                .take(count)
-                .map(c_string)
-                .collect(),
-        })
-    }
-
     /// The counters of a perf query reply, as many as `hdr.data[0]` says,
     /// big-endian; `None` when the reply is shorter than that.
     pub fn counters(&self) -> Option<Vec<u64>> {
@@ -374,6 +352,37 @@ pub struct Endpoint {
     /// The provider that serves it.
     pub provider: String,
     pub addresses: Vec<String>,
+}
+
+impl Endpoint {
+    /// The endpoint an EP query reply describes (`struct
+    /// acm_ep_config_data`, integers big-endian, strings NUL-terminated),
+    /// from the whole reply as read: the daemon sends 64 bytes per address
+    /// after the header, so an endpoint with more than about 30 addresses
+    /// is longer than a `struct acm_msg`. `None` when the reply is shorter
+    /// than its header says or too short for one endpoint.
+    pub fn decode(reply: &[u8]) -> Option<Endpoint> {
+        let claimed = usize::from(u16::from_be_bytes(
+            reply.get(LENGTH..LENGTH + 2)?.try_into().ok()?,
+        ));
+        let body = reply.get(..claimed)?;
+        if body.len() < EP_ADDRS {
+            return None;
+        }
+        let be16 = |at: usize| u16::from_be_bytes([body[at], body[at + 1]]);
+        let count = usize::from(be16(EP_ADDR_CNT));
+        Some(Endpoint {
+            guid: u64::from_be_bytes(body[EP_GUID..EP_GUID + 8].try_into().expect("8 bytes")),
+            port: body[EP_PORT],
+            pkey: be16(EP_PKEY),
+            provider: c_string(&body[EP_PROV_NAME..EP_ADDRS]),
+            addresses: body[EP_ADDRS..]
+                .chunks_exact(ADDR_LEN)
+                .take(count)
+                .map(c_string)
+                .collect(),
+        })
+    }
 }
 
 fn c_string(bytes: &[u8]) -> String {
@@ -590,7 +599,7 @@ mod tests {
             b[..a.len()].copy_from_slice(a.as_bytes());
             ep.extend_from_slice(&b);
         }
-        let e = MsgBuf::from_bytes(&ep).endpoint().unwrap();
+        let e = Endpoint::decode(&ep).unwrap();
         assert_eq!(
             e,
             Endpoint {
@@ -602,7 +611,24 @@ mod tests {
             }
         );
         ep[7] = 95;
-        assert_eq!(MsgBuf::from_bytes(&ep).endpoint(), None, "short");
+        assert_eq!(Endpoint::decode(&ep), None, "shorter than one endpoint");
+        ep[7] = 225;
+        assert_eq!(Endpoint::decode(&ep), None, "shorter than its header says");
+        // Forty addresses: longer than a `struct acm_msg`, as the daemon
+        // sends it for a port with that many.
+        ep.truncate(96);
+        for i in 0..40u8 {
+            let mut b = [0u8; 64];
+            b[..8].copy_from_slice(&[b'1', b'0', b'.', b'0', b'.', b'1', b'.', b'0' + i % 10]);
+            ep.extend_from_slice(&b);
+        }
+        assert!(ep.len() > ACM_MSG_SIZE);
+        let len = u16::try_from(ep.len()).unwrap();
+        ep[6..8].copy_from_slice(&len.to_be_bytes());
+        ep[HDR_LEN + 14..HDR_LEN + 16].copy_from_slice(&40u16.to_be_bytes());
+        let e = Endpoint::decode(&ep).unwrap();
+        assert_eq!(e.addresses.len(), 40);
+        assert_eq!(e.addresses[39], "10.0.1.9");
         let mut perf = vec![1, 0x82, 0, 7, 0, 0, 0, 72, 0, 0, 0, 0, 0, 0, 0, 0];
         for v in [0u64, 4, 0, 1, 0, 1, 3] {
             perf.extend_from_slice(&v.to_be_bytes());

@@ -63,9 +63,10 @@ pub struct Args {
     pub prometheus: bool,
 }
 
-/// Decodes an EP query reply: `Ok(None)` past the last endpoint.
-pub fn parse_ep_reply(reply: &MsgBuf) -> Result<Option<Endpoint>, String> {
-    match u32::from(reply.status()) {
+/// Decodes an EP query reply, whole as read: `Ok(None)` past the last
+/// endpoint.
+pub fn parse_ep_reply(reply: &[u8]) -> Result<Option<Endpoint>, String> {
+    match u32::from(MsgBuf::from_bytes(reply).status()) {
         ACM_STATUS_SUCCESS => {}
         ACM_STATUS_EINVAL => return Ok(None),
         s => {
@@ -74,8 +75,8 @@ pub fn parse_ep_reply(reply: &MsgBuf) -> Result<Option<Endpoint>, String> {
             ))
         }
     }
-    let short = || format!("short endpoint reply ({} bytes)", reply.bytes().len());
-    reply.endpoint().map(Some).ok_or_else(short)
+    let short = || format!("short endpoint reply ({} bytes)", reply.len());
+    Endpoint::decode(reply).map(Some).ok_or_else(short)
 }
 
 /// Decodes a perf query reply into its counters.
@@ -99,20 +100,22 @@ pub fn parse_perf_reply(reply: &MsgBuf, address: &str) -> Result<Vec<u64>, Strin
 }
 
 /// One request and its whole reply (the daemon sends each in one piece,
-/// its length in the header, big-endian for these opcodes).
-fn exchange(sock: &mut UnixStream, request: &MsgBuf) -> Result<MsgBuf, String> {
+/// its length in the header, big-endian for these opcodes). An EP reply
+/// may be longer than a `struct acm_msg`: 64 bytes per address.
+fn exchange(sock: &mut UnixStream, request: &MsgBuf) -> Result<Vec<u8>, String> {
     let io = |e: std::io::Error| match e.kind() {
         std::io::ErrorKind::UnexpectedEof => "the daemon closed the connection".to_string(),
         _ => format!("talking to the daemon: {e}"),
     };
     sock.write_all(request.bytes()).map_err(io)?;
-    let mut reply = MsgBuf::default();
-    sock.read_exact(&mut reply.0[..HDR_LEN]).map_err(io)?;
-    let len = reply.message_len();
-    if !(HDR_LEN..=reply.0.len()).contains(&len) {
+    let mut reply = vec![0; HDR_LEN];
+    sock.read_exact(&mut reply).map_err(io)?;
+    let len = MsgBuf::from_bytes(&reply).message_len();
+    if len < HDR_LEN {
         return Err(format!("bad reply length {len} from the daemon"));
     }
-    sock.read_exact(&mut reply.0[HDR_LEN..len]).map_err(io)?;
+    reply.resize(len, 0);
+    sock.read_exact(&mut reply[HDR_LEN..]).map_err(io)?;
     Ok(reply)
 }
 
@@ -123,7 +126,8 @@ fn counters(sock: &mut UnixStream, address: &str) -> Result<Vec<u64>, String> {
             "cannot ask by '{address}' (neither an IP address nor a name of 1 to 63 bytes)"
         ));
     };
-    parse_perf_reply(&exchange(sock, &msg::perf_query(&source))?, address)
+    let reply = exchange(sock, &msg::perf_query(&source))?;
+    parse_perf_reply(&MsgBuf::from_bytes(&reply), address)
 }
 
 /// Every endpoint with its counters (`Err` per endpoint whose counters
@@ -272,10 +276,7 @@ mod tests {
              0x505400fffe123456  1     0xffff  urdma     10.0.0.1  0      4        0       1           0           1            3\n"
         );
         assert_eq!(
-            parse_ep_reply(&MsgBuf::from_bytes(&[
-                1, 0x83, 2, 0, 0, 0, 0, 16, 0, 0, 0, 0, 0, 0, 0, 0
-            ]))
-            .unwrap(),
+            parse_ep_reply(&[1, 0x83, 2, 0, 0, 0, 0, 16, 0, 0, 0, 0, 0, 0, 0, 0]).unwrap(),
             None,
             "EINVAL past the last endpoint"
         );
