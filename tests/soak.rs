@@ -2,7 +2,9 @@
 //! dead host and names nobody holds, and A's port going down and up,
 //! while A's RSS is sampled. The other tests each prove one fault once;
 //! this one proves that all of them together, repeated for as long as it
-//! runs, leave every request answered once and memory flat.
+//! runs, leave every request answered once and memory flat. Discovery is
+//! authenticated, and neither host may count a single datagram of this
+//! normal operation as replayed.
 //! `scripts/soak.sh` runs it for ten minutes. Needs root and
 //! `cargo build --workspace`.
 
@@ -11,7 +13,7 @@ use std::thread::sleep;
 use std::time::{Duration, Instant};
 use urdma_harness::load::load_summary;
 use urdma_harness::nodes::{add_silent_neighbour, b_with_addresses, Node};
-use urdma_harness::{Host, Net};
+use urdma_harness::{Artifacts, Host, KeyFile, Net};
 
 /// Mixed load through one daemon for `SOAK_SECONDS` (default 20): see
 /// `run`. `scripts/soak.sh` runs it for ten minutes.
@@ -51,6 +53,8 @@ struct Report {
     port_events: u64,
     rss: Vec<(u64, u64)>,
     alive: bool,
+    /// Datagrams each host refused as replayed (`None`: not readable).
+    replayed: Vec<(&'static str, Result<u64, String>)>,
     diagnostics: String,
 }
 
@@ -61,10 +65,13 @@ const RSS_BOUND_KB: u64 = 2048;
 const ROUND: Duration = Duration::from_secs(5);
 
 fn run(duration: Duration) -> Report {
+    let key = KeyFile::new("soak", "1 00112233445566778899aabbccddeeff\n", 0o600);
+    let key = key.opt();
     let net = Net::new();
     let a = Node::A.start(
         &net,
         &[
+            &key,
             "urdma_timeout 200",
             "urdma_retries 1",
             "urdma_negative_timeout 500",
@@ -74,7 +81,7 @@ fn run(duration: Duration) -> Report {
             "log_level 0",
         ],
     );
-    let (b, ips) = b_with_addresses(&net, 30, &[]);
+    let (b, ips) = b_with_addresses(&net, 30, &[&key]);
     // A host that never answers.
     add_silent_neighbour(&a, "10.0.0.99");
     let dests = a.path("live.txt");
@@ -170,8 +177,35 @@ fn run(duration: Duration) -> Report {
         port_events,
         rss,
         alive,
+        replayed: vec![("a", replayed(&a)), ("b", replayed(&b))],
         diagnostics: a.diagnostics(),
     }
+}
+
+/// What `host`'s provider counted as replayed, from the operator's tool,
+/// or why that could not be read.
+fn replayed(host: &Host) -> Result<u64, String> {
+    let tool = Artifacts::urdma_acm();
+    let argv = [
+        "timeout",
+        "15",
+        tool.to_str().unwrap(),
+        "stats",
+        "--prometheus",
+    ];
+    let out = host
+        .in_namespaces(false, &argv)
+        .output()
+        .map_err(|e| e.to_string())?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    text.lines()
+        .find_map(|l| {
+            l.strip_prefix("urdma_datagrams_dropped_total{reason=\"replayed\"} ")?
+                .trim()
+                .parse()
+                .ok()
+        })
+        .ok_or_else(|| format!("no replay count: {}", String::from_utf8_lossy(&out.stderr)))
 }
 
 /// `ib_acme -P col`: `Name : value` lines.
@@ -243,6 +277,15 @@ impl Report {
             .map(|(k, v)| format!("{k}={v}"))
             .collect();
         println!("daemon counters: {}", counters.join(", "));
+        let replayed: Vec<String> = self
+            .replayed
+            .iter()
+            .map(|(h, n)| match n {
+                Ok(n) => format!("{h} {n}"),
+                Err(e) => format!("{h} unreadable ({e})"),
+            })
+            .collect();
+        println!("replayed: {}", replayed.join(", "));
         println!(
             "rss (s: kB): {}",
             self.rss
@@ -287,6 +330,11 @@ impl Report {
         };
         if ok("hit") == 0 || ok("miss") == 0 || ok("nodelay") == 0 {
             p.push("hits, misses or NODELAY requests never succeeded".into());
+        }
+        for (h, n) in &self.replayed {
+            if *n != Ok(0) {
+                p.push(format!("host {h} counted {n:?} datagrams as replayed"));
+            }
         }
         let (warm, end) = self.rss_warm_and_end();
         let max_after_warm = self
