@@ -24,7 +24,8 @@
 //!   records. [`local`]: this host's devices, ports, endpoints and
 //!   addresses. [`config`]: the `urdma_*` options and the hosts file.
 //!
-//! Shared by all of them: [`addr`] (addresses), [`ib`] (MTU and rate
+//! Shared by all of them: [`addr`] (addresses), [`buggify`] (the faults
+//! the core injects into itself under simulation), [`ib`] (MTU and rate
 //! encodings), [`bounded`] (tables with a capacity and lifetimes),
 //! [`entropy`] (the seed of transaction ids), [`fastmap`] (the hash map),
 //! [`host`] (the daemon's helpers as a trait), [`log`] (the
@@ -38,6 +39,7 @@ pub mod addr;
 #[allow(unsafe_code)]
 mod boundary;
 pub mod bounded;
+pub mod buggify;
 pub mod config;
 pub mod discovery;
 pub mod engine;

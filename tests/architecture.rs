@@ -33,6 +33,7 @@ const ALLOWED: &[(&str, &[&str])] = &[
 /// knowledge of the provider's components.
 const SHARED: &[&str] = &[
     "addr", "ib", "bounded", "fastmap", "summary", "threads", "host", "log", "metrics", "entropy",
+    "buggify",
 ];
 
 fn sources(dir: &Path, out: &mut Vec<PathBuf>) {

@@ -18,6 +18,7 @@ use super::state::{Learned, Probe, Purpose, MAX_CHECKS, MAX_CLAIMS};
 use super::wire::{Announce, Answer, Message, Query, Reply};
 use super::{Datagram, Discovery, Outcome, CHECK_HOLDOFF};
 use crate::addr::Address;
+use crate::buggify::Fault;
 use crate::local::{ip_of, Local};
 use acm_prov_sys::{ACM_STATUS_ENODATA, ACM_STATUS_ETIMEDOUT};
 use std::net::{IpAddr, SocketAddr};
@@ -160,6 +161,9 @@ impl Discovery {
         }
         if !self.reply_limit.allow(from.ip(), now) {
             return self.drop_datagram(|d| &mut d.rate_limited, from, "over urdma_reply_rate");
+        }
+        if self.buggify.fires(Fault::ReplyWithheld) {
+            return;
         }
         let Ok(reply) = q.reply(answer) else {
             return;

@@ -15,6 +15,7 @@ use super::state::{Learned, Lookup, NeighbourJob, NssJob, Probe, Purpose, Stage}
 use super::wire::{Message, Query, WireAddress};
 use super::{Datagram, Discovery, Outcome};
 use crate::addr::{Address, Gid};
+use crate::buggify::Fault;
 use crate::config::{Derivation, NameLookup};
 use crate::local::{ip_of, Id, Local};
 use acm_prov_sys::{ACM_STATUS_ENODATA, ACM_STATUS_ETIMEDOUT};
@@ -55,7 +56,8 @@ impl Discovery {
     /// refused when the table of lookups in flight is full.
     pub fn lookup_room(&mut self, key: &Address) -> bool {
         let room = self.state.lookups.contains_key(key)
-            || self.state.lookups.len() < self.state.max_lookups;
+            || (self.state.lookups.len() < self.state.max_lookups
+                && !self.buggify.fires(Fault::LookupsFull));
         if !room {
             self.state.lookups_refused += 1;
         }

@@ -32,6 +32,7 @@ pub mod state;
 pub mod wire;
 
 use crate::addr::Address;
+use crate::buggify::{Buggify, Fault};
 use crate::config::Config;
 use crate::entropy::Seed;
 use crate::local::{Id, Local};
@@ -153,6 +154,8 @@ pub struct Discovery {
     reply_limit: ratelimit::RateLimiter,
     datagrams: Vec<Datagram>,
     outcomes: Vec<Outcome>,
+    /// Faults to inject into itself (off but in simulations).
+    buggify: Buggify,
 }
 
 /// The record of endpoint `ep`: its port's GID, LID, MTU and rate, its
@@ -196,7 +199,17 @@ impl Discovery {
             auth: None,
             datagrams: Vec::new(),
             outcomes: Vec::new(),
+            buggify: Buggify::off(),
         }
+    }
+
+    /// Injects these faults into itself from now on.
+    pub fn set_buggify(&mut self, buggify: Buggify) {
+        self.buggify = buggify;
+    }
+
+    pub fn buggify(&self) -> &Buggify {
+        &self.buggify
     }
 
     /// Called when the discovery sockets open (for these families) or
@@ -241,6 +254,9 @@ impl Discovery {
     /// could not reach this one (lost, or a partition) is followed all the
     /// same.
     pub fn learned(&mut self, a: &Address, now: Instant) -> Option<&Learned> {
+        if self.buggify.fires(Fault::BindingEvicted) {
+            self.state.learned.remove(a);
+        }
         self.state.learned(a, now)
     }
 
@@ -349,8 +365,12 @@ impl Discovery {
     /// When discovery must run next: its lookups' deadlines, then its
     /// announcements'. `asap` is the time of the caller's latest input,
     /// given for what is due at once.
-    pub fn deadlines(&self, asap: Option<Instant>) -> [Option<Instant>; 2] {
-        [self.state.next_deadline(), self.announcer.next_wake(asap)]
+    pub fn deadlines(&mut self, asap: Option<Instant>) -> [Option<Instant>; 2] {
+        let lookup = match asap {
+            Some(now) if self.buggify.fires(Fault::EarlyWake) => Some(now),
+            _ => self.state.next_deadline(),
+        };
+        [lookup, self.announcer.next_wake(asap)]
     }
 
     /// Retries, stage changes and announcements that are due.
@@ -386,7 +406,9 @@ impl Discovery {
     }
 
     pub fn take_datagrams(&mut self) -> Vec<Datagram> {
-        std::mem::take(&mut self.datagrams)
+        let mut out = std::mem::take(&mut self.datagrams);
+        out.retain(|_| !self.buggify.fires(Fault::DatagramLost));
+        out
     }
 
     pub fn take_outcomes(&mut self) -> Vec<Outcome> {

@@ -6,6 +6,7 @@
 use super::state::{Purpose, Stage, MAX_CLAIMS};
 use super::Discovery;
 use crate::addr::Address;
+use crate::buggify::Fault;
 use crate::local::Local;
 use acm_prov_sys::{ACM_STATUS_ENODATA, ACM_STATUS_ETIMEDOUT};
 use std::net::{IpAddr, SocketAddr};
@@ -52,6 +53,12 @@ impl Discovery {
         l.resolving = false;
         let ep = l.endpoint;
         self.lookup_stats.nss_asked += 1;
+        let answer = match answer {
+            Ok(_) if self.buggify.fires(Fault::ResolverFailed) => Err(NssError::Failed(
+                "Temporary failure in name resolution".into(),
+            )),
+            a => a,
+        };
         let mut ips = match answer {
             Ok(ips) if !ips.is_empty() => ips,
             Ok(_) => {

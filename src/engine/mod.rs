@@ -30,6 +30,7 @@ pub mod timers;
 pub use effects::{Effects, Outgoing, Reply};
 
 use crate::addr::Address;
+use crate::buggify::{Buggify, Injected};
 use crate::config::hosts::Hosts;
 use crate::config::Config;
 use crate::discovery::auth::Auth;
@@ -394,6 +395,16 @@ impl<H: Host> Engine<H> {
     pub fn set_discovery_up(&mut self, families: Families, now: Instant) {
         self.input(now);
         self.discovery.set_up(families);
+    }
+
+    /// Injects these faults into the core from now on (simulations only).
+    pub fn set_buggify(&mut self, buggify: Buggify) {
+        self.discovery.set_buggify(buggify);
+    }
+
+    /// How many times each fault was injected.
+    pub fn faults_injected(&self) -> Injected {
+        self.discovery.buggify().injected()
     }
 
     pub fn set_auth(&mut self, auth: Option<Auth>) {

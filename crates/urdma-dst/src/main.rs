@@ -4,10 +4,17 @@
 //! ```text
 //! urdma-dst run [--hosts N] [--events N] [--seed S] [--seeds K]
 //!               [--loss-percent P] [--dup-percent P] [--jitter-us U]
+//!               [--faults-percent P] [--dns]
 //! ```
+//!
+//! `--faults-percent` turns on every fault the core can inject into itself
+//! (`ibacm_urdma::buggify`), each firing with that chance where it can;
+//! `--dns` asks names of a simulated DNS instead of the segment.
 
+use ibacm_urdma::buggify::Fault;
 use std::process::ExitCode;
 use urdma_dst::scenario::{mixed, Mixed};
+use urdma_dst::sim::Faults;
 
 fn arg(args: &[String], name: &str, default: u64) -> u64 {
     args.iter()
@@ -34,6 +41,19 @@ fn main() -> ExitCode {
                 m.net.loss = arg(&args, "--loss-percent", 1) as f64 / 100.0;
                 m.net.duplication = arg(&args, "--dup-percent", 1) as f64 / 100.0;
                 m.net.jitter_us = arg(&args, "--jitter-us", 2_000);
+                let faults = arg(&args, "--faults-percent", 0).min(100) as u8;
+                if faults > 0 {
+                    m.tuning.faults = Some(Faults {
+                        enabled: Fault::ALL.to_vec(),
+                        percent: faults,
+                    });
+                }
+                let dns = args.iter().any(|a| a == "--dns");
+                if dns {
+                    m.tuning.nss = true;
+                    m.tuning.dns = true;
+                    m.tuning.no_segment = true;
+                }
                 let o = mixed(&m);
                 println!(
                     "seed {seed}: {hosts} hosts, {events} events, {} ms virtual in {:.1} s: \
@@ -49,10 +69,12 @@ fn main() -> ExitCode {
                     println!("{}", o.violation_lines());
                     println!(
                         "replay: urdma-dst run --hosts {hosts} --events {events} --seed {seed} \
-                         --loss-percent {} --dup-percent {} --jitter-us {}",
+                         --loss-percent {} --dup-percent {} --jitter-us {} --faults-percent \
+                         {faults}{}",
                         arg(&args, "--loss-percent", 1),
                         arg(&args, "--dup-percent", 1),
-                        arg(&args, "--jitter-us", 2_000)
+                        arg(&args, "--jitter-us", 2_000),
+                        if dns { " --dns" } else { "" }
                     );
                     return ExitCode::FAILURE;
                 }
@@ -92,7 +114,8 @@ fn main() -> ExitCode {
         _ => {
             eprintln!(
                 "usage: urdma-dst run [--hosts N] [--events N] [--seed S] [--seeds K] \
-                 [--loss-percent P] [--dup-percent P] [--jitter-us U]"
+                 [--loss-percent P] [--dup-percent P] [--jitter-us U] [--faults-percent P] \
+                 [--dns]"
             );
             ExitCode::from(2)
         }

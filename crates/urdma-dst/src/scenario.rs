@@ -3,6 +3,7 @@
 
 use crate::net::Conditions;
 use crate::sim::{Event, Sim, Traffic, Tuning, Violation};
+use ibacm_urdma::buggify::Injected;
 
 const MS: u64 = 1_000_000;
 
@@ -52,6 +53,8 @@ pub struct Outcome {
     pub virtual_ms: u64,
     /// Datagrams refused as replays (authentication on).
     pub replays_refused: u64,
+    /// Faults the engines injected into themselves, by kind.
+    pub faults_injected: Injected,
 }
 
 impl Outcome {
@@ -66,6 +69,7 @@ impl Outcome {
             traffic: sim.traffic.clone(),
             virtual_ms: sim.now / MS,
             replays_refused: sim.replays_refused(),
+            faults_injected: sim.faults_injected(),
         }
     }
 

@@ -4,9 +4,10 @@
 //! the simulation found. Longer runs: `URDMA_DST_SEEDS=100 cargo test -p
 //! urdma-dst --release`, or `urdma-dst run --seeds 100`.
 
+use ibacm_urdma::buggify::Fault;
 use urdma_dst::net::Conditions;
 use urdma_dst::scenario::{mixed, overload, Mixed, Outcome};
-use urdma_dst::sim::{Authenticated, Stack, Tuning};
+use urdma_dst::sim::{Authenticated, Faults, Stack, Tuning};
 
 fn env(name: &str, default: u64) -> u64 {
     std::env::var(name)
@@ -202,4 +203,56 @@ fn authenticated_discovery_with_skewed_clocks_and_a_key_rotation_refuses_nothing
     m.net.duplication = 0.05;
     let o = clean_and_busy(&m);
     assert!(o.replays_refused > 0, "{o:?}");
+}
+
+#[test]
+fn faults_injected_inside_the_core_change_no_answer() {
+    // Every fault on in one run, names asked of the segment; every fault
+    // on with names asked of a DNS alone (where a resolver that could not
+    // find out must never become "does not exist"); then random subsets,
+    // as BUGGIFY turns a different set on in each run.
+    let runs: Vec<(u64, Vec<Fault>, bool)> = [
+        (41, Fault::ALL.to_vec(), false),
+        (42, Fault::ALL.to_vec(), true),
+    ]
+    .into_iter()
+    .chain((43..=46u64).map(|seed| {
+        let bits = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 40;
+        let some = Fault::ALL
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| bits >> i & 1 == 1)
+            .map(|(_, f)| *f)
+            .collect();
+        (seed, some, seed % 2 == 0)
+    }))
+    .collect();
+    for (seed, enabled, dns) in runs {
+        let mut m = Mixed::new(64, 2_000, seed);
+        m.tuning.faults = Some(Faults {
+            enabled: enabled.clone(),
+            percent: 10,
+        });
+        if dns {
+            m.tuning = Tuning {
+                nss: true,
+                dns: true,
+                no_segment: true,
+                ..m.tuning
+            };
+        }
+        let o = mixed(&m);
+        clean(&o, &m);
+        for f in &enabled {
+            let n = o.faults_injected[Fault::ALL.iter().position(|x| x == f).unwrap()];
+            let reachable = *f != Fault::ResolverFailed || dns;
+            assert!(
+                n > 0 || !reachable,
+                "seed {seed}: {f} never injected: {o:?}"
+            );
+        }
+        // The faults cost retries and time-outs, not the run's purpose.
+        assert!(o.answered > m.events as u64 / 2, "seed {seed}: {o:?}");
+        assert!(o.succeeded > o.answered / 2, "seed {seed}: {o:?}");
+    }
 }

@@ -8,6 +8,7 @@ mod stack;
 
 use acm_prov_sys::{ACM_ADDRESS_IP, ACM_ADDRESS_IP6, ACM_ADDRESS_NAME, ACM_EP_FLAG_DEST};
 use ibacm_urdma::addr::{Address, Gid};
+use ibacm_urdma::buggify::{Fault, Injected};
 use ibacm_urdma::config::{Config, NameLookup};
 use ibacm_urdma::discovery::auth::Sealer;
 use ibacm_urdma::discovery::NssError;
@@ -56,6 +57,16 @@ pub struct Tuning {
     pub no_segment: bool,
     pub stack: Stack,
     pub auth: Option<Authenticated>,
+    /// Faults every engine injects into itself.
+    pub faults: Option<Faults>,
+}
+
+/// Faults the engines inject into themselves (`ibacm_urdma::buggify`),
+/// each where it can with `percent` % chance.
+#[derive(Clone, Debug)]
+pub struct Faults {
+    pub enabled: Vec<Fault>,
+    pub percent: u8,
 }
 
 impl Default for Tuning {
@@ -73,6 +84,7 @@ impl Default for Tuning {
             no_segment: false,
             stack: Stack::V4,
             auth: None,
+            faults: None,
         }
     }
 }
@@ -191,6 +203,8 @@ pub struct Sim {
     pub(crate) replayed_by_the_gone: u64,
     /// Each host's wall-clock error, in µs, once drawn.
     pub(crate) skews: HashMap<usize, i64>,
+    /// Faults injected by engines since gone (crashed).
+    pub(crate) injected_by_the_gone: Injected,
 }
 
 pub(crate) fn gid(n: usize, generation: u16) -> Gid {
@@ -256,6 +270,7 @@ impl Sim {
             clock: stack::clock(),
             replayed_by_the_gone: 0,
             skews: HashMap::new(),
+            injected_by_the_gone: Injected::default(),
             trace: std::env::var("URDMA_DST_TRACE")
                 .ok()
                 .map(|t| t.split(',').filter_map(|h| h.parse().ok()).collect()),
@@ -403,6 +418,13 @@ impl Sim {
             Event::Crash { host, down_ms } => {
                 if let Some(e) = self.hosts[host].engine.take() {
                     self.replayed_by_the_gone += e.drops().replayed;
+                    for (gone, n) in self
+                        .injected_by_the_gone
+                        .iter_mut()
+                        .zip(e.faults_injected())
+                    {
+                        *gone += n;
+                    }
                     let now = self.now;
                     if let Some(last) = self.history[host].last_mut() {
                         last.2 = Some(now);

@@ -5,6 +5,7 @@
 
 use super::{gid, Event, Sim, MS, PORT};
 use ibacm_urdma::addr::Address;
+use ibacm_urdma::buggify::{Buggify, Injected};
 use ibacm_urdma::config::hosts::Hosts;
 use ibacm_urdma::discovery::auth::{Auth, Keyring, WallClock};
 use ibacm_urdma::discovery::wire::{V4_GROUP, V6_GROUP};
@@ -90,6 +91,10 @@ impl Sim {
             e.set_auth(Some(auth));
             sealer
         });
+        if let Some(f) = &self.tuning.faults {
+            let seed = seed_of_faults(self.seed, host, self.hosts[host].generation);
+            e.set_buggify(Buggify::new(seed, &f.enabled, f.percent));
+        }
         e.set_discovery_up(stack.families(), self.instant(self.now));
         self.hosts[host].source = source.expect("an address");
         self.hosts[host].engine = Some(e);
@@ -195,6 +200,17 @@ impl Sim {
         }
     }
 
+    /// How many times each fault was injected, by every engine that ran.
+    pub fn faults_injected(&self) -> Injected {
+        let mut all = self.injected_by_the_gone;
+        for e in self.hosts.iter().filter_map(|h| h.engine.as_ref()) {
+            for (a, n) in all.iter_mut().zip(e.faults_injected()) {
+                *a += n;
+            }
+        }
+        all
+    }
+
     /// Datagrams refused as replays, by every engine that ran.
     pub fn replays_refused(&self) -> u64 {
         let live: u64 = self
@@ -205,6 +221,12 @@ impl Sim {
             .sum();
         live + self.replayed_by_the_gone
     }
+}
+
+/// Where an engine's faults fall: its own sequence per run, host and
+/// life.
+fn seed_of_faults(run: u64, host: usize, generation: u16) -> u64 {
+    run.wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ ((host as u64) << 16) ^ u64::from(generation)
 }
 
 /// The shared virtual clock the hosts' wall clocks read.
