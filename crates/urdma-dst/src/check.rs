@@ -3,6 +3,7 @@
 
 use crate::sim::{Sim, Violation, MS, NSS_DELAY};
 use acm_prov_sys::ACM_STATUS_ENODATA;
+use ibacm_urdma::config::Derivation;
 use ibacm_urdma::request::msg::MsgBuf;
 use ibacm_urdma::request::path::PathRecord;
 
@@ -37,6 +38,9 @@ impl Sim {
             let info = reply.entry(0).info;
             let g = PathRecord::decode(info.first_chunk().expect("64 bytes")).dgid;
             answered = Some(g);
+            if self.hosts[p.dest].engine.is_none() {
+                self.resolved_while_down += 1;
+            }
             let now = self.now;
             let stale = self.staleness_ns;
             let held = self.history[p.dest].iter().any(|&(h, from, until)| {
@@ -78,12 +82,15 @@ impl Sim {
         }
     }
 
-    /// Every request is answered within its lookup's time (each stage's),
-    /// and a little.
+    /// Every request is answered within its lookup's time (each stage's,
+    /// and one timeout for a neighbour lookup), and a little.
     pub fn bound(&self) -> u64 {
         let stages = u64::from(!self.tuning.no_segment) + u64::from(self.tuning.nss);
-        stages * u64::from(self.tuning.timeout_ms) * u64::from(self.tuning.retries + 1) * MS
+        let timeout = u64::from(self.tuning.timeout_ms) * MS;
+        let neighbour = u64::from(self.tuning.derive == Some(Derivation::Eui64));
+        stages * timeout * u64::from(self.tuning.retries + 1)
             + stages * NSS_DELAY
+            + neighbour * timeout
             + MS
     }
 

@@ -4,14 +4,17 @@
 //! ```text
 //! urdma-dst run [--hosts N] [--events N] [--seed S] [--seeds K]
 //!               [--loss-percent P] [--dup-percent P] [--jitter-us U]
-//!               [--faults-percent P] [--dns]
+//!               [--faults-percent P] [--dns] [--derive eui64|ipv4-mapped]
 //! ```
 //!
 //! `--faults-percent` turns on every fault the core can inject into itself
 //! (`ibacm_urdma::buggify`), each firing with that chance where it can;
-//! `--dns` asks names of a simulated DNS instead of the segment.
+//! `--dns` asks names of a simulated DNS instead of the segment; `--derive`
+//! gives every host the GID that derivation computes for it and derives
+//! what discovery cannot find.
 
 use ibacm_urdma::buggify::Fault;
+use ibacm_urdma::config::Derivation;
 use std::process::ExitCode;
 use urdma_dst::scenario::{mixed, Mixed};
 use urdma_dst::sim::Faults;
@@ -48,6 +51,14 @@ fn main() -> ExitCode {
                         percent: faults,
                     });
                 }
+                let derive = args.iter().position(|a| a == "--derive").map(|i| {
+                    match args.get(i + 1).map(String::as_str) {
+                        Some("eui64") => Derivation::Eui64,
+                        Some("ipv4-mapped") => Derivation::Ipv4Mapped,
+                        other => panic!("--derive: eui64 or ipv4-mapped, not {other:?}"),
+                    }
+                });
+                m.tuning.derive = derive;
                 let dns = args.iter().any(|a| a == "--dns");
                 if dns {
                     m.tuning.nss = true;
@@ -70,11 +81,16 @@ fn main() -> ExitCode {
                     println!(
                         "replay: urdma-dst run --hosts {hosts} --events {events} --seed {seed} \
                          --loss-percent {} --dup-percent {} --jitter-us {} --faults-percent \
-                         {faults}{}",
+                         {faults}{}{}",
                         arg(&args, "--loss-percent", 1),
                         arg(&args, "--dup-percent", 1),
                         arg(&args, "--jitter-us", 2_000),
-                        if dns { " --dns" } else { "" }
+                        if dns { " --dns" } else { "" },
+                        match derive {
+                            Some(Derivation::Eui64) => " --derive eui64",
+                            Some(Derivation::Ipv4Mapped) => " --derive ipv4-mapped",
+                            None => "",
+                        }
                     );
                     return ExitCode::FAILURE;
                 }
@@ -115,7 +131,7 @@ fn main() -> ExitCode {
             eprintln!(
                 "usage: urdma-dst run [--hosts N] [--events N] [--seed S] [--seeds K] \
                  [--loss-percent P] [--dup-percent P] [--jitter-us U] [--faults-percent P] \
-                 [--dns]"
+                 [--dns] [--derive eui64|ipv4-mapped]"
             );
             ExitCode::from(2)
         }

@@ -55,6 +55,8 @@ pub struct Outcome {
     pub replays_refused: u64,
     /// Faults the engines injected into themselves, by kind.
     pub faults_injected: Injected,
+    /// Requests resolved while their destination's daemon was down.
+    pub resolved_while_down: u64,
 }
 
 impl Outcome {
@@ -70,6 +72,7 @@ impl Outcome {
             virtual_ms: sim.now / MS,
             replays_refused: sim.replays_refused(),
             faults_injected: sim.faults_injected(),
+            resolved_while_down: sim.resolved_while_down,
         }
     }
 

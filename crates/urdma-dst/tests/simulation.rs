@@ -5,6 +5,7 @@
 //! urdma-dst --release`, or `urdma-dst run --seeds 100`.
 
 use ibacm_urdma::buggify::Fault;
+use ibacm_urdma::config::Derivation;
 use urdma_dst::net::Conditions;
 use urdma_dst::scenario::{mixed, overload, Mixed, Outcome};
 use urdma_dst::sim::{Authenticated, Faults, Stack, Tuning};
@@ -255,4 +256,25 @@ fn faults_injected_inside_the_core_change_no_answer() {
         assert!(o.answered > m.events as u64 / 2, "seed {seed}: {o:?}");
         assert!(o.succeeded > o.answered / 2, "seed {seed}: {o:?}");
     }
+}
+
+#[test]
+fn derivations_resolve_hosts_whose_daemon_is_down_to_the_gid_of_their_nic() {
+    // Every host's GID follows the derivation (its NIC's MAC, or its IPv4
+    // address), so what a lookup derives for a host that does not answer
+    // is checked like any other answer: it must be that host's GID.
+    for (derive, stack, seed) in [
+        (Derivation::Eui64, Stack::Dual, 51),
+        (Derivation::Ipv4Mapped, Stack::V4, 52),
+    ] {
+        let mut m = Mixed::new(100, 3_000, seed);
+        m.tuning.derive = Some(derive);
+        m.tuning.stack = stack;
+        let o = clean_and_busy(&m);
+        assert!(o.resolved_while_down > 0, "{derive:?}: {o:?}");
+    }
+    // Without a derivation, a host whose daemon is down is resolved only
+    // from what was learned before.
+    let o = clean_and_busy(&Mixed::new(100, 3_000, 51));
+    assert!(o.resolved_while_down < o.succeeded / 50, "{o:?}");
 }

@@ -4,13 +4,15 @@
 //! checked against what was true on the network when it was given.
 
 use crate::net::{Conditions, Queue, Rng};
+mod derive;
 mod stack;
 
 use acm_prov_sys::{ACM_ADDRESS_IP, ACM_ADDRESS_IP6, ACM_ADDRESS_NAME, ACM_EP_FLAG_DEST};
 use ibacm_urdma::addr::{Address, Gid};
 use ibacm_urdma::buggify::{Fault, Injected};
-use ibacm_urdma::config::{Config, NameLookup};
+use ibacm_urdma::config::{Config, Derivation, NameLookup};
 use ibacm_urdma::discovery::auth::Sealer;
+use ibacm_urdma::discovery::state::NeighbourJob;
 use ibacm_urdma::discovery::NssError;
 use ibacm_urdma::engine::Engine;
 use ibacm_urdma::host::NullHost;
@@ -59,6 +61,9 @@ pub struct Tuning {
     pub auth: Option<Authenticated>,
     /// Faults every engine injects into itself.
     pub faults: Option<Faults>,
+    /// The derivation after discovery (`urdma_derive`), which every
+    /// host's GID then follows (`derive.rs`).
+    pub derive: Option<Derivation>,
 }
 
 /// Faults the engines inject into themselves (`ibacm_urdma::buggify`),
@@ -85,6 +90,7 @@ impl Default for Tuning {
             stack: Stack::V4,
             auth: None,
             faults: None,
+            derive: None,
         }
     }
 }
@@ -110,6 +116,11 @@ pub enum Event {
         host: usize,
         key: Address,
         name: String,
+    },
+    /// Host `host`'s kernel answers a neighbour lookup.
+    Neighbour {
+        host: usize,
+        job: NeighbourJob,
     },
     Start {
         host: usize,
@@ -191,6 +202,8 @@ pub struct Sim {
     pub succeeded: u64,
     /// Requests answered ETIMEDOUT.
     pub timed_out: u64,
+    /// Requests resolved while their destination's daemon was down.
+    pub resolved_while_down: u64,
     /// Per request: the host that asked, the destination, when, and the
     /// GID answered (`None`: an error), kept when `record` is on.
     pub answers: Vec<(usize, usize, u64, Option<Gid>)>,
@@ -240,10 +253,12 @@ impl Sim {
             .collect();
         // docs/protocol.md: a binding is good for `urdma_reconfirm` after
         // its holder confirmed it, and the confirmation was on its way for
-        // at most one delay of the network.
-        let staleness_ns = tuning.reconfirm.map_or(u64::MAX / 4, |r| {
-            r.as_nanos() as u64 + (net.base_us + net.jitter_us) * 1000
-        });
+        // at most one delay of the network. A derived GID is the NIC's and
+        // good as long as the host is there (`derive.rs`).
+        let staleness_ns = match (tuning.derive, tuning.reconfirm) {
+            (None, Some(r)) => r.as_nanos() as u64 + (net.base_us + net.jitter_us) * 1000,
+            _ => u64::MAX / 4,
+        };
         Sim {
             base: Instant::now(),
             now: 0,
@@ -265,6 +280,7 @@ impl Sim {
             answered: 0,
             succeeded: 0,
             timed_out: 0,
+            resolved_while_down: 0,
             answers: Vec::new(),
             record: false,
             clock: stack::clock(),
@@ -302,7 +318,8 @@ impl Sim {
     }
 
     pub fn gid_of(&self, host: usize) -> Gid {
-        gid(host, self.hosts[host].generation)
+        self.derived_gid(host)
+            .unwrap_or_else(|| gid(host, self.hosts[host].generation))
     }
 
     pub fn ip_of(&self, host: usize) -> Ipv4Addr {
@@ -333,6 +350,7 @@ impl Sim {
             max_learned: self.tuning.max_learned,
             max_lookups: self.tuning.max_lookups,
             reconfirm: self.tuning.reconfirm,
+            derive: self.tuning.derive.into_iter().collect(),
             ..Config::default()
         }
     }
@@ -414,6 +432,7 @@ impl Sim {
                     self.after(host);
                 }
             }
+            Event::Neighbour { host, job } => self.neighbour(host, job),
             Event::Start { host } => self.start(host),
             Event::Crash { host, down_ms } => {
                 if let Some(e) = self.hosts[host].engine.take() {
@@ -508,6 +527,7 @@ impl Sim {
             };
             self.queue.push(self.now + NSS_DELAY, ev);
         }
+        self.neighbour_jobs(h, fx.neighbour_jobs);
         for r in &fx.replies {
             self.answer(r.id, &r.msg);
         }

@@ -3,7 +3,7 @@
 //! sends it), and discovery authenticated with each host's own skewed
 //! clock and a key rotated while the run goes on.
 
-use super::{gid, Event, Sim, MS, PORT};
+use super::{Event, Sim, MS, PORT};
 use ibacm_urdma::addr::Address;
 use ibacm_urdma::buggify::{Buggify, Injected};
 use ibacm_urdma::config::hosts::Hosts;
@@ -66,7 +66,7 @@ impl Sim {
         }
         let seed = Seed::from_u64(self.seed ^ ((host as u64) << 20) ^ self.now);
         let mut e = Engine::seeded(NullHost, self.config(), Hosts::default(), seed);
-        let g = gid(host, self.hosts[host].generation);
+        let g = self.gid_of(host);
         let dev = e.open_device(0x5254_0000_0000_0000 | host as u64);
         let port = e
             .open_port(dev, PortInfo::infiniband(1, g))
