@@ -118,6 +118,70 @@ pub fn instructions(
     Some(((b as f64 - a as f64) / f64::from(n2 - n1), in_provider))
 }
 
+/// How long an idle daemon is measured.
+const IDLE: Duration = Duration::from_secs(20);
+
+/// Instructions per second of an idle daemon, whole process: warmed with
+/// a few requests (the provider starts its threads lazily) and left to
+/// settle, then a dump that zeroes the counters, `IDLE` of nothing, and a
+/// dump. Wall-clock seconds, since idle threads wake on real timers.
+fn idle_rate(spec: &Spec, dests: &Path) -> Option<f64> {
+    let out = spec.callgrind_out.clone()?;
+    let d = Daemon::start(spec);
+    let s = d.load(
+        &load_args(dests.to_str().unwrap(), "1", &["-n", "100"]),
+        Duration::from_secs(600),
+    );
+    assert_eq!(num(&s, "ok"), 100.0, "{s:?}");
+    std::thread::sleep(Duration::from_secs(3));
+    d.callgrind_control("-d");
+    let t = Instant::now();
+    std::thread::sleep(IDLE);
+    d.callgrind_control("-d");
+    let secs = t.elapsed().as_secs_f64();
+    let mut d = d;
+    d.stop();
+    let part = PathBuf::from(format!("{}.2", out.display()));
+    if let Some(keep) = std::env::var_os("URDMA_BENCH_KEEP") {
+        let _ = fs::copy(&part, Path::new(&keep).join(out.file_name()?));
+    }
+    Some(callgrind_total(&part)? as f64 / secs)
+}
+
+/// What an idle daemon spends, with either provider: the difference is
+/// what the provider's threads (discovery, metrics writer, hosts-file
+/// watcher) cost while nothing is asked.
+fn idle(sc: &Scratch) {
+    println!(
+        "## An idle daemon's instructions per second (callgrind, whole process)
+"
+    );
+    println!(
+        "Warmed with 100 requests, then {} s with nothing asked.
+",
+        IDLE.as_secs()
+    );
+    println!(
+        "| provider | daemon instructions/s, idle | vs null |
+|---|---|---|"
+    );
+    let mut null = None;
+    for prov in [Provider::Null, Provider::Urdma] {
+        let mut spec = Spec::new(prov);
+        spec.hosts_file = Some(sc.path("hosts-1k.data"));
+        spec.callgrind_out = Some(sc.path(&format!("idle-{}.out", prov.name())));
+        match idle_rate(&spec, &sc.path("dests-1k.txt")) {
+            Some(rate) => {
+                let vs = null.map_or("—".to_string(), |n: f64| format!("{:+.0}", rate - n));
+                println!("| {} | {rate:.0} | {vs} |", prov.name());
+                null = null.or(Some(rate));
+            }
+            None => println!("| {} | (no callgrind output) | |", prov.name()),
+        }
+    }
+    println!();
+}
+
 pub fn callgrind(sc: &Scratch, quick: bool) -> BTreeMap<String, f64> {
     let mut results = BTreeMap::new();
     if Command::new("callgrind_control")
@@ -192,5 +256,6 @@ pub fn callgrind(sc: &Scratch, quick: bool) -> BTreeMap<String, f64> {
         println!("The urdma provider's own functions (self cost in its object, per request, urdma 1k):\n");
         println!("```\n{}```\n", top);
     }
+    idle(sc);
     results
 }

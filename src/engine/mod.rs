@@ -145,22 +145,29 @@ impl<H: Host> Engine<H> {
     /// What the engine wants done, once per change: `None` when nothing
     /// happened since the last call (every cache hit), so the caller's
     /// timers stand.
-    #[inline]
+    #[inline(always)]
     pub fn poll(&mut self) -> Option<Effects> {
         if !self.dirty {
             return None;
         }
+        Some(self.effects())
+    }
+
+    /// What [`Engine::poll`] hands over when something happened: out of
+    /// line, so that the test of the flag is all a cache hit pays.
+    #[inline(never)]
+    fn effects(&mut self) -> Effects {
         self.dirty = false;
         let [lookup, announce] = self.discovery.deadlines(self.clock);
         self.timers.set(Timer::Lookup, lookup);
         self.timers.set(Timer::Announce, announce);
-        Some(Effects {
+        Effects {
             replies: std::mem::take(&mut self.replies),
             datagrams: self.discovery.take_datagrams(),
             resolver_jobs: self.discovery.take_nss_jobs(),
             neighbour_jobs: self.discovery.take_neighbour_jobs(),
             deadline: self.timers.next(),
-        })
+        }
     }
 
     /// An input at `now`: it may produce effects.
