@@ -15,8 +15,9 @@ use ibacm_urdma::config::hosts::Hosts;
 use ibacm_urdma::config::Config;
 use ibacm_urdma::discovery::Families;
 use ibacm_urdma::engine::Engine;
+use ibacm_urdma::handle::AddressId;
 use ibacm_urdma::host::NullHost;
-use ibacm_urdma::local::{Id, PortInfo};
+use ibacm_urdma::local::PortInfo;
 use ibacm_urdma::request::msg::{addr_entry, request};
 use std::hint::black_box;
 use std::process::Command;
@@ -42,7 +43,7 @@ fn hosts_text(n: u32) -> String {
 
 /// An engine with one port and endpoint, `n` hosts-file entries, all of
 /// them already resolved once (so cached).
-fn engine(n: u32, discovery: bool) -> (Engine<NullHost>, Id) {
+fn engine(n: u32, discovery: bool) -> (Engine<NullHost>, AddressId) {
     let (hosts, diags) = Hosts::parse(hosts_text(n), "bench");
     assert!(diags.is_empty());
     let mut e = Engine::new(NullHost, Config::default(), hosts);
@@ -75,7 +76,7 @@ fn engine(n: u32, discovery: bool) -> (Engine<NullHost>, Id) {
 
 /// `iters` cache hits over `n` destinations, in a scattered order, answered
 /// in the request's own buffer as the daemon's callback does.
-fn hits(e: &mut Engine<NullHost>, addr: Id, n: u32, iters: u64) {
+fn hits(e: &mut Engine<NullHost>, addr: AddressId, n: u32, iters: u64) {
     let template = request(&[addr_entry(2, 2, &ip(0))], false, 1);
     let mut msg = template.clone();
     let mut i: u32 = 0;
@@ -92,7 +93,7 @@ fn hits(e: &mut Engine<NullHost>, addr: Id, n: u32, iters: u64) {
 }
 
 /// `iters` misses handed to the worker: distinct unknown destinations.
-fn misses(e: &mut Engine<NullHost>, addr: Id, iters: u64) {
+fn misses(e: &mut Engine<NullHost>, addr: AddressId, iters: u64) {
     let mut req = request(&[addr_entry(2, 2, &ip(0))], false, 1);
     for k in 0..iters {
         req.0[24..28].copy_from_slice(&(0x0b00_0000u32 + k as u32).to_be_bytes());

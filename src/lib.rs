@@ -28,6 +28,7 @@
 //! the core injects into itself under simulation), [`ib`] (MTU and rate
 //! encodings), [`bounded`] (tables with a capacity and lifetimes),
 //! [`entropy`] (the seed of transaction ids), [`fastmap`] (the hash map),
+//! [`handle`] (the handles of devices, ports, endpoints and addresses),
 //! [`host`] (the daemon's helpers as a trait), [`log`] (the
 //! bridge onto `acm_write`), [`metrics`] (the Prometheus text format),
 //! [`summary`] (counts summed up in the log) and [`threads`] (supervised
@@ -47,6 +48,7 @@ pub mod entropy;
 pub mod fastmap;
 #[cfg(feature = "fault-injection")]
 pub mod fault;
+pub mod handle;
 pub mod host;
 pub mod ib;
 pub mod local;

@@ -5,12 +5,9 @@
 
 use crate::addr::{Address, Gid};
 use crate::fastmap::Map;
+use crate::handle::{AddressId, DeviceId, EndpointId, Handle, PortId};
 use crate::ib;
 use std::net::IpAddr;
-
-/// Handle of a device, port, endpoint or address; never zero, so the
-/// boundary can give it to the daemon as a non-NULL context.
-pub type Id = u64;
 
 /// What the boundary learns about a port from verbs.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -52,19 +49,19 @@ pub enum Refused {
 }
 
 pub struct Port {
-    pub device: Id,
+    pub device: DeviceId,
     pub info: PortInfo,
-    pub endpoints: Vec<Id>,
+    pub endpoints: Vec<EndpointId>,
 }
 
 pub struct Endpoint {
-    pub port: Id,
+    pub port: PortId,
     pub pkey: u16,
-    pub addresses: Vec<Id>,
+    pub addresses: Vec<AddressId>,
 }
 
 pub struct LocalAddress {
-    pub endpoint: Id,
+    pub endpoint: EndpointId,
     pub address: Address,
 }
 
@@ -78,14 +75,14 @@ pub struct Offer {
 
 pub struct Local {
     offer: Offer,
-    devices: Map<Id, u64>,
-    device_by_guid: Map<u64, Id>,
-    ports: Map<Id, Port>,
-    endpoints: Map<Id, Endpoint>,
-    addresses: Map<Id, LocalAddress>,
+    devices: Map<DeviceId, u64>,
+    device_by_guid: Map<u64, DeviceId>,
+    ports: Map<PortId, Port>,
+    endpoints: Map<EndpointId, Endpoint>,
+    addresses: Map<AddressId, LocalAddress>,
     /// The address handles holding each address.
-    by_address: Map<Address, Vec<Id>>,
-    next_id: Id,
+    by_address: Map<Address, Vec<AddressId>>,
+    next_id: u64,
 }
 
 pub(crate) fn ip_of(a: &Address) -> Option<IpAddr> {
@@ -117,15 +114,15 @@ impl Local {
         }
     }
 
-    fn new_id(&mut self) -> Id {
+    fn new_id<H: Handle>(&mut self) -> H {
         let id = self.next_id;
         self.next_id += 1;
-        id
+        H::from_raw(id)
     }
 
     /// Idempotent per GUID: the daemon opens a device again after a failed
     /// `open_port` without closing it first.
-    pub fn open_device(&mut self, guid: u64) -> Id {
+    pub fn open_device(&mut self, guid: u64) -> DeviceId {
         if let Some(&id) = self.device_by_guid.get(&guid) {
             return id;
         }
@@ -136,7 +133,7 @@ impl Local {
         id
     }
 
-    pub fn ports_of_device(&self, dev: Id) -> Vec<Id> {
+    pub fn ports_of_device(&self, dev: DeviceId) -> Vec<PortId> {
         self.ports
             .iter()
             .filter(|(_, p)| p.device == dev)
@@ -145,14 +142,14 @@ impl Local {
     }
 
     /// Forgets a device whose ports are closed.
-    pub fn remove_device(&mut self, dev: Id) {
+    pub fn remove_device(&mut self, dev: DeviceId) {
         if let Some(guid) = self.devices.remove(&dev) {
             self.device_by_guid.remove(&guid);
             log::debug!("device {guid:#018x} closed");
         }
     }
 
-    pub fn add_port(&mut self, dev: Id, info: PortInfo) -> Result<Id, Refused> {
+    pub fn add_port(&mut self, dev: DeviceId, info: PortInfo) -> Result<PortId, Refused> {
         let guid = *self.devices.get(&dev).ok_or(Refused::UnknownDevice)?;
         if !info.link_layer_ib {
             return Err(Refused::NotInfiniband(info.link_layer));
@@ -179,13 +176,13 @@ impl Local {
     }
 
     /// Forgets a port whose endpoints are closed.
-    pub fn remove_port(&mut self, port: Id) {
+    pub fn remove_port(&mut self, port: PortId) {
         if let Some(p) = self.ports.remove(&port) {
             log::debug!("port {} closed", p.info.port_num);
         }
     }
 
-    pub fn add_endpoint(&mut self, port: Id, pkey: u16) -> Option<Id> {
+    pub fn add_endpoint(&mut self, port: PortId, pkey: u16) -> Option<EndpointId> {
         let id = self.new_id();
         let p = self.ports.get_mut(&port)?;
         p.endpoints.push(id);
@@ -200,7 +197,7 @@ impl Local {
     }
 
     /// Forgets an endpoint whose addresses are removed.
-    pub fn remove_endpoint(&mut self, ep: Id) {
+    pub fn remove_endpoint(&mut self, ep: EndpointId) {
         if let Some(e) = self.endpoints.remove(&ep) {
             if let Some(p) = self.ports.get_mut(&e.port) {
                 p.endpoints.retain(|&x| x != ep);
@@ -210,7 +207,7 @@ impl Local {
 
     /// The daemon may add an address it already has (after a netlink
     /// overrun); that gets a handle of its own.
-    pub fn add_address(&mut self, ep: Id, address: Address) -> Option<Id> {
+    pub fn add_address(&mut self, ep: EndpointId, address: Address) -> Option<AddressId> {
         let id = self.new_id();
         let e = self.endpoints.get_mut(&ep)?;
         e.addresses.push(id);
@@ -226,7 +223,7 @@ impl Local {
         Some(id)
     }
 
-    pub fn remove_address(&mut self, addr: Id) -> Option<LocalAddress> {
+    pub fn remove_address(&mut self, addr: AddressId) -> Option<LocalAddress> {
         let a = self.addresses.remove(&addr)?;
         if let Some(ids) = self.by_address.get_mut(&a.address) {
             ids.retain(|&x| x != addr);
@@ -241,7 +238,7 @@ impl Local {
         Some(a)
     }
 
-    pub fn port(&self, port: Id) -> Option<&Port> {
+    pub fn port(&self, port: PortId) -> Option<&Port> {
         self.ports.get(&port)
     }
 
@@ -249,32 +246,32 @@ impl Local {
         self.ports.values()
     }
 
-    pub fn endpoint(&self, ep: Id) -> Option<&Endpoint> {
+    pub fn endpoint(&self, ep: EndpointId) -> Option<&Endpoint> {
         self.endpoints.get(&ep)
     }
 
-    pub fn endpoint_ids(&self) -> impl Iterator<Item = Id> + '_ {
+    pub fn endpoint_ids(&self) -> impl Iterator<Item = EndpointId> + '_ {
         self.endpoints.keys().copied()
     }
 
-    pub fn address(&self, addr: Id) -> Option<&LocalAddress> {
+    pub fn address(&self, addr: AddressId) -> Option<&LocalAddress> {
         self.addresses.get(&addr)
     }
 
     /// The endpoint that a request made for local address `addr` comes from.
     #[inline]
-    pub fn endpoint_of(&self, addr: Id) -> Option<Id> {
+    pub fn endpoint_of(&self, addr: AddressId) -> Option<EndpointId> {
         self.addresses.get(&addr).map(|a| a.endpoint)
     }
 
     /// The port of endpoint `ep`.
-    pub fn port_of(&self, ep: Id) -> Option<&PortInfo> {
+    pub fn port_of(&self, ep: EndpointId) -> Option<&PortInfo> {
         let e = self.endpoints.get(&ep)?;
         self.ports.get(&e.port).map(|p| &p.info)
     }
 
     /// The addresses of endpoint `ep`.
-    pub fn addresses_of(&self, ep: Id) -> impl Iterator<Item = &Address> {
+    pub fn addresses_of(&self, ep: EndpointId) -> impl Iterator<Item = &Address> {
         self.endpoints
             .get(&ep)
             .into_iter()
@@ -316,7 +313,7 @@ impl Local {
     }
 
     /// The endpoint that holds `address`, if this host holds it.
-    pub fn holder(&self, address: &Address) -> Option<Id> {
+    pub fn holder(&self, address: &Address) -> Option<EndpointId> {
         let id = self.by_address.get(address)?.first()?;
         self.addresses.get(id).map(|a| a.endpoint)
     }
@@ -341,7 +338,7 @@ impl Local {
     /// An address of endpoint `ep` to send to `to` from, so the peer sees
     /// the query come from an address the query's record lists. Link-local
     /// destinations are left to the kernel, which picks the link's own.
-    pub fn source_for(&self, ep: Id, to: IpAddr) -> Option<IpAddr> {
+    pub fn source_for(&self, ep: EndpointId, to: IpAddr) -> Option<IpAddr> {
         if is_link_local(to) {
             return None;
         }
@@ -352,8 +349,8 @@ impl Local {
 
     /// An endpoint to send to `to` from: one with an address of `to`'s
     /// family if there is one.
-    pub fn endpoint_for(&self, to: IpAddr) -> Option<Id> {
-        let same_family = |&ep: &Id| {
+    pub fn endpoint_for(&self, to: IpAddr) -> Option<EndpointId> {
+        let same_family = |&ep: &EndpointId| {
             self.addresses_of(ep)
                 .filter_map(ip_of)
                 .any(|ip| ip.is_ipv4() == to.is_ipv4())

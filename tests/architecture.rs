@@ -33,7 +33,7 @@ const ALLOWED: &[(&str, &[&str])] = &[
 /// knowledge of the provider's components.
 const SHARED: &[&str] = &[
     "addr", "ib", "bounded", "fastmap", "summary", "threads", "host", "log", "metrics", "entropy",
-    "buggify",
+    "buggify", "handle",
 ];
 
 fn sources(dir: &Path, out: &mut Vec<PathBuf>) {

@@ -11,8 +11,9 @@ mod verbs;
 use crate::addr::{Address, ADDR_LEN};
 use crate::config::Config;
 use crate::engine::Engine;
+use crate::handle::Handle;
 use crate::host::{Host, COUNTERS};
-use crate::local::{Id, Refused};
+use crate::local::Refused;
 use crate::request::msg::{self, MsgBuf};
 use crate::runtime::Runtime;
 use crate::threads::panic_message;
@@ -81,16 +82,18 @@ static ON_UNLOAD: extern "C" fn() = on_unload;
 /// Contexts handed to the daemon are engine ids: never zero, never
 /// dereferenced, so a stale one is an unknown id rather than a dangling
 /// pointer.
-fn to_ctx(id: Id) -> *mut c_void {
-    id as usize as *mut c_void
+fn to_ctx(id: impl Handle) -> *mut c_void {
+    id.raw() as usize as *mut c_void
 }
 
-fn from_ctx(ctx: *mut c_void) -> Id {
-    ctx as usize as Id
+/// The handle of the kind the callback takes; one of another kind (or
+/// NULL) names nothing the engine knows.
+fn from_ctx<H: Handle>(ctx: *mut c_void) -> H {
+    H::from_raw(ctx as usize as u64)
 }
 
 /// Stores a context through the daemon's out-pointer.
-fn set_ctx(out: *mut *mut c_void, id: Id) -> c_int {
+fn set_ctx(out: *mut *mut c_void, id: impl Handle) -> c_int {
     if out.is_null() {
         log::error!("NULL context out-pointer");
         return -1;
@@ -446,8 +449,10 @@ mod tests {
 
     #[test]
     fn contexts_are_never_null() {
-        assert!(!to_ctx(1).is_null());
-        assert_eq!(from_ctx(to_ctx(42)), 42);
+        use crate::handle::AddressId;
+        assert!(!to_ctx(AddressId::from_raw(1)).is_null());
+        let back: AddressId = from_ctx(to_ctx(AddressId::from_raw(42)));
+        assert_eq!(back, AddressId::from_raw(42));
     }
 
     #[test]

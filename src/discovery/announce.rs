@@ -9,7 +9,8 @@ use super::wire::{
 use super::{Datagram, Families};
 use crate::addr::{Address, Gid};
 use crate::fastmap::Set;
-use crate::local::{ip_of, Id, Local};
+use crate::handle::EndpointId;
+use crate::local::{ip_of, Local};
 use std::collections::VecDeque;
 use std::time::{Duration, Instant};
 
@@ -180,7 +181,7 @@ impl Announcer {
     /// all of them). The daemon removes an endpoint's addresses one call at
     /// a time; they leave together a moment later, in one record per
     /// endpoint.
-    pub fn withdraw(&mut self, local: &Local, ep: Id, only: Option<&Address>) {
+    pub fn withdraw(&mut self, local: &Local, ep: EndpointId, only: Option<&Address>) {
         let Some(port) = local.port_of(ep) else {
             return;
         };

@@ -17,7 +17,8 @@ use super::{Datagram, Discovery, Outcome};
 use crate::addr::{Address, Gid};
 use crate::buggify::Fault;
 use crate::config::{Derivation, NameLookup};
-use crate::local::{ip_of, Id, Local};
+use crate::handle::EndpointId;
+use crate::local::{ip_of, Local};
 use acm_prov_sys::{ACM_STATUS_ENODATA, ACM_STATUS_ETIMEDOUT};
 use std::net::SocketAddr;
 use std::num::NonZeroU64;
@@ -68,7 +69,7 @@ impl Discovery {
     /// the queries carry), unless one is in flight. The caller has made
     /// sure of [`Discovery::lookup_room`]; the lookup ends with an
     /// [`Outcome`], maybe at once.
-    pub fn start_lookup(&mut self, local: &Local, ep: Id, key: Address, now: Instant) {
+    pub fn start_lookup(&mut self, local: &Local, ep: EndpointId, key: Address, now: Instant) {
         if self.state.lookups.contains_key(&key) {
             return;
         }
@@ -201,7 +202,7 @@ impl Discovery {
         target: Address,
         to: Option<SocketAddr>,
         purpose: Purpose,
-        ep: Id,
+        ep: EndpointId,
         now: Instant,
     ) -> Option<NonZeroU64> {
         let txid = self.state.new_txid();
@@ -365,11 +366,11 @@ impl Discovery {
     pub fn endpoint_closed(
         &mut self,
         local: &Local,
-        ep: Id,
-        carrier: impl Fn(&Address) -> Option<Id>,
+        ep: EndpointId,
+        carrier: impl Fn(&Address) -> Option<EndpointId>,
     ) {
         let mut gone = Vec::new();
-        let mut moved: Vec<(NonZeroU64, Id)> = Vec::new();
+        let mut moved: Vec<(NonZeroU64, EndpointId)> = Vec::new();
         for (key, l) in self.state.lookups.iter_mut() {
             if l.endpoint != ep {
                 continue;

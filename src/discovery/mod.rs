@@ -35,7 +35,8 @@ use crate::addr::Address;
 use crate::buggify::{Buggify, Fault};
 use crate::config::Config;
 use crate::entropy::Seed;
-use crate::local::{Id, Local};
+use crate::handle::EndpointId;
+use crate::local::Local;
 use crate::summary::Summary;
 use announce::Announcer;
 use auth::Auth;
@@ -160,7 +161,11 @@ pub struct Discovery {
 
 /// The record of endpoint `ep`: its port's GID, LID, MTU and rate, its
 /// partition and up to eight of its addresses (`first` among them).
-pub fn record_for(local: &Local, ep: Id, first: Option<&Address>) -> Option<EndpointRecord> {
+pub fn record_for(
+    local: &Local,
+    ep: EndpointId,
+    first: Option<&Address>,
+) -> Option<EndpointRecord> {
     let e = local.endpoint(ep)?;
     let port = &local.port(e.port)?.info;
     let mut addresses: Vec<WireAddress> = first
@@ -356,7 +361,7 @@ impl Discovery {
 
     /// Withdraws addresses of endpoint `ep` (`only` one, or all): call
     /// before they leave `local`.
-    pub fn withdraw(&mut self, local: &Local, ep: Id, only: Option<&Address>) {
+    pub fn withdraw(&mut self, local: &Local, ep: EndpointId, only: Option<&Address>) {
         if self.is_up() {
             self.announcer.withdraw(local, ep, only);
         }

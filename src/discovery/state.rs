@@ -11,7 +11,7 @@ use crate::addr::{Address, Gid};
 use crate::bounded::Expiring;
 use crate::entropy::Seed;
 use crate::fastmap::Map;
-use crate::local::Id;
+use crate::handle::EndpointId;
 use std::net::{IpAddr, SocketAddr};
 use std::num::NonZeroU64;
 use std::time::Instant;
@@ -118,7 +118,7 @@ pub struct Lookup {
     /// (urdma_retries + 1)` after it began, however many hosts answered.
     pub deadline: Instant,
     /// The endpoint whose record the queries carry.
-    pub endpoint: Id,
+    pub endpoint: EndpointId,
     /// How the current stage ends if nothing binds: ENODATA while every
     /// probe of it that ended was told no, ETIMEDOUT once one could not
     /// find out (no answer, an ICMP error, a group query's time up).
@@ -173,7 +173,7 @@ pub struct Probe {
     /// When it is sent again or given up.
     pub deadline: Instant,
     /// The endpoint whose record the query carries.
-    pub endpoint: Id,
+    pub endpoint: EndpointId,
     /// A group query that some host answered: it is not sent again.
     pub answered: bool,
 }

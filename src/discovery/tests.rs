@@ -9,8 +9,9 @@ use crate::addr::{Address, Gid};
 use crate::config::hosts::Hosts;
 use crate::config::{Config, Derivation, NameLookup};
 use crate::engine::{Effects, Engine};
+use crate::handle::{AddressId, EndpointId};
 use crate::host::FakeHost;
-use crate::local::{Id, PortInfo};
+use crate::local::PortInfo;
 use crate::request::msg::tests::{addr_entry, request};
 use crate::request::msg::MsgBuf;
 use crate::request::path::PathRecord;
@@ -27,8 +28,8 @@ const PEER_IP: [u8; 4] = [10, 0, 0, 2];
 
 struct Fixture {
     e: Engine<FakeHost>,
-    ep: Id,
-    addr: Id,
+    ep: EndpointId,
+    addr: AddressId,
     t0: Instant,
 }
 
@@ -38,7 +39,7 @@ fn fixture(cfg: Config) -> Fixture {
 
 /// Device 1, its port 1 with GID `gid`, one endpoint holding 10.0.0.1
 /// and `node-a`: the endpoint and its IPv4 address.
-fn bring_up(e: &mut Engine<FakeHost>, gid: &str) -> (Id, Id) {
+fn bring_up(e: &mut Engine<FakeHost>, gid: &str) -> (EndpointId, AddressId) {
     let dev = e.open_device(1);
     let info = PortInfo::infiniband(1, gid.parse().unwrap());
     let port = e.open_port(dev, info).unwrap();
@@ -1280,7 +1281,7 @@ fn port_cycles_with_lookups_pending_leave_nothing_behind() {
         f.e.resolve(addr, &ip_request(PEER_IP, 0, i), i);
         let port = f.e.local().endpoint(ep).unwrap().port;
         let dev = f.e.local().port(port).unwrap().device;
-        let ids: Vec<Id> = f.e.local().endpoint(ep).unwrap().addresses.to_vec();
+        let ids: Vec<AddressId> = f.e.local().endpoint(ep).unwrap().addresses.to_vec();
         for a in ids {
             f.e.remove_address(a);
         }

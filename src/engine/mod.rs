@@ -39,8 +39,9 @@ use crate::discovery::state::NeighbourJob;
 use crate::discovery::{Discovery, Families, NssError, Outcome};
 use crate::entropy::Seed;
 use crate::fastmap::Map;
+use crate::handle::{AddressId, DeviceId, EndpointId, PortId};
 use crate::host::{Counter, Host, COUNTERS};
-use crate::local::{Id, Local, Offer, PortInfo, Refused};
+use crate::local::{Local, Offer, PortInfo, Refused};
 use crate::request::cache::Cache;
 use crate::request::msg::MsgBuf;
 use crate::request::path::Dest;
@@ -60,7 +61,7 @@ const SWEEP_EVERY: Duration = Duration::from_secs(1);
 /// A request waiting for a lookup.
 #[derive(Clone, Debug)]
 pub struct Waiter {
-    pub endpoint: Id,
+    pub endpoint: EndpointId,
     /// The daemon's request id (0 is the kernel).
     pub id: u64,
     pub request: MsgBuf,
@@ -81,11 +82,11 @@ pub struct Engine<H: Host> {
     replies: Vec<Outgoing>,
     /// Counters per endpoint. Every request bumps two or three, and
     /// endpoints are few: a short scan costs less than hashing each time.
-    counters: Vec<(Id, [u64; COUNTERS])>,
+    counters: Vec<(EndpointId, [u64; COUNTERS])>,
     /// The address context of the last request, its endpoint and the slot
     /// of that endpoint's counters (see [`Engine::source`]). Forgotten
     /// whenever an address is removed or the counters move.
-    last_source: Option<(Id, Id, usize)>,
+    last_source: Option<(AddressId, EndpointId, usize)>,
     /// Every deadline, for [`Effects::deadline`].
     timers: Timers,
     /// The time of the latest input that had one: what is due "at once"
@@ -177,11 +178,11 @@ impl<H: Host> Engine<H> {
         self.clock = Some(self.clock.map_or(now, |c| c.max(now)));
     }
 
-    pub fn open_device(&mut self, guid: u64) -> Id {
+    pub fn open_device(&mut self, guid: u64) -> DeviceId {
         self.local.open_device(guid)
     }
 
-    pub fn close_device(&mut self, dev: Id) {
+    pub fn close_device(&mut self, dev: DeviceId) {
         self.dirty = true;
         for p in self.local.ports_of_device(dev) {
             self.close_port(p);
@@ -189,7 +190,7 @@ impl<H: Host> Engine<H> {
         self.local.remove_device(dev);
     }
 
-    pub fn open_port(&mut self, dev: Id, info: PortInfo) -> Result<Id, Refused> {
+    pub fn open_port(&mut self, dev: DeviceId, info: PortInfo) -> Result<PortId, Refused> {
         let id = self.local.add_port(dev, info)?;
         self.dirty = true;
         // Paths to this host's own addresses may now lead elsewhere.
@@ -198,7 +199,7 @@ impl<H: Host> Engine<H> {
         Ok(id)
     }
 
-    pub fn close_port(&mut self, port: Id) {
+    pub fn close_port(&mut self, port: PortId) {
         self.dirty = true;
         let Some(p) = self.local.port(port) else {
             return;
@@ -210,7 +211,7 @@ impl<H: Host> Engine<H> {
         self.cache.flush_all();
     }
 
-    pub fn open_endpoint(&mut self, port: Id, pkey: u16) -> Option<Id> {
+    pub fn open_endpoint(&mut self, port: PortId, pkey: u16) -> Option<EndpointId> {
         let id = self.local.add_endpoint(port, pkey)?;
         self.counters.push((id, [0; COUNTERS]));
         Some(id)
@@ -218,7 +219,7 @@ impl<H: Host> Engine<H> {
 
     /// Closing an endpoint answers every request still waiting on it: its
     /// port is going down.
-    pub fn close_endpoint(&mut self, ep: Id) {
+    pub fn close_endpoint(&mut self, ep: EndpointId) {
         self.dirty = true;
         let Some(e) = self.local.endpoint(ep) else {
             return;
@@ -237,7 +238,7 @@ impl<H: Host> Engine<H> {
 
     /// Adds one of this host's addresses. The daemon may add an address it
     /// already has (after a netlink overrun); that returns a fresh handle.
-    pub fn add_address(&mut self, ep: Id, address: Address) -> Option<Id> {
+    pub fn add_address(&mut self, ep: EndpointId, address: Address) -> Option<AddressId> {
         let id = self.local.add_address(ep, address)?;
         self.dirty = true;
         self.cache.flush_all();
@@ -245,7 +246,7 @@ impl<H: Host> Engine<H> {
         Some(id)
     }
 
-    pub fn remove_address(&mut self, addr: Id) {
+    pub fn remove_address(&mut self, addr: AddressId) {
         self.dirty = true;
         if let Some(a) = self.local.address(addr) {
             let (ep, address) = (a.endpoint, a.address.clone());
@@ -254,14 +255,14 @@ impl<H: Host> Engine<H> {
         self.forget_address(addr);
     }
 
-    fn forget_address(&mut self, addr: Id) {
+    fn forget_address(&mut self, addr: AddressId) {
         self.last_source = None;
         if self.local.remove_address(addr).is_some() {
             self.cache.flush_all();
         }
     }
 
-    pub fn handle_event(&mut self, port: Id, event: u32) {
+    pub fn handle_event(&mut self, port: PortId, event: u32) {
         let Some(p) = self.local.port(port) else {
             return;
         };
@@ -281,20 +282,20 @@ impl<H: Host> Engine<H> {
     }
 
     /// The seven `ACM_CNTR_*` counters of an endpoint, host order.
-    pub fn counters(&self, ep: Id) -> Option<[u64; COUNTERS]> {
+    pub fn counters(&self, ep: EndpointId) -> Option<[u64; COUNTERS]> {
         self.counters
             .iter()
             .find(|(id, _)| *id == ep)
             .map(|(_, c)| *c)
     }
 
-    fn count(&mut self, ep: Id, c: Counter) {
+    fn count(&mut self, ep: EndpointId, c: Counter) {
         let slot = self.counter_slot(ep);
         self.bump(slot, c);
     }
 
     /// Where the counters of `ep` are; out of range if nowhere.
-    fn counter_slot(&self, ep: Id) -> usize {
+    fn counter_slot(&self, ep: EndpointId) -> usize {
         self.counters
             .iter()
             .position(|(id, _)| *id == ep)
@@ -306,7 +307,7 @@ impl<H: Host> Engine<H> {
     /// for the next request, which mostly comes from the same address (the
     /// lookups were a tenth of a cache hit).
     #[inline]
-    fn source(&mut self, addr: Id) -> Option<(Id, usize)> {
+    fn source(&mut self, addr: AddressId) -> Option<(EndpointId, usize)> {
         match self.last_source {
             Some((a, ep, slot)) if a == addr => Some((ep, slot)),
             _ => {
@@ -344,7 +345,7 @@ impl<H: Host> Engine<H> {
     }
 
     /// Counts a reply's status the way `ib_acme -P` reports it.
-    fn count_status(&mut self, ep: Id, status: u8) {
+    fn count_status(&mut self, ep: EndpointId, status: u8) {
         match u32::from(status) {
             ACM_STATUS_SUCCESS => {}
             ACM_STATUS_ENODATA => self.count(ep, Counter::NoData),
@@ -548,7 +549,7 @@ impl<H: Host> Engine<H> {
 
     /// Answers, with `status`, every request waiting on endpoint `ep`; the
     /// lookups they waited for go on for others or end.
-    fn abandon_waiters(&mut self, ep: Id, status: u8) {
+    fn abandon_waiters(&mut self, ep: EndpointId, status: u8) {
         let mut orphaned = Vec::new();
         self.waiting.retain(|_, waiters| {
             let (theirs, rest): (Vec<Waiter>, Vec<Waiter>) =

@@ -7,9 +7,9 @@
 use super::{Engine, Outgoing, Reply, Waiter};
 use crate::addr::Address;
 use crate::discovery::state::Learned;
+use crate::handle::{AddressId, EndpointId};
 use crate::host::{Counter, Host};
 use crate::ib;
-use crate::local::Id;
 use crate::request::cache::{Entry, Lookup};
 use crate::request::msg::{self, MsgBuf, Rejected, ResolveRequest, Target};
 use crate::request::path::{Dest, PathRecord, PATH_RECORD_LEN};
@@ -50,12 +50,18 @@ impl<H: Host> Engine<H> {
     /// Handles a `resolve` made on behalf of the local address `addr`, at
     /// the current time (tests, benchmarks). `None`: the request waits for
     /// a lookup and is answered later through the effects.
-    pub fn resolve(&mut self, addr: Id, req: &MsgBuf, id: u64) -> Option<MsgBuf> {
+    pub fn resolve(&mut self, addr: AddressId, req: &MsgBuf, id: u64) -> Option<MsgBuf> {
         self.resolve_at(addr, req, id, Instant::now())
     }
 
     /// [`Engine::resolve`] at `now`.
-    pub fn resolve_at(&mut self, addr: Id, req: &MsgBuf, id: u64, now: Instant) -> Option<MsgBuf> {
+    pub fn resolve_at(
+        &mut self,
+        addr: AddressId,
+        req: &MsgBuf,
+        id: u64,
+        now: Instant,
+    ) -> Option<MsgBuf> {
         let mut msg = req.clone();
         self.resolve_in_place(addr, &mut msg, id, now)
             .then_some(msg)
@@ -68,7 +74,13 @@ impl<H: Host> Engine<H> {
     /// Inlined into the daemon's callback, its one caller there: one call
     /// frame less per request.
     #[inline]
-    pub fn resolve_in_place(&mut self, addr: Id, msg: &mut MsgBuf, id: u64, now: Instant) -> bool {
+    pub fn resolve_in_place(
+        &mut self,
+        addr: AddressId,
+        msg: &mut MsgBuf,
+        id: u64,
+        now: Instant,
+    ) -> bool {
         let Some((ep, slot)) = self.source(addr) else {
             log::error!("resolve for an address context this provider does not know");
             msg.make_resolve_error(ACM_STATUS_ESRCADDR as u8);
@@ -113,13 +125,13 @@ impl<H: Host> Engine<H> {
 
     /// Handles a `query` (`ib_acme -v`) at the current time (tests): see
     /// [`Engine::query_at`].
-    pub fn query(&mut self, addr: Id, req: &MsgBuf) -> Reply {
+    pub fn query(&mut self, addr: AddressId, req: &MsgBuf) -> Reply {
         self.query_at(addr, req, Instant::now())
     }
 
     /// Handles a `query` (`ib_acme -v`): there is no SA to ask, so the
     /// record is checked against what this provider would build.
-    pub fn query_at(&mut self, addr: Id, req: &MsgBuf, now: Instant) -> Reply {
+    pub fn query_at(&mut self, addr: AddressId, req: &MsgBuf, now: Instant) -> Reply {
         let Some((ep, slot)) = self.source(addr) else {
             log::error!("query for an address context this provider does not know");
             return Reply(msg::query_reply(req, ACM_STATUS_ESRCADDR as u8, None));
@@ -161,7 +173,7 @@ impl<H: Host> Engine<H> {
     /// (`waiter`: its daemon id and message, copied only if it must wait).
     fn route(
         &mut self,
-        ep: Id,
+        ep: EndpointId,
         req: ResolveRequest,
         waiter: Option<(u64, &MsgBuf)>,
         now: Instant,
@@ -226,7 +238,7 @@ impl<H: Host> Engine<H> {
     /// lookup serves the next one.
     fn look_up(
         &mut self,
-        ep: Id,
+        ep: EndpointId,
         key: Address,
         waiter: Option<(u64, &MsgBuf)>,
         echo_source: Option<usize>,
@@ -271,7 +283,7 @@ impl<H: Host> Engine<H> {
 
     fn build_and_cache(
         &mut self,
-        ep: Id,
+        ep: EndpointId,
         key: Address,
         dest: Dest,
         reconfirm_at: Option<Instant>,
@@ -298,7 +310,7 @@ impl<H: Host> Engine<H> {
     /// Where a destination is: this host's own addresses and ports first
     /// (preferring the source's partition), then the hosts file, then what
     /// discovery learned.
-    fn find(&mut self, ep: Id, dest: &Address, now: Instant) -> Found {
+    fn find(&mut self, ep: EndpointId, dest: &Address, now: Instant) -> Found {
         let Some(pkey) = self.local.endpoint(ep).map(|e| e.pkey) else {
             return Found::Unknown;
         };
@@ -326,7 +338,7 @@ impl<H: Host> Engine<H> {
         }
     }
 
-    fn build_path(&self, ep: Id, dest: Dest) -> Result<PathRecord, Rejected> {
+    fn build_path(&self, ep: EndpointId, dest: Dest) -> Result<PathRecord, Rejected> {
         let (Some(e), Some(port)) = (self.local.endpoint(ep), self.local.port_of(ep)) else {
             return Err(rejected(
                 ACM_STATUS_ESRCADDR,

@@ -2,6 +2,7 @@ use super::*;
 use crate::addr::Gid;
 use crate::config::Lifetime;
 use crate::discovery::state::NssJob;
+use crate::handle::{AddressId, DeviceId, EndpointId, Handle, PortId};
 use crate::host::FakeHost;
 use crate::request::msg::tests::{addr_entry, request};
 use crate::request::msg::Entry;
@@ -23,10 +24,10 @@ fn port(gid: &str) -> PortInfo {
 struct Fixture {
     e: Engine<FakeHost>,
     /// Address contexts of 10.0.0.1 and node1 on urdma0.
-    ip: Id,
-    name: Id,
-    ep: Id,
-    port: Id,
+    ip: AddressId,
+    name: AddressId,
+    ep: EndpointId,
+    port: PortId,
 }
 
 fn fixture_with(cfg: Config, port0: PortInfo) -> Fixture {
@@ -78,7 +79,7 @@ fn path_req(path: PathRecord, flags: u32) -> MsgBuf {
 }
 
 /// A resolve that must be answered at once (no lookup involved).
-fn res(e: &mut Engine<FakeHost>, addr: Id, req: &MsgBuf) -> Reply {
+fn res(e: &mut Engine<FakeHost>, addr: AddressId, req: &MsgBuf) -> Reply {
     Reply(e.resolve(addr, req, 1).expect("answered at once"))
 }
 
@@ -344,7 +345,10 @@ fn devices_are_idempotent_and_bad_ports_refused() {
         Err(Refused::NotInfiniband("Ethernet"))
     );
     assert_eq!(f.e.open_port(dev, port("::")), Err(Refused::NoGid));
-    assert_eq!(f.e.open_port(999, port(GID0)), Err(Refused::UnknownDevice));
+    assert_eq!(
+        f.e.open_port(DeviceId::from_raw(999), port(GID0)),
+        Err(Refused::UnknownDevice)
+    );
 }
 
 #[test]

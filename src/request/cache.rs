@@ -4,11 +4,9 @@
 use crate::addr::{Address, EntryAddress};
 use crate::bounded::Order;
 use crate::fastmap::Map;
+use crate::handle::EndpointId;
 use crate::request::path::{Dest, PathRecord, PATH_RECORD_LEN};
 use std::time::Instant;
-
-/// Opaque endpoint key of the cache.
-pub type EndpointKey = u64;
 
 #[derive(Clone, Debug)]
 pub struct Entry {
@@ -131,8 +129,8 @@ pub enum Lookup {
 /// the sweep removes what expired in time proportional to what it removes,
 /// and a full cache drops its oldest entry. Hits never touch the order.
 pub struct Cache {
-    per_endpoint: Vec<(EndpointKey, Table)>,
-    order: Order<(EndpointKey, Address)>,
+    per_endpoint: Vec<(EndpointId, Table)>,
+    order: Order<(EndpointId, Address)>,
     len: usize,
     cap: usize,
     /// Entries dropped to make room.
@@ -162,7 +160,7 @@ impl Cache {
     /// without copying the entry or changing the cache, so that a hit can
     /// be answered straight from [`Entry::wire`].
     #[inline]
-    pub fn hit(&self, ep: EndpointKey, dest: &Address, now: Instant) -> Option<&Entry> {
+    pub fn hit(&self, ep: EndpointId, dest: &Address, now: Instant) -> Option<&Entry> {
         let (_, map) = self.per_endpoint.iter().find(|(k, _)| *k == ep)?;
         map.get(dest)
             .filter(|e| live(e.addr_expires, now) && live(e.route_expires, now))
@@ -172,7 +170,7 @@ impl Cache {
     #[inline]
     pub fn hit_entry(
         &self,
-        ep: EndpointKey,
+        ep: EndpointId,
         dest: EntryAddress<'_>,
         now: Instant,
     ) -> Option<&Entry> {
@@ -181,7 +179,7 @@ impl Cache {
             .filter(|e| live(e.addr_expires, now) && live(e.route_expires, now))
     }
 
-    pub fn lookup(&mut self, ep: EndpointKey, dest: &Address, now: Instant) -> Lookup {
+    pub fn lookup(&mut self, ep: EndpointId, dest: &Address, now: Instant) -> Lookup {
         let Some((_, map)) = self.per_endpoint.iter_mut().find(|(k, _)| *k == ep) else {
             return Lookup::Miss;
         };
@@ -200,7 +198,7 @@ impl Cache {
         }
     }
 
-    pub fn insert(&mut self, ep: EndpointKey, dest: Address, mut entry: Entry) {
+    pub fn insert(&mut self, ep: EndpointId, dest: Address, mut entry: Entry) {
         let i = match self.per_endpoint.iter().position(|(k, _)| *k == ep) {
             Some(i) => i,
             None => {
@@ -222,8 +220,8 @@ impl Cache {
 
     /// The entry of `ep` for `a`.
     fn entry<'a>(
-        tables: &'a [(EndpointKey, Table)],
-        (ep, a): &(EndpointKey, Address),
+        tables: &'a [(EndpointId, Table)],
+        (ep, a): &(EndpointId, Address),
     ) -> Option<&'a Entry> {
         tables
             .iter()
@@ -232,11 +230,11 @@ impl Cache {
     }
 
     /// Whether `seq` is the stamp of the live entry of `key`.
-    fn is_at(tables: &[(EndpointKey, Table)], seq: u64, key: &(EndpointKey, Address)) -> bool {
+    fn is_at(tables: &[(EndpointId, Table)], seq: u64, key: &(EndpointId, Address)) -> bool {
         Self::entry(tables, key).is_some_and(|e| e.seq == seq)
     }
 
-    fn remove_at(&mut self, ep: EndpointKey, a: &Address) -> Option<Entry> {
+    fn remove_at(&mut self, ep: EndpointId, a: &Address) -> Option<Entry> {
         let (_, m) = self.per_endpoint.iter_mut().find(|(k, _)| *k == ep)?;
         let e = m.remove(a)?;
         self.len -= 1;
@@ -279,7 +277,7 @@ impl Cache {
         n
     }
 
-    pub fn flush_endpoint(&mut self, ep: EndpointKey) -> usize {
+    pub fn flush_endpoint(&mut self, ep: EndpointId) -> usize {
         match self.per_endpoint.iter().position(|(k, _)| *k == ep) {
             Some(i) => {
                 let n = self.per_endpoint.swap_remove(i).1.len();
@@ -314,6 +312,11 @@ impl Cache {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::handle::Handle;
+
+    fn ep(n: u64) -> EndpointId {
+        EndpointId::from_raw(n)
+    }
     use std::time::Duration;
 
     #[test]
@@ -332,7 +335,7 @@ mod tests {
             rate: None,
         };
         c.insert(
-            1,
+            ep(1),
             dest.clone(),
             Entry::new(
                 path,
@@ -341,31 +344,41 @@ mod tests {
                 Some(now + Duration::from_secs(10)),
             ),
         );
-        assert_eq!(c.hit(1, &dest, now).map(|e| e.wire), Some(path.encode()));
-        assert!(c.hit(2, &dest, now).is_none(), "keyed by endpoint");
-        assert!(c.hit(1, &dest, now + Duration::from_secs(11)).is_none());
-        assert!(c.hit(1, &dest, now + Duration::from_secs(61)).is_none());
-        assert_eq!(c.lookup(1, &dest, now), Lookup::Route(path, path.encode()));
-        assert_eq!(c.lookup(2, &dest, now), Lookup::Miss, "keyed by endpoint");
         assert_eq!(
-            c.lookup(1, &dest, now + Duration::from_secs(11)),
+            c.hit(ep(1), &dest, now).map(|e| e.wire),
+            Some(path.encode())
+        );
+        assert!(c.hit(ep(2), &dest, now).is_none(), "keyed by endpoint");
+        assert!(c.hit(ep(1), &dest, now + Duration::from_secs(11)).is_none());
+        assert!(c.hit(ep(1), &dest, now + Duration::from_secs(61)).is_none());
+        assert_eq!(
+            c.lookup(ep(1), &dest, now),
+            Lookup::Route(path, path.encode())
+        );
+        assert_eq!(
+            c.lookup(ep(2), &dest, now),
+            Lookup::Miss,
+            "keyed by endpoint"
+        );
+        assert_eq!(
+            c.lookup(ep(1), &dest, now + Duration::from_secs(11)),
             Lookup::Address(to)
         );
         assert_eq!(
-            c.lookup(1, &dest, now + Duration::from_secs(61)),
+            c.lookup(ep(1), &dest, now + Duration::from_secs(61)),
             Lookup::Miss
         );
         assert!(c.is_empty(), "an expired binding is dropped");
-        c.insert(1, dest.clone(), Entry::new(path, to, None, None));
+        c.insert(ep(1), dest.clone(), Entry::new(path, to, None, None));
         assert_eq!(
-            c.lookup(1, &dest, now + Duration::from_secs(1 << 30)),
+            c.lookup(ep(1), &dest, now + Duration::from_secs(1 << 30)),
             Lookup::Route(path, path.encode())
         );
-        c.insert(2, dest.clone(), Entry::new(path, to, None, None));
+        c.insert(ep(2), dest.clone(), Entry::new(path, to, None, None));
         assert_eq!(c.evict(&dest), 2);
-        c.insert(1, dest.clone(), Entry::new(path, to, None, None));
-        assert_eq!(c.flush_endpoint(1), 1);
-        assert_eq!(c.lookup(1, &dest, now), Lookup::Miss);
+        c.insert(ep(1), dest.clone(), Entry::new(path, to, None, None));
+        assert_eq!(c.flush_endpoint(ep(1)), 1);
+        assert_eq!(c.lookup(ep(1), &dest, now), Lookup::Miss);
     }
 
     #[test]
@@ -388,7 +401,7 @@ mod tests {
                 rate: None,
             };
             c.insert(
-                1,
+                ep(1),
                 k.clone(),
                 Entry::new(PathRecord::default(), to, None, None),
             );
@@ -407,19 +420,22 @@ mod tests {
             wire(acm_prov_sys::ACM_ADDRESS_NAME, b"NODE2"),
         ];
         for (i, (k, (kind, info))) in keys.iter().zip(&entries).enumerate() {
-            assert_eq!(c.hit(1, k, now).map(|e| e.dest.lid), Some(i as u16));
+            assert_eq!(c.hit(ep(1), k, now).map(|e| e.dest.lid), Some(i as u16));
             let e = EntryAddress::check(*kind, info).unwrap();
-            assert_eq!(c.hit_entry(1, e, now).map(|e| e.dest.lid), Some(i as u16));
-            assert!(c.hit_entry(2, e, now).is_none(), "keyed by endpoint");
+            assert_eq!(
+                c.hit_entry(ep(1), e, now).map(|e| e.dest.lid),
+                Some(i as u16)
+            );
+            assert!(c.hit_entry(ep(2), e, now).is_none(), "keyed by endpoint");
         }
         let (kind, info) = wire(acm_prov_sys::ACM_ADDRESS_NAME, b"node3");
         let other = EntryAddress::check(kind, &info).unwrap();
-        assert!(c.hit_entry(1, other, now).is_none());
+        assert!(c.hit_entry(ep(1), other, now).is_none());
         assert_eq!(c.evict(&Address::name("NODE2").unwrap()), 1);
         assert_eq!(c.evict(&keys[3]), 1);
         assert_eq!(c.len(), 3);
-        assert!(c.hit(1, &keys[3], now).is_none());
-        assert_eq!(c.hit(1, &keys[2], now).map(|e| e.dest.lid), Some(2));
+        assert!(c.hit(ep(1), &keys[3], now).is_none());
+        assert_eq!(c.hit(ep(1), &keys[2], now).map(|e| e.dest.lid), Some(2));
     }
 
     #[test]
@@ -442,14 +458,14 @@ mod tests {
         let mut c = Cache::new(3);
         for i in 0..5u8 {
             c.insert(
-                1,
+                ep(1),
                 Address::Ip4([10, 0, 0, i].into()),
                 entry(u64::from(i) + 1),
             );
         }
         assert_eq!((c.len(), c.evicted), (3, 2), "the two oldest made room");
         assert_eq!(
-            c.lookup(1, &Address::Ip4([10, 0, 0, 0].into()), now),
+            c.lookup(ep(1), &Address::Ip4([10, 0, 0, 0].into()), now),
             Lookup::Miss
         );
         c.sweep(now + Duration::from_millis(3500));
@@ -459,7 +475,7 @@ mod tests {
         assert_eq!((c.len(), c.expired), (0, 2));
         // Replacing one destination again and again keeps the order small.
         for _ in 0..10_000 {
-            c.insert(2, Address::Lid(5), entry(1000));
+            c.insert(ep(2), Address::Lid(5), entry(1000));
         }
         assert!(c.order.len() <= 2 * c.len() + 65);
     }

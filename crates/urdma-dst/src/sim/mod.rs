@@ -6,17 +6,18 @@
 use crate::net::{Conditions, Queue, Rng};
 mod derive;
 mod stack;
+mod tuning;
 
 use acm_prov_sys::{ACM_ADDRESS_IP, ACM_ADDRESS_IP6, ACM_ADDRESS_NAME, ACM_EP_FLAG_DEST};
 use ibacm_urdma::addr::{Address, Gid};
-use ibacm_urdma::buggify::{Fault, Injected};
-use ibacm_urdma::config::{Config, Derivation, NameLookup};
+use ibacm_urdma::buggify::Injected;
+use ibacm_urdma::config::{Config, NameLookup};
 use ibacm_urdma::discovery::auth::Sealer;
 use ibacm_urdma::discovery::state::NeighbourJob;
 use ibacm_urdma::discovery::NssError;
 use ibacm_urdma::engine::Engine;
+use ibacm_urdma::handle::AddressId;
 use ibacm_urdma::host::NullHost;
-use ibacm_urdma::local::Id;
 use ibacm_urdma::request::msg::{addr_entry, request};
 pub use stack::{Authenticated, Stack};
 use std::collections::{BTreeMap, HashMap};
@@ -24,6 +25,7 @@ use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+pub use tuning::{Faults, Tuning};
 
 pub const PORT: u16 = 6126;
 pub(crate) const MS: u64 = 1_000_000;
@@ -35,64 +37,6 @@ pub(crate) const NSS_DELAY: u64 = MS;
 pub struct Violation {
     pub at_ns: u64,
     pub what: String,
-}
-
-/// The parts of the engine's configuration the simulation varies.
-#[derive(Clone, Debug)]
-pub struct Tuning {
-    pub timeout_ms: u32,
-    pub retries: u32,
-    /// Tables small enough to fill in a run.
-    pub max_cached: usize,
-    pub max_learned: usize,
-    pub max_lookups: usize,
-    /// `urdma_reconfirm`.
-    pub reconfirm: Option<Duration>,
-    /// Names not found on the segment go to the system's resolver
-    /// (`urdma_name_lookup segment,nss`), which knows none of them (the
-    /// names are only in the hosts' ibacm_addr.cfg) unless `dns`.
-    pub nss: bool,
-    /// The resolver (a simulated DNS) knows every host's name and answers
-    /// with its addresses.
-    pub dns: bool,
-    /// Names are not asked of the segment: only of the resolver.
-    pub no_segment: bool,
-    pub stack: Stack,
-    pub auth: Option<Authenticated>,
-    /// Faults every engine injects into itself.
-    pub faults: Option<Faults>,
-    /// The derivation after discovery (`urdma_derive`), which every
-    /// host's GID then follows (`derive.rs`).
-    pub derive: Option<Derivation>,
-}
-
-/// Faults the engines inject into themselves (`ibacm_urdma::buggify`),
-/// each where it can with `percent` % chance.
-#[derive(Clone, Debug)]
-pub struct Faults {
-    pub enabled: Vec<Fault>,
-    pub percent: u8,
-}
-
-impl Default for Tuning {
-    fn default() -> Self {
-        let c = Config::default();
-        Tuning {
-            timeout_ms: c.timeout_ms,
-            retries: c.retries,
-            max_cached: c.max_cached,
-            max_learned: c.max_learned,
-            max_lookups: c.max_lookups,
-            reconfirm: c.reconfirm,
-            nss: false,
-            dns: false,
-            no_segment: false,
-            stack: Stack::V4,
-            auth: None,
-            faults: None,
-            derive: None,
-        }
-    }
 }
 
 pub enum Event {
@@ -151,7 +95,7 @@ pub(crate) struct SimHost {
     pub(crate) generation: u16,
     pub(crate) engine: Option<Engine<NullHost>>,
     /// The address context requests are made from.
-    pub(crate) source: Id,
+    pub(crate) source: Option<AddressId>,
     /// The timer queued for the engine, if any.
     pub(crate) timer_at: Option<u64>,
     /// Which half of a partition the host is in.
@@ -240,7 +184,7 @@ impl Sim {
                 name: format!("h{i}"),
                 generation: 0,
                 engine: None,
-                source: 0,
+                source: None,
                 timer_at: None,
                 side: i % 2 == 1,
                 sealer: None,
@@ -492,7 +436,9 @@ impl Sim {
             },
         );
         let now = self.instant(self.now);
-        let source = self.hosts[host].source;
+        let source = self.hosts[host]
+            .source
+            .expect("a started host has an address");
         let e = self.hosts[host].engine.as_mut().expect("up");
         if let Some(reply) = e.resolve_at(source, &req, id, now) {
             self.answer(id, &reply);

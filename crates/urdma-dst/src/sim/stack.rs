@@ -96,7 +96,7 @@ impl Sim {
             e.set_buggify(Buggify::new(seed, &f.enabled, f.percent));
         }
         e.set_discovery_up(stack.families(), self.instant(self.now));
-        self.hosts[host].source = source.expect("an address");
+        self.hosts[host].source = Some(source.expect("an address"));
         self.hosts[host].engine = Some(e);
         self.hosts[host].timer_at = None;
         self.history[host].push((g, self.now, None));

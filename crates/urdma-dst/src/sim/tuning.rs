@@ -1,0 +1,66 @@
+//! What a run varies in the engines it runs: their configuration, the
+//! stack of the segment, authentication, derivations and the faults they
+//! inject into themselves.
+
+use super::{Authenticated, Stack};
+use ibacm_urdma::buggify::Fault;
+use ibacm_urdma::config::{Config, Derivation};
+use std::time::Duration;
+
+/// The parts of the engine's configuration the simulation varies.
+#[derive(Clone, Debug)]
+pub struct Tuning {
+    pub timeout_ms: u32,
+    pub retries: u32,
+    /// Tables small enough to fill in a run.
+    pub max_cached: usize,
+    pub max_learned: usize,
+    pub max_lookups: usize,
+    /// `urdma_reconfirm`.
+    pub reconfirm: Option<Duration>,
+    /// Names not found on the segment go to the system's resolver
+    /// (`urdma_name_lookup segment,nss`), which knows none of them (the
+    /// names are only in the hosts' ibacm_addr.cfg) unless `dns`.
+    pub nss: bool,
+    /// The resolver (a simulated DNS) knows every host's name and answers
+    /// with its addresses.
+    pub dns: bool,
+    /// Names are not asked of the segment: only of the resolver.
+    pub no_segment: bool,
+    pub stack: Stack,
+    pub auth: Option<Authenticated>,
+    /// Faults every engine injects into itself.
+    pub faults: Option<Faults>,
+    /// The derivation after discovery (`urdma_derive`), which every
+    /// host's GID then follows (`derive.rs`).
+    pub derive: Option<Derivation>,
+}
+
+/// Faults the engines inject into themselves (`ibacm_urdma::buggify`),
+/// each where it can with `percent` % chance.
+#[derive(Clone, Debug)]
+pub struct Faults {
+    pub enabled: Vec<Fault>,
+    pub percent: u8,
+}
+
+impl Default for Tuning {
+    fn default() -> Self {
+        let c = Config::default();
+        Tuning {
+            timeout_ms: c.timeout_ms,
+            retries: c.retries,
+            max_cached: c.max_cached,
+            max_learned: c.max_learned,
+            max_lookups: c.max_lookups,
+            reconfirm: c.reconfirm,
+            nss: false,
+            dns: false,
+            no_segment: false,
+            stack: Stack::V4,
+            auth: None,
+            faults: None,
+            derive: None,
+        }
+    }
+}
