@@ -6,11 +6,13 @@
 //! case-insensitively, and a later line wins.
 
 pub mod hosts;
+mod options;
 pub mod reload;
 pub mod text;
 
 pub use crate::config::text::Diagnostic;
-use acm_proto::options;
+use acm_proto::options as file;
+use options::{parse_int, Parse, OPTIONS};
 use std::ffi::OsStr;
 use std::fmt;
 use std::os::unix::ffi::OsStrExt;
@@ -134,43 +136,6 @@ impl NameLookup {
     }
 }
 
-/// A comma-separated list of distinct names out of `known`.
-fn distinct_list<T: Copy + PartialEq>(v: &str, known: &[(&str, T)]) -> Result<Vec<T>, String> {
-    let mut out = Vec::new();
-    for item in v.split(',') {
-        let Some(&(_, x)) = known.iter().find(|(name, _)| *name == item) else {
-            let names: Vec<&str> = known.iter().map(|(n, _)| *n).collect();
-            return Err(format!("'{item}' is not {}", names.join(" or ")));
-        };
-        if out.contains(&x) {
-            return Err(format!("'{item}' listed twice"));
-        }
-        out.push(x);
-    }
-    Ok(out)
-}
-
-fn name_lookups(v: &str) -> Result<Vec<NameLookup>, String> {
-    let known = [NameLookup::Segment, NameLookup::Nss].map(|n| (n.name(), n));
-    distinct_list(v, &known)
-}
-
-fn derivations(v: &str) -> Result<Vec<Derivation>, String> {
-    if v == "none" {
-        return Ok(Vec::new());
-    }
-    let known = [Derivation::Eui64, Derivation::Ipv4Mapped].map(|d| (d.name(), d));
-    distinct_list(v, &known)
-}
-
-fn yes_no(v: &str) -> Result<bool, String> {
-    match v.to_ascii_lowercase().as_str() {
-        "yes" | "true" | "1" => Ok(true),
-        "no" | "false" | "0" => Ok(false),
-        _ => Err("expected yes or no".into()),
-    }
-}
-
 pub const DEFAULT_HOSTS_FILE: &str = "/etc/rdma/ibacm_urdma_hosts.data";
 /// Under /run: written every second, gone with the machine, and writable
 /// for the daemon under systemd's ProtectSystem=full.
@@ -207,78 +172,20 @@ impl Default for Config {
     }
 }
 
-fn parse_int<T: std::str::FromStr>(v: &str) -> Option<T> {
-    if let Some(hex) = v.strip_prefix("0x").or_else(|| v.strip_prefix("0X")) {
-        u64::from_str_radix(hex, 16).ok()?.to_string().parse().ok()
-    } else {
-        v.parse().ok()
+/// Every `urdma_` key, for the unknown-key message and the documentation
+/// tests: the names of the options table, in its order.
+pub const KEYS: [&str; OPTIONS.len()] = {
+    let mut out = [""; OPTIONS.len()];
+    let mut i = 0;
+    while i < OPTIONS.len() {
+        out[i] = OPTIONS[i].key;
+        i += 1;
     }
-}
-
-fn ranged(v: &str, lo: u32, hi: u32) -> Result<u32, String> {
-    match parse_int::<u32>(v) {
-        Some(n) if (lo..=hi).contains(&n) => Ok(n),
-        _ => Err(format!("expected an integer from {lo} to {hi}")),
-    }
-}
-
-fn lifetime(v: &str) -> Result<Lifetime, String> {
-    match v {
-        "-1" => Ok(Lifetime::Never),
-        _ => parse_int::<u32>(v)
-            .filter(|&m| m <= u32::MAX / 60)
-            .map(Lifetime::Minutes)
-            .ok_or_else(|| "expected minutes (0 or more) or -1 for never".to_string()),
-    }
-}
-
-/// Every `urdma_` key, for the unknown-key check and the documentation test.
-pub const KEYS: [&str; 23] = [
-    "urdma_hosts_file",
-    "urdma_addr_timeout",
-    "urdma_route_timeout",
-    "urdma_mtu",
-    "urdma_rate",
-    "urdma_sl",
-    "urdma_packet_lifetime",
-    "urdma_hop_limit",
-    "urdma_tclass",
-    "urdma_discovery",
-    "urdma_discovery_port",
-    "urdma_timeout",
-    "urdma_retries",
-    "urdma_negative_timeout",
-    "urdma_derive",
-    "urdma_name_lookup",
-    "urdma_reconfirm",
-    "urdma_auth_key_file",
-    "urdma_reply_rate",
-    "urdma_max_cached",
-    "urdma_max_learned",
-    "urdma_max_lookups",
-    "urdma_metrics_file",
-];
-
-/// Keys whose value decides whether discovery runs, where, and how it is
-/// secured. A line for one of them that cannot be used must not leave
-/// discovery running on defaults (unauthenticated, on the default port):
-/// discovery stays off instead, and the problem says so.
-const GUARDS_DISCOVERY: [&str; 3] = [
-    "urdma_discovery",
-    "urdma_discovery_port",
-    "urdma_auth_key_file",
-];
+    out
+};
 
 /// What the diagnostic of a line that turned discovery off adds.
 const STAYS_OFF: &str = "discovery stays off until this line is fixed";
-
-/// Keys whose values are paths: any bytes but NUL, as Unix allows.
-fn is_path_key(key: &str) -> bool {
-    matches!(
-        key,
-        "urdma_hosts_file" | "urdma_auth_key_file" | "urdma_metrics_file"
-    )
-}
 
 impl Config {
     /// Applies one `key value`. `Ok(false)` means the key is not ours.
@@ -296,74 +203,20 @@ impl Config {
         if !key.starts_with("urdma_") {
             return Ok(false);
         }
-        if !KEYS.contains(&key) {
+        let Some(opt) = options::option(key) else {
             return Err(format!("unknown key '{key}' (known: {})", KEYS.join(", ")));
-        }
+        };
         let raw = value.ok_or_else(|| format!("'{key}' has no value"))?;
-        if is_path_key(key) {
-            let path = Path::new(OsStr::from_bytes(raw));
-            let absolute_or_none = || match raw {
-                b"none" => Ok(None),
-                _ if path.is_absolute() => Ok(Some(path.to_path_buf())),
-                _ => Err(format!(
-                    "bad value '{}' for {key}: expected an absolute path or none",
-                    path.display()
-                )),
-            };
-            match key {
-                "urdma_hosts_file" => self.hosts_file = path.to_path_buf(),
-                "urdma_metrics_file" => self.metrics_file = absolute_or_none()?,
-                _ => self.auth_key_file = absolute_or_none()?,
+        match opt.parse {
+            Parse::Path(set) => {
+                let path = Path::new(OsStr::from_bytes(raw));
+                set(self, path)
+                    .map_err(|e| format!("bad value '{}' for {key}: {e}", path.display()))?;
             }
-            return Ok(true);
-        }
-        let v = text::text(raw).map_err(|e| format!("bad value for {key}: {e}"))?;
-        let bad = |e: String| format!("bad value '{v}' for {key}: {e}");
-        match key {
-            "urdma_addr_timeout" => self.addr_timeout = lifetime(v).map_err(bad)?,
-            "urdma_route_timeout" => self.route_timeout = lifetime(v).map_err(bad)?,
-            "urdma_mtu" => {
-                self.mtu = match parse_int::<u32>(v) {
-                    Some(m) if crate::ib::mtu_enum(m).is_some() => m,
-                    _ => return Err(bad("expected 256, 512, 1024, 2048 or 4096".into())),
-                }
+            Parse::Text(set) => {
+                let v = text::text(raw).map_err(|e| format!("bad value for {key}: {e}"))?;
+                set(self, v).map_err(|e| format!("bad value '{v}' for {key}: {e}"))?;
             }
-            "urdma_rate" => {
-                self.rate_gbps =
-                    match parse_int::<u32>(v) {
-                        Some(g) if g <= 1200 && crate::ib::rate_enum_x10(g * 10).is_some() => g,
-                        _ => return Err(bad(
-                            "expected an IB link rate in Gb/s (e.g. 10, 25, 40, 56, 100, 200, 400)"
-                                .into(),
-                        )),
-                    }
-            }
-            "urdma_sl" => self.sl = ranged(v, 0, 15).map_err(bad)? as u8,
-            "urdma_packet_lifetime" => self.packet_lifetime = ranged(v, 0, 63).map_err(bad)? as u8,
-            "urdma_hop_limit" => self.hop_limit = ranged(v, 0, 255).map_err(bad)? as u8,
-            "urdma_tclass" => self.tclass = ranged(v, 0, 255).map_err(bad)? as u8,
-            "urdma_discovery" => self.discovery = yes_no(v).map_err(bad)?,
-            "urdma_discovery_port" => {
-                self.discovery_port = ranged(v, 1, 65535).map_err(bad)? as u16
-            }
-            "urdma_timeout" => self.timeout_ms = ranged(v, 1, 60_000).map_err(bad)?,
-            "urdma_retries" => self.retries = ranged(v, 0, 10).map_err(bad)?,
-            "urdma_negative_timeout" => {
-                self.negative_timeout_ms = ranged(v, 0, 3_600_000).map_err(bad)?
-            }
-            "urdma_derive" => self.derive = derivations(v).map_err(bad)?,
-            "urdma_name_lookup" => self.name_lookup = name_lookups(v).map_err(bad)?,
-            "urdma_reconfirm" => {
-                self.reconfirm = match ranged(v, 0, 86_400).map_err(bad)? {
-                    0 => None,
-                    s => Some(Duration::from_secs(u64::from(s))),
-                }
-            }
-            "urdma_reply_rate" => self.reply_rate = ranged(v, 0, 1_000_000).map_err(bad)?,
-            "urdma_max_cached" => self.max_cached = ranged(v, 1, 1 << 26).map_err(bad)? as usize,
-            "urdma_max_learned" => self.max_learned = ranged(v, 1, 1 << 24).map_err(bad)? as usize,
-            "urdma_max_lookups" => self.max_lookups = ranged(v, 1, 1 << 20).map_err(bad)? as usize,
-            _ => unreachable!("every key in KEYS has a case"),
         }
         Ok(true)
     }
@@ -372,14 +225,14 @@ impl Config {
     /// tokens of a line, `#` in column 0 a comment (of any bytes), keys
     /// case-insensitive, the last value winning. Every bad `urdma_` line
     /// yields a diagnostic naming what stays in force. A bad line that may
-    /// be about discovery itself (one of `GUARDS_DISCOVERY`, a key this
+    /// be about discovery itself (one that guards discovery, a key this
     /// provider does not know, a key that is not text) turns discovery
     /// off: running it on defaults could be what the line meant to prevent.
     pub fn parse(bytes: impl AsRef<[u8]>, file: &str) -> (Config, Vec<Diagnostic>) {
         let mut cfg = Config::default();
         let mut diags = Vec::new();
         let mut veto = false;
-        for setting in options::settings(bytes.as_ref()) {
+        for setting in file::settings(bytes.as_ref()) {
             let n = setting.line;
             let key = setting.key.to_ascii_lowercase();
             if !key.starts_with(b"urdma_") && key != b"log_level" {
@@ -400,7 +253,7 @@ impl Config {
             };
             let before = cfg.describe(key);
             if let Err(message) = cfg.apply(key, setting.value) {
-                let guards = GUARDS_DISCOVERY.contains(&key) || before.is_none();
+                let guards = options::option(key).is_none_or(|o| o.guards_discovery);
                 veto |= guards;
                 let message = match (guards, before) {
                     (true, _) => format!("{message}; {STAYS_OFF}"),
@@ -441,51 +294,7 @@ impl Config {
 
     /// The current value of a key, as the file would spell it.
     pub fn describe(&self, key: &str) -> Option<String> {
-        Some(match key {
-            "urdma_hosts_file" => self.hosts_file.display().to_string(),
-            "urdma_addr_timeout" => self.addr_timeout.to_string(),
-            "urdma_route_timeout" => self.route_timeout.to_string(),
-            "urdma_mtu" => self.mtu.to_string(),
-            "urdma_rate" => self.rate_gbps.to_string(),
-            "urdma_sl" => self.sl.to_string(),
-            "urdma_packet_lifetime" => self.packet_lifetime.to_string(),
-            "urdma_hop_limit" => self.hop_limit.to_string(),
-            "urdma_tclass" => self.tclass.to_string(),
-            "urdma_discovery" => if self.discovery { "yes" } else { "no" }.to_string(),
-            "urdma_discovery_port" => self.discovery_port.to_string(),
-            "urdma_timeout" => self.timeout_ms.to_string(),
-            "urdma_retries" => self.retries.to_string(),
-            "urdma_negative_timeout" => self.negative_timeout_ms.to_string(),
-            "urdma_derive" => match self.derive.is_empty() {
-                true => "none".to_string(),
-                false => self
-                    .derive
-                    .iter()
-                    .map(|d| d.name())
-                    .collect::<Vec<_>>()
-                    .join(","),
-            },
-            "urdma_reconfirm" => self.reconfirm.map_or(0, |d| d.as_secs()).to_string(),
-            "urdma_name_lookup" => self
-                .name_lookup
-                .iter()
-                .map(|n| n.name())
-                .collect::<Vec<_>>()
-                .join(","),
-            "urdma_auth_key_file" => match &self.auth_key_file {
-                Some(p) => p.display().to_string(),
-                None => "none".to_string(),
-            },
-            "urdma_metrics_file" => match &self.metrics_file {
-                Some(p) => p.display().to_string(),
-                None => "none".to_string(),
-            },
-            "urdma_reply_rate" => self.reply_rate.to_string(),
-            "urdma_max_cached" => self.max_cached.to_string(),
-            "urdma_max_learned" => self.max_learned.to_string(),
-            "urdma_max_lookups" => self.max_lookups.to_string(),
-            _ => return None,
-        })
+        options::option(key).map(|o| (o.describe)(self))
     }
 }
 
