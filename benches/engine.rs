@@ -13,10 +13,10 @@
 use ibacm_urdma::addr::Address;
 use ibacm_urdma::config::hosts::Hosts;
 use ibacm_urdma::config::Config;
+use ibacm_urdma::daemon::NullDaemon;
 use ibacm_urdma::discovery::Families;
 use ibacm_urdma::engine::Engine;
 use ibacm_urdma::handle::AddressId;
-use ibacm_urdma::host::NullHost;
 use ibacm_urdma::local::PortInfo;
 use ibacm_urdma::request::msg::{addr_entry, request};
 use std::hint::black_box;
@@ -43,10 +43,10 @@ fn hosts_text(n: u32) -> String {
 
 /// An engine with one port and endpoint, `n` hosts-file entries, all of
 /// them already resolved once (so cached).
-fn engine(n: u32, discovery: bool) -> (Engine<NullHost>, AddressId) {
+fn engine(n: u32, discovery: bool) -> (Engine<NullDaemon>, AddressId) {
     let (hosts, diags) = Hosts::parse(hosts_text(n), "bench");
     assert!(diags.is_empty());
-    let mut e = Engine::new(NullHost, Config::default(), hosts);
+    let mut e = Engine::new(NullDaemon, Config::default(), hosts);
     let dev = e.open_device(1);
     let info = PortInfo {
         active_mtu: 5,
@@ -76,7 +76,7 @@ fn engine(n: u32, discovery: bool) -> (Engine<NullHost>, AddressId) {
 
 /// `iters` cache hits over `n` destinations, in a scattered order, answered
 /// in the request's own buffer as the daemon's callback does.
-fn hits(e: &mut Engine<NullHost>, addr: AddressId, n: u32, iters: u64) {
+fn hits(e: &mut Engine<NullDaemon>, addr: AddressId, n: u32, iters: u64) {
     let template = request(&[addr_entry(2, 2, &ip(0))], false, 1);
     let mut msg = template.clone();
     let mut i: u32 = 0;
@@ -93,7 +93,7 @@ fn hits(e: &mut Engine<NullHost>, addr: AddressId, n: u32, iters: u64) {
 }
 
 /// `iters` misses handed to the worker: distinct unknown destinations.
-fn misses(e: &mut Engine<NullHost>, addr: AddressId, iters: u64) {
+fn misses(e: &mut Engine<NullDaemon>, addr: AddressId, iters: u64) {
     let mut req = request(&[addr_entry(2, 2, &ip(0))], false, 1);
     for k in 0..iters {
         req.0[24..28].copy_from_slice(&(0x0b00_0000u32 + k as u32).to_be_bytes());

@@ -3,8 +3,8 @@
 //! `fault-injection` feature, which no shipped build enables.
 
 use crate::addr::Address;
+use crate::daemon::Daemon;
 use crate::engine::Engine;
-use crate::host::Host;
 use std::path::Path;
 
 /// A name whose lookup makes the discovery thread panic.
@@ -13,7 +13,7 @@ pub const WORKER_NAME: &str = "urdma-fault-worker";
 pub const WATCHER_MARK: &str = "urdma-fault-watcher";
 
 /// Panics if a lookup of [`WORKER_NAME`] is in flight.
-pub fn in_worker<H: Host>(e: &Engine<H>) {
+pub fn in_worker<D: Daemon>(e: &Engine<D>) {
     if Address::name(WORKER_NAME).is_some_and(|name| e.looking_up(&name)) {
         panic!("fault injected: a lookup of {WORKER_NAME}");
     }

@@ -29,7 +29,7 @@
 //! encodings), [`bounded`] (tables with a capacity and lifetimes),
 //! [`entropy`] (the seed of transaction ids), [`fastmap`] (the hash map),
 //! [`handle`] (the handles of devices, ports, endpoints and addresses),
-//! [`host`] (the daemon's helpers as a trait), [`log`] (the
+//! [`daemon`] (the daemon's helpers as a trait), [`log`] (the
 //! bridge onto `acm_write`), [`metrics`] (the Prometheus text format),
 //! [`summary`] (counts summed up in the log) and [`threads`] (supervised
 //! threads); `fault` holds the fault hooks of test builds (feature
@@ -42,6 +42,7 @@ mod boundary;
 pub mod bounded;
 pub mod buggify;
 pub mod config;
+pub mod daemon;
 pub mod discovery;
 pub mod engine;
 pub mod entropy;
@@ -49,7 +50,7 @@ pub mod fastmap;
 #[cfg(feature = "fault-injection")]
 pub mod fault;
 pub mod handle;
-pub mod host;
+
 pub mod ib;
 pub mod local;
 pub mod log;

@@ -32,8 +32,8 @@ const ALLOWED: &[(&str, &[&str])] = &[
 /// Modules every component may use: plain types and tools with no
 /// knowledge of the provider's components.
 const SHARED: &[&str] = &[
-    "addr", "ib", "bounded", "fastmap", "summary", "threads", "host", "log", "metrics", "entropy",
-    "buggify", "handle",
+    "addr", "ib", "bounded", "fastmap", "summary", "threads", "daemon", "log", "metrics",
+    "entropy", "buggify", "handle",
 ];
 
 fn sources(dir: &Path, out: &mut Vec<PathBuf>) {

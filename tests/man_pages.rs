@@ -52,7 +52,7 @@ fn every_subcommand_is_documented() {
 fn every_metric_the_provider_writes_is_documented() {
     let man = page("urdma-acm.8");
     let engine = ibacm_urdma::engine::Engine::new(
-        ibacm_urdma::host::NullHost,
+        ibacm_urdma::daemon::NullDaemon,
         Config::default(),
         Default::default(),
     );

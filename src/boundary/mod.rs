@@ -5,14 +5,14 @@
 //! runs inside [`guard`], so a panic is logged and turned into an error
 //! value instead of unwinding into C.
 
-mod daemon;
+mod ibacm;
 mod verbs;
 
 use crate::addr::{Address, ADDR_LEN};
 use crate::config::Config;
+use crate::daemon::{Daemon, COUNTERS};
 use crate::engine::Engine;
 use crate::handle::Handle;
-use crate::host::{Host, COUNTERS};
 use crate::local::Refused;
 use crate::request::msg::{self, MsgBuf};
 use crate::runtime::Runtime;
@@ -20,7 +20,7 @@ use crate::threads::panic_message;
 use acm_prov_sys::{
     acm_address, acm_device, acm_endpoint, acm_msg, acm_port, acm_provider, ACM_STATUS_ENOMEM,
 };
-use daemon::Daemon;
+use ibacm::Ibacm;
 use std::ffi::{c_int, c_void};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::OnceLock;
@@ -46,9 +46,9 @@ fn internal_error(entry: &str, payload: &(dyn std::any::Any + Send)) {
 }
 
 /// The provider, from `provider_query` until the library is unloaded.
-static RUNTIME: OnceLock<Runtime<Daemon>> = OnceLock::new();
+static RUNTIME: OnceLock<Runtime<Ibacm>> = OnceLock::new();
 
-fn runtime() -> Option<&'static Runtime<Daemon>> {
+fn runtime() -> Option<&'static Runtime<Ibacm>> {
     let r = RUNTIME.get();
     if r.is_none() {
         log::error!("called before provider_query succeeded");
@@ -58,7 +58,7 @@ fn runtime() -> Option<&'static Runtime<Daemon>> {
 
 /// Runs `f` on the engine (see [`Runtime::with_engine`]).
 #[inline]
-fn with_engine<R>(f: impl FnOnce(&mut Engine<Daemon>) -> R) -> Option<R> {
+fn with_engine<R>(f: impl FnOnce(&mut Engine<Ibacm>) -> R) -> Option<R> {
     Some(runtime()?.with_engine(f))
 }
 
@@ -106,7 +106,7 @@ fn set_ctx(out: *mut *mut c_void, id: impl Handle) -> c_int {
 
 /// The provider as the daemon's options file configures it, logging
 /// through the daemon from the first line on.
-fn load(daemon: Daemon) -> Runtime<Daemon> {
+fn load(daemon: Ibacm) -> Runtime<Ibacm> {
     let opts = daemon.opts_file();
     let (cfg, diags) = match &opts {
         Some(path) => Config::load(std::path::Path::new(path)),
@@ -132,7 +132,7 @@ fn load(daemon: Daemon) -> Runtime<Daemon> {
 pub unsafe extern "C" fn provider_query(info: *mut *mut acm_provider, version: *mut u32) -> c_int {
     guard("provider_query", -1, || {
         if RUNTIME.get().is_none() {
-            let daemon = match Daemon::resolve() {
+            let daemon = match Ibacm::resolve() {
                 Ok(d) => d,
                 Err(e) => {
                     eprintln!("ibacm-urdma: {e}");
@@ -345,9 +345,9 @@ fn null_message(entry: &str) {
 fn answer(
     entry: &str,
     msg: *mut acm_msg,
-    handle: impl FnOnce(&mut Engine<Daemon>, &mut MsgBuf) -> bool,
+    handle: impl FnOnce(&mut Engine<Ibacm>, &mut MsgBuf) -> bool,
     on_error: fn(&mut MsgBuf),
-    send: impl FnOnce(&Daemon, &MsgBuf) -> c_int,
+    send: impl FnOnce(&Ibacm, &MsgBuf) -> c_int,
 ) -> c_int {
     let Some(m) = daemon_msg(msg) else {
         null_message(entry);
@@ -358,11 +358,11 @@ fn answer(
     };
     let outcome = r.with_engine(|e| guard(entry, None, || Some(handle(e, m))));
     match outcome {
-        Some(true) => send(r.host(), m),
+        Some(true) => send(r.daemon(), m),
         Some(false) => 0,
         None => {
             on_error(m);
-            send(r.host(), m)
+            send(r.daemon(), m)
         }
     }
 }

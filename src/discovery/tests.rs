@@ -8,9 +8,9 @@ use super::*;
 use crate::addr::{Address, Gid};
 use crate::config::hosts::Hosts;
 use crate::config::{Config, Derivation, NameLookup};
+use crate::daemon::FakeDaemon;
 use crate::engine::{Effects, Engine};
 use crate::handle::{AddressId, EndpointId};
-use crate::host::FakeHost;
 use crate::local::PortInfo;
 use crate::request::msg::tests::{addr_entry, request};
 use crate::request::msg::MsgBuf;
@@ -27,7 +27,7 @@ const PEER: &str = "fe80::b";
 const PEER_IP: [u8; 4] = [10, 0, 0, 2];
 
 struct Fixture {
-    e: Engine<FakeHost>,
+    e: Engine<FakeDaemon>,
     ep: EndpointId,
     addr: AddressId,
     t0: Instant,
@@ -39,7 +39,7 @@ fn fixture(cfg: Config) -> Fixture {
 
 /// Device 1, its port 1 with GID `gid`, one endpoint holding 10.0.0.1
 /// and `node-a`: the endpoint and its IPv4 address.
-fn bring_up(e: &mut Engine<FakeHost>, gid: &str) -> (EndpointId, AddressId) {
+fn bring_up(e: &mut Engine<FakeDaemon>, gid: &str) -> (EndpointId, AddressId) {
     let dev = e.open_device(1);
     let info = PortInfo::infiniband(1, gid.parse().unwrap());
     let port = e.open_port(dev, info).unwrap();
@@ -52,7 +52,7 @@ fn bring_up(e: &mut Engine<FakeHost>, gid: &str) -> (EndpointId, AddressId) {
 }
 
 fn fixture_with_gid(cfg: Config, gid: &str) -> Fixture {
-    let mut e = Engine::new(FakeHost::default(), cfg, Hosts::default());
+    let mut e = Engine::new(FakeDaemon::default(), cfg, Hosts::default());
     let (ep, addr) = bring_up(&mut e, gid);
     e.set_discovery_up(Families::V4, Instant::now());
     e.take_effects();
@@ -173,7 +173,7 @@ fn sent_queries(fx: &Effects) -> Vec<(Query, Option<SocketAddr>)> {
         .collect()
 }
 
-fn bound_gid(e: &Engine<FakeHost>, a: &Address) -> Option<Gid> {
+fn bound_gid(e: &Engine<FakeDaemon>, a: &Address) -> Option<Gid> {
     e.learned_dest(a).map(|d| d.gid)
 }
 
@@ -456,7 +456,7 @@ fn closing_an_endpoint_answers_its_waiters() {
 /// A query for `target` from the peer's address carrying `sender`,
 /// sent to `to` (a unicast address of this host, or a group).
 fn query_from_peer(
-    e: &mut Engine<FakeHost>,
+    e: &mut Engine<FakeDaemon>,
     target: Address,
     sender: EndpointRecord,
     to: IpAddr,
@@ -1070,7 +1070,7 @@ fn replies_to_one_source_are_rate_limited() {
         ))
         .encode()
     };
-    let answered = |e: &mut Engine<FakeHost>, from: SocketAddr, n: u64, t: Instant| {
+    let answered = |e: &mut Engine<FakeDaemon>, from: SocketAddr, n: u64, t: Instant| {
         (1..=n)
             .filter(|&txid| {
                 e.on_datagram(from, Some(own_ip()), &ask(txid), t);
@@ -1178,7 +1178,7 @@ fn many_announcements_leave_in_paced_batches_and_peers_check_each_binding_once()
     f.e.take_effects();
     f.e.schedule_announce();
     f.e.on_timers(f.t0);
-    let announced = |e: &mut Engine<FakeHost>, t: Instant| {
+    let announced = |e: &mut Engine<FakeDaemon>, t: Instant| {
         e.on_timers(t);
         e.take_effects().datagrams.len()
     };
@@ -1249,7 +1249,7 @@ fn many_announcements_leave_in_paced_batches_and_peers_check_each_binding_once()
 }
 
 /// What the engine holds, table by table.
-fn footprint(e: &Engine<FakeHost>) -> Vec<usize> {
+fn footprint(e: &Engine<FakeDaemon>) -> Vec<usize> {
     let d = e.discovery();
     let state = d.state();
     let mut sizes = e.local().sizes().to_vec();

@@ -8,7 +8,7 @@ use std::time::Instant;
 
 /// The reply a request gets; the boundary sends it exactly once.
 #[derive(Debug, PartialEq)]
-pub struct Reply(pub MsgBuf);
+pub struct Response(pub MsgBuf);
 
 /// A reply to send to the daemon.
 #[derive(Debug, Clone, PartialEq)]

@@ -2,7 +2,7 @@
 //! a snapshot the runtime renders into its metrics file.
 
 use super::Engine;
-use crate::host::{Host, COUNTERS};
+use crate::daemon::{Daemon, COUNTERS};
 use crate::metrics::{Exposition, Kind};
 
 /// The daemon's per-endpoint counters (`ACM_CNTR_*` order), by name.
@@ -16,7 +16,7 @@ const REQUEST_COUNTERS: [&str; COUNTERS] = [
     "route_cache",
 ];
 
-impl<H: Host> Engine<H> {
+impl<D: Daemon> Engine<D> {
     /// Every metric, now.
     pub fn metrics(&self) -> Exposition {
         let d = &self.discovery;

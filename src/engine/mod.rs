@@ -1,6 +1,6 @@
 //! The provider's state, as one value the runtime keeps behind a lock:
 //! this host's endpoints ([`Local`]), the static hosts file, the request
-//! path (`request.rs`, over the cache and path records of
+//! path (`resolve.rs`, over the cache and path records of
 //! [`crate::request`], and the requests waiting for a lookup) and discovery
 //! ([`Discovery`]), which it drives through a narrow interface and whose
 //! outcomes it turns into replies.
@@ -24,15 +24,16 @@
 
 mod effects;
 mod metrics;
-mod request;
+mod resolve;
 pub mod timers;
 
-pub use effects::{Effects, Outgoing, Reply};
+pub use effects::{Effects, Outgoing, Response};
 
 use crate::addr::Address;
 use crate::buggify::{Buggify, Injected};
 use crate::config::hosts::Hosts;
 use crate::config::Config;
+use crate::daemon::{Counter, Daemon, COUNTERS};
 use crate::discovery::auth::Auth;
 use crate::discovery::counts::DropCounts;
 use crate::discovery::state::NeighbourJob;
@@ -40,7 +41,6 @@ use crate::discovery::{Discovery, Families, NssError, Outcome};
 use crate::entropy::Seed;
 use crate::fastmap::Map;
 use crate::handle::{AddressId, DeviceId, EndpointId, PortId};
-use crate::host::{Counter, Host, COUNTERS};
 use crate::local::{Local, Offer, PortInfo, Refused};
 use crate::request::cache::Cache;
 use crate::request::msg::MsgBuf;
@@ -68,8 +68,8 @@ pub struct Waiter {
     pub echo_source: Option<usize>,
 }
 
-pub struct Engine<H: Host> {
-    host: H,
+pub struct Engine<D: Daemon> {
+    daemon: D,
     cfg: Config,
     /// Shared so that a reload can compare the old file with the new one
     /// off the daemon's event loop and without the engine's lock.
@@ -101,16 +101,16 @@ pub struct Engine<H: Host> {
     test_polled: Effects,
 }
 
-impl<H: Host> Engine<H> {
+impl<D: Daemon> Engine<D> {
     /// An engine whose transaction ids are keyed from the kernel's random
     /// source.
-    pub fn new(host: H, cfg: Config, hosts: Hosts) -> Self {
-        Engine::seeded(host, cfg, hosts, Seed::random())
+    pub fn new(daemon: D, cfg: Config, hosts: Hosts) -> Self {
+        Engine::seeded(daemon, cfg, hosts, Seed::random())
     }
 
     /// An engine whose transaction ids are keyed by `seed`: with
     /// [`crate::fastmap::seed_thread`], one that runs the same way every time.
-    pub fn seeded(host: H, cfg: Config, hosts: Hosts, seed: Seed) -> Self {
+    pub fn seeded(daemon: D, cfg: Config, hosts: Hosts, seed: Seed) -> Self {
         let offer = Offer {
             mtu: cfg.mtu,
             rate_gbps: cfg.rate_gbps,
@@ -119,7 +119,7 @@ impl<H: Host> Engine<H> {
             local: Local::new(offer),
             cache: Cache::new(cfg.max_cached),
             discovery: Discovery::new(&cfg, seed),
-            host,
+            daemon,
             cfg,
             hosts: Arc::new(hosts),
             waiting: Map::default(),
@@ -135,8 +135,8 @@ impl<H: Host> Engine<H> {
         }
     }
 
-    pub fn host(&self) -> &H {
-        &self.host
+    pub fn daemon(&self) -> &D {
+        &self.daemon
     }
 
     pub fn config(&self) -> &Config {
@@ -327,7 +327,7 @@ impl<H: Host> Engine<H> {
             counters[Counter::Resolve as usize] += 1;
             counters[Counter::RouteCache as usize] += 1;
         }
-        self.host.increment_counter(Counter::RouteCache);
+        self.daemon.increment_counter(Counter::RouteCache);
     }
 
     /// [`Engine::count`] on the counters at `slot`, already found.
@@ -340,7 +340,7 @@ impl<H: Host> Engine<H> {
             c,
             Counter::AddrQuery | Counter::AddrCache | Counter::RouteQuery | Counter::RouteCache
         ) {
-            self.host.increment_counter(c);
+            self.daemon.increment_counter(c);
         }
     }
 
@@ -500,7 +500,7 @@ impl<H: Host> Engine<H> {
 
     /// Where a learned destination leads, for tests and statistics.
     pub fn learned_dest(&self, a: &Address) -> Option<Dest> {
-        self.discovery.learned_binding(a).map(request::dest_of)
+        self.discovery.learned_binding(a).map(resolve::dest_of)
     }
 
     pub fn drops(&self) -> &DropCounts {

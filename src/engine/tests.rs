@@ -1,9 +1,9 @@
 use super::*;
 use crate::addr::Gid;
 use crate::config::Lifetime;
+use crate::daemon::FakeDaemon;
 use crate::discovery::state::NssJob;
 use crate::handle::{AddressId, DeviceId, EndpointId, Handle, PortId};
-use crate::host::FakeHost;
 use crate::request::msg::tests::{addr_entry, request};
 use crate::request::msg::Entry;
 use crate::request::path::PathRecord;
@@ -22,7 +22,7 @@ fn port(gid: &str) -> PortInfo {
 }
 
 struct Fixture {
-    e: Engine<FakeHost>,
+    e: Engine<FakeDaemon>,
     /// Address contexts of 10.0.0.1 and node1 on urdma0.
     ip: AddressId,
     name: AddressId,
@@ -34,7 +34,7 @@ fn fixture_with(cfg: Config, port0: PortInfo) -> Fixture {
     let hosts = "node3 fe80::5054:ff:fe12:9999 lid=9\n10.0.0.3 fe80::5054:ff:fe12:9999\nfd00::3 fe80::5054:ff:fe12:9999\n";
     let (hosts, d) = Hosts::parse(hosts, "hosts");
     assert!(d.is_empty());
-    let mut e = Engine::new(FakeHost::default(), cfg, hosts);
+    let mut e = Engine::new(FakeDaemon::default(), cfg, hosts);
     let dev = e.open_device(0x505400fffe123456);
     let port0 = e.open_port(dev, port0).unwrap();
     let ep = e.open_endpoint(port0, 0xffff).unwrap();
@@ -79,11 +79,11 @@ fn path_req(path: PathRecord, flags: u32) -> MsgBuf {
 }
 
 /// A resolve that must be answered at once (no lookup involved).
-fn res(e: &mut Engine<FakeHost>, addr: AddressId, req: &MsgBuf) -> Reply {
-    Reply(e.resolve(addr, req, 1).expect("answered at once"))
+fn res(e: &mut Engine<FakeDaemon>, addr: AddressId, req: &MsgBuf) -> Response {
+    Response(e.resolve(addr, req, 1).expect("answered at once"))
 }
 
-fn reply_path(r: &Reply) -> PathRecord {
+fn reply_path(r: &Response) -> PathRecord {
     assert_eq!(r.0.status(), 0, "status");
     assert_eq!(r.0.entry(0).flags, 0x2B);
     PathRecord::decode(r.0.entry(0).info.first_chunk().unwrap())
@@ -267,7 +267,7 @@ fn counters_follow_cache_hits_and_reach_the_daemon() {
     let c = f.e.counters(f.ep).unwrap();
     assert_eq!(c, [0, 3, 0, 1, 0, 1, 2]);
     assert_eq!(
-        *f.e.host().counters.lock().unwrap(),
+        *f.e.daemon().counters.lock().unwrap(),
         vec![
             Counter::AddrQuery,
             Counter::RouteQuery,
@@ -448,7 +448,7 @@ fn requests_follow_their_source_address_as_it_comes_and_goes() {
 }
 
 /// What the other components' tests reach inside the engine for.
-impl<H: Host> Engine<H> {
+impl<D: Daemon> Engine<D> {
     pub(crate) fn local(&self) -> &Local {
         &self.local
     }

@@ -9,7 +9,7 @@ use crate::request::path::{Dest, PathRecord, PATH_RECORD_LEN};
 use std::time::Instant;
 
 #[derive(Clone, Debug)]
-pub struct Entry {
+pub struct CacheEntry {
     /// The path as built, before per-request fields (service id) are set.
     pub path: PathRecord,
     /// `path` encoded: what a hit on an address sends as it is.
@@ -24,15 +24,15 @@ pub struct Entry {
     seq: u64,
 }
 
-impl Entry {
+impl CacheEntry {
     /// An entry for `path`, encoded once here so that hits send it as is.
     pub fn new(
         path: PathRecord,
         dest: Dest,
         addr_expires: Option<Instant>,
         route_expires: Option<Instant>,
-    ) -> Entry {
-        Entry {
+    ) -> CacheEntry {
+        CacheEntry {
             path,
             wire: path.encode(),
             dest,
@@ -49,8 +49,8 @@ impl Entry {
 /// call each, with the address in memory); names by their text.
 #[derive(Default)]
 struct Table {
-    fixed: Map<(u16, u128), Entry>,
-    names: Map<Box<str>, Entry>,
+    fixed: Map<(u16, u128), CacheEntry>,
+    names: Map<Box<str>, CacheEntry>,
 }
 
 /// The [`Table`] key of an address: its type and bits, or a name's text.
@@ -65,7 +65,7 @@ fn key(a: &Address) -> Result<(u16, u128), &str> {
 
 impl Table {
     #[inline]
-    fn get(&self, a: &Address) -> Option<&Entry> {
+    fn get(&self, a: &Address) -> Option<&CacheEntry> {
         match key(a) {
             Ok(k) => self.fixed.get(&k),
             Err(n) => self.names.get(n),
@@ -75,7 +75,7 @@ impl Table {
     /// [`Table::get`] of the address a request carries, read in place (a
     /// name is lower-cased on the stack, as [`Address::name`] stores it).
     #[inline]
-    fn get_entry(&self, a: EntryAddress) -> Option<&Entry> {
+    fn get_entry(&self, a: EntryAddress) -> Option<&CacheEntry> {
         if let Some(bits) = a.fixed_bits() {
             return self.fixed.get(&(a.kind(), bits));
         }
@@ -87,14 +87,14 @@ impl Table {
         self.names.get(std::str::from_utf8(lower).ok()?)
     }
 
-    fn remove(&mut self, a: &Address) -> Option<Entry> {
+    fn remove(&mut self, a: &Address) -> Option<CacheEntry> {
         match key(a) {
             Ok(k) => self.fixed.remove(&k),
             Err(n) => self.names.remove(n),
         }
     }
 
-    fn insert(&mut self, a: Address, e: Entry) -> Option<Entry> {
+    fn insert(&mut self, a: Address, e: CacheEntry) -> Option<CacheEntry> {
         match a {
             // The name itself becomes the key.
             Address::Name(n) => self.names.insert(n, e),
@@ -112,7 +112,7 @@ impl Table {
 
 /// What a lookup found.
 #[derive(Debug, PartialEq)]
-pub enum Lookup {
+pub enum CacheLookup {
     /// A path that is still good, and its encoding.
     Route(PathRecord, [u8; PATH_RECORD_LEN]),
     /// The binding is good but the route expired: rebuild the path.
@@ -156,11 +156,11 @@ impl Cache {
     }
 
     /// The entry of `ep` for `dest` if neither of its lifetimes ended by
-    /// `now`: what [`Cache::lookup`] reports as [`Lookup::Route`], found
+    /// `now`: what [`Cache::lookup`] reports as [`CacheLookup::Route`], found
     /// without copying the entry or changing the cache, so that a hit can
-    /// be answered straight from [`Entry::wire`].
+    /// be answered straight from [`CacheEntry::wire`].
     #[inline]
-    pub fn hit(&self, ep: EndpointId, dest: &Address, now: Instant) -> Option<&Entry> {
+    pub fn hit(&self, ep: EndpointId, dest: &Address, now: Instant) -> Option<&CacheEntry> {
         let (_, map) = self.per_endpoint.iter().find(|(k, _)| *k == ep)?;
         map.get(dest)
             .filter(|e| live(e.addr_expires, now) && live(e.route_expires, now))
@@ -173,32 +173,32 @@ impl Cache {
         ep: EndpointId,
         dest: EntryAddress<'_>,
         now: Instant,
-    ) -> Option<&Entry> {
+    ) -> Option<&CacheEntry> {
         let (_, map) = self.per_endpoint.iter().find(|(k, _)| *k == ep)?;
         map.get_entry(dest)
             .filter(|e| live(e.addr_expires, now) && live(e.route_expires, now))
     }
 
-    pub fn lookup(&mut self, ep: EndpointId, dest: &Address, now: Instant) -> Lookup {
+    pub fn lookup(&mut self, ep: EndpointId, dest: &Address, now: Instant) -> CacheLookup {
         let Some((_, map)) = self.per_endpoint.iter_mut().find(|(k, _)| *k == ep) else {
-            return Lookup::Miss;
+            return CacheLookup::Miss;
         };
         match map.get(dest) {
             Some(e) if live(e.addr_expires, now) && live(e.route_expires, now) => {
-                Lookup::Route(e.path, e.wire)
+                CacheLookup::Route(e.path, e.wire)
             }
-            Some(e) if live(e.addr_expires, now) => Lookup::Address(e.dest),
+            Some(e) if live(e.addr_expires, now) => CacheLookup::Address(e.dest),
             Some(_) => {
                 map.remove(dest);
                 self.len -= 1;
                 self.expired += 1;
-                Lookup::Miss
+                CacheLookup::Miss
             }
-            None => Lookup::Miss,
+            None => CacheLookup::Miss,
         }
     }
 
-    pub fn insert(&mut self, ep: EndpointId, dest: Address, mut entry: Entry) {
+    pub fn insert(&mut self, ep: EndpointId, dest: Address, mut entry: CacheEntry) {
         let i = match self.per_endpoint.iter().position(|(k, _)| *k == ep) {
             Some(i) => i,
             None => {
@@ -222,7 +222,7 @@ impl Cache {
     fn entry<'a>(
         tables: &'a [(EndpointId, Table)],
         (ep, a): &(EndpointId, Address),
-    ) -> Option<&'a Entry> {
+    ) -> Option<&'a CacheEntry> {
         tables
             .iter()
             .find(|(k, _)| k == ep)
@@ -234,7 +234,7 @@ impl Cache {
         Self::entry(tables, key).is_some_and(|e| e.seq == seq)
     }
 
-    fn remove_at(&mut self, ep: EndpointId, a: &Address) -> Option<Entry> {
+    fn remove_at(&mut self, ep: EndpointId, a: &Address) -> Option<CacheEntry> {
         let (_, m) = self.per_endpoint.iter_mut().find(|(k, _)| *k == ep)?;
         let e = m.remove(a)?;
         self.len -= 1;
@@ -337,7 +337,7 @@ mod tests {
         c.insert(
             ep(1),
             dest.clone(),
-            Entry::new(
+            CacheEntry::new(
                 path,
                 to,
                 Some(now + Duration::from_secs(60)),
@@ -353,32 +353,32 @@ mod tests {
         assert!(c.hit(ep(1), &dest, now + Duration::from_secs(61)).is_none());
         assert_eq!(
             c.lookup(ep(1), &dest, now),
-            Lookup::Route(path, path.encode())
+            CacheLookup::Route(path, path.encode())
         );
         assert_eq!(
             c.lookup(ep(2), &dest, now),
-            Lookup::Miss,
+            CacheLookup::Miss,
             "keyed by endpoint"
         );
         assert_eq!(
             c.lookup(ep(1), &dest, now + Duration::from_secs(11)),
-            Lookup::Address(to)
+            CacheLookup::Address(to)
         );
         assert_eq!(
             c.lookup(ep(1), &dest, now + Duration::from_secs(61)),
-            Lookup::Miss
+            CacheLookup::Miss
         );
         assert!(c.is_empty(), "an expired binding is dropped");
-        c.insert(ep(1), dest.clone(), Entry::new(path, to, None, None));
+        c.insert(ep(1), dest.clone(), CacheEntry::new(path, to, None, None));
         assert_eq!(
             c.lookup(ep(1), &dest, now + Duration::from_secs(1 << 30)),
-            Lookup::Route(path, path.encode())
+            CacheLookup::Route(path, path.encode())
         );
-        c.insert(ep(2), dest.clone(), Entry::new(path, to, None, None));
+        c.insert(ep(2), dest.clone(), CacheEntry::new(path, to, None, None));
         assert_eq!(c.evict(&dest), 2);
-        c.insert(ep(1), dest.clone(), Entry::new(path, to, None, None));
+        c.insert(ep(1), dest.clone(), CacheEntry::new(path, to, None, None));
         assert_eq!(c.flush_endpoint(ep(1)), 1);
-        assert_eq!(c.lookup(ep(1), &dest, now), Lookup::Miss);
+        assert_eq!(c.lookup(ep(1), &dest, now), CacheLookup::Miss);
     }
 
     #[test]
@@ -403,7 +403,7 @@ mod tests {
             c.insert(
                 ep(1),
                 k.clone(),
-                Entry::new(PathRecord::default(), to, None, None),
+                CacheEntry::new(PathRecord::default(), to, None, None),
             );
         }
         assert_eq!(c.len(), keys.len());
@@ -448,7 +448,7 @@ mod tests {
             rate: None,
         };
         let entry = |secs: u64| {
-            Entry::new(
+            CacheEntry::new(
                 PathRecord::default(),
                 to,
                 Some(now + Duration::from_secs(secs)),
@@ -466,7 +466,7 @@ mod tests {
         assert_eq!((c.len(), c.evicted), (3, 2), "the two oldest made room");
         assert_eq!(
             c.lookup(ep(1), &Address::Ip4([10, 0, 0, 0].into()), now),
-            Lookup::Miss
+            CacheLookup::Miss
         );
         c.sweep(now + Duration::from_millis(3500));
         assert_eq!((c.len(), c.expired), (2, 1), "10.0.0.2 expired at 3 s");

@@ -20,10 +20,10 @@ pub mod worker;
 
 use crate::config::reload::{self, Stamp};
 use crate::config::Config;
+use crate::daemon::Daemon;
 use crate::discovery::auth::{Auth, Keyring, WallClock};
 use crate::discovery::Families;
 use crate::engine::{Effects, Engine, Outgoing};
-use crate::host::Host;
 use crate::threads::Threads;
 use net::Net;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -33,15 +33,15 @@ use std::time::Instant;
 /// The engine, also after a panic poisoned its lock: its state is kept
 /// consistent per operation, and refusing every later request would be
 /// worse.
-pub(crate) fn lock<H: Host>(engine: &Mutex<Engine<H>>) -> MutexGuard<'_, Engine<H>> {
+pub(crate) fn lock<D: Daemon>(engine: &Mutex<Engine<D>>) -> MutexGuard<'_, Engine<D>> {
     engine.lock().unwrap_or_else(|p| p.into_inner())
 }
 
-pub struct Runtime<H: Host> {
-    engine: Mutex<Engine<H>>,
+pub struct Runtime<D: Daemon> {
+    engine: Mutex<Engine<D>>,
     /// A copy of the engine's host: what sends a reply after the engine's
     /// lock is released, without copying it out of the engine per request.
-    host: H,
+    daemon: D,
     /// What the daemon's thread and the resolvers got from the engine for
     /// the worker, which alone sends and asks the neighbour table: filled
     /// and emptied only under the engine's lock, so datagrams leave in the
@@ -67,10 +67,10 @@ pub struct Runtime<H: Host> {
     threads: Threads,
 }
 
-impl<H: Host + Copy + 'static> Runtime<H> {
+impl<D: Daemon + Copy + 'static> Runtime<D> {
     /// The provider with the configuration `cfg` (its problems already
     /// logged) and the hosts file it names.
-    pub fn new(host: H, cfg: Config) -> Runtime<H> {
+    pub fn new(daemon: D, cfg: Config) -> Runtime<D> {
         for key in crate::config::KEYS {
             log::debug!("{key} {}", cfg.describe(key).unwrap_or_default());
         }
@@ -83,8 +83,8 @@ impl<H: Host + Copy + 'static> Runtime<H> {
             );
         }
         Runtime {
-            engine: Mutex::new(Engine::new(host, cfg, hosts)),
-            host,
+            engine: Mutex::new(Engine::new(daemon, cfg, hosts)),
+            daemon,
             outbox: Mutex::default(),
             worker_due: AtomicU64::new(0),
             epoch: Instant::now(),
@@ -97,8 +97,8 @@ impl<H: Host + Copy + 'static> Runtime<H> {
 
     /// The daemon's helpers, for replies sent outside the engine's lock.
     #[inline]
-    pub fn host(&self) -> &H {
-        &self.host
+    pub fn daemon(&self) -> &D {
+        &self.daemon
     }
 
     fn net(&self) -> Option<&Net> {
@@ -109,7 +109,7 @@ impl<H: Host + Copy + 'static> Runtime<H> {
     /// replies it produced: the daemon's own locks are never taken while
     /// the engine is held. The rest goes to the worker (`hand_over`).
     #[inline]
-    pub fn with_engine<R>(&self, f: impl FnOnce(&mut Engine<H>) -> R) -> R {
+    pub fn with_engine<R>(&self, f: impl FnOnce(&mut Engine<D>) -> R) -> R {
         let (r, replies) = {
             let mut e = lock(&self.engine);
             let r = f(&mut e);
@@ -118,7 +118,7 @@ impl<H: Host + Copy + 'static> Runtime<H> {
             (r, replies)
         };
         if let Some(replies) = replies {
-            reply(&self.host, &replies);
+            reply(&self.daemon, &replies);
         }
         r
     }
@@ -256,7 +256,7 @@ impl<H: Host + Copy + 'static> Runtime<H> {
 }
 
 /// Answers the daemon's clients; called with the engine unlocked.
-fn reply<H: Host>(host: &H, replies: &[Outgoing]) {
+fn reply<D: Daemon>(host: &D, replies: &[Outgoing]) {
     if replies.is_empty() {
         return;
     }
@@ -273,7 +273,7 @@ fn reply<H: Host>(host: &H, replies: &[Outgoing]) {
 
 /// Sends what the engine produced: replies to the daemon, datagrams to the
 /// network (the jobs are the caller's). Called with the engine unlocked.
-pub fn perform<H: Host>(host: &H, net: Option<&Net>, fx: &Effects) {
+pub fn perform<D: Daemon>(host: &D, net: Option<&Net>, fx: &Effects) {
     reply(host, &fx.replies);
     if let Some(net) = net {
         for d in &fx.datagrams {

@@ -7,9 +7,9 @@
 //! deadline.
 
 use super::{lock, Runtime};
+use crate::daemon::Daemon;
 use crate::discovery::state::NssJob;
 use crate::discovery::NssError;
-use crate::host::Host;
 use std::net::{IpAddr, ToSocketAddrs};
 use std::sync::mpsc::{channel, Receiver, Sender};
 use std::sync::{Arc, Mutex};
@@ -57,7 +57,7 @@ fn classify(why: String) -> NssError {
 
 /// Starts the resolver threads; the worker hands them names through the
 /// returned sender.
-pub fn spawn<H: Host + Copy + 'static>(rt: &'static Runtime<H>) -> std::io::Result<Sender<Work>> {
+pub fn spawn<D: Daemon + Copy + 'static>(rt: &'static Runtime<D>) -> std::io::Result<Sender<Work>> {
     let threads = &rt.threads;
     let (tx, rx) = channel::<Work>();
     let rx = Arc::new(Mutex::new(rx));
@@ -89,7 +89,7 @@ fn next(rx: &Mutex<Receiver<Work>>) -> Work {
 
 /// Asks the system's resolver and hands the answer to discovery; a name
 /// whose lookup gave up meanwhile is not asked at all.
-fn answer<H: Host + Copy + 'static>(rt: &Runtime<H>, job: NssJob) {
+fn answer<D: Daemon + Copy + 'static>(rt: &Runtime<D>, job: NssJob) {
     if Instant::now() >= job.deadline {
         return;
     }
@@ -100,7 +100,7 @@ fn answer<H: Host + Copy + 'static>(rt: &Runtime<H>, job: NssJob) {
         e.poll().map(|fx| rt.hand_over(fx))
     };
     if let Some(replies) = replies {
-        super::reply(rt.host(), &replies);
+        super::reply(rt.daemon(), &replies);
     }
     // The worker sends what the answer led to: it was woken for it.
 }

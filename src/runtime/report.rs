@@ -5,8 +5,8 @@
 //! of one. A channel of the provider's own: the daemon needs no change.
 
 use super::lock;
+use crate::daemon::Daemon;
 use crate::engine::Engine;
-use crate::host::Host;
 use crate::metrics::{Exposition, Kind};
 use crate::threads::Threads;
 use std::io::Write;
@@ -72,9 +72,9 @@ impl MetricsFile {
 }
 
 /// Starts the thread that writes the engine's metrics to `path`.
-pub fn spawn<H: Host + 'static>(
+pub fn spawn<D: Daemon + 'static>(
     threads: &Threads,
-    engine: &'static Mutex<Engine<H>>,
+    engine: &'static Mutex<Engine<D>>,
     path: PathBuf,
 ) -> std::io::Result<()> {
     let stop = threads.stop_flag();

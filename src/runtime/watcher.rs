@@ -6,15 +6,15 @@
 use super::lock;
 use crate::config::hosts::Hosts;
 use crate::config::reload::{read, Stamp, Watcher, POLL};
+use crate::daemon::Daemon;
 use crate::engine::Engine;
-use crate::host::Host;
 use crate::threads::Threads;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
 /// Reads the file again and puts it in force. Returns how many
 /// destinations changed.
-pub fn reload<H: Host>(engine: &Mutex<Engine<H>>, path: &Path) -> (usize, Option<Stamp>) {
+pub fn reload<D: Daemon>(engine: &Mutex<Engine<D>>, path: &Path) -> (usize, Option<Stamp>) {
     let (new, stamp) = read(path);
     let old = lock(engine).hosts();
     let changed = Hosts::changes(&old, &new);
@@ -30,9 +30,9 @@ pub fn reload<H: Host>(engine: &Mutex<Engine<H>>, path: &Path) -> (usize, Option
 
 /// Starts the thread that watches `path`, whose version `loaded` is in
 /// force.
-pub fn spawn<H: Host + 'static>(
+pub fn spawn<D: Daemon + 'static>(
     threads: &Threads,
-    engine: &'static Mutex<Engine<H>>,
+    engine: &'static Mutex<Engine<D>>,
     path: PathBuf,
     loaded: Option<Stamp>,
 ) -> std::io::Result<()> {
@@ -64,7 +64,7 @@ mod tests {
     use crate::addr::Address;
     use crate::config::reload::tests::temp;
     use crate::config::Config;
-    use crate::host::FakeHost;
+    use crate::daemon::FakeDaemon;
     use crate::local::PortInfo;
     use crate::request::msg::tests::{addr_entry, request};
     use acm_prov_sys::{ACM_ADDRESS_NAME, ACM_EP_FLAG_DEST, ACM_STATUS_ENODATA};
@@ -74,7 +74,7 @@ mod tests {
         let path = temp("engine");
         std::fs::write(&path, "keep fe80::1\nmove fe80::2\ngone fe80::3\n").unwrap();
         let (hosts, _) = read(&path);
-        let mut e = Engine::new(FakeHost::default(), Config::default(), hosts);
+        let mut e = Engine::new(FakeDaemon::default(), Config::default(), hosts);
         let dev = e.open_device(1);
         let info = PortInfo::infiniband(1, "fe80::a".parse().unwrap());
         let port = e.open_port(dev, info).unwrap();

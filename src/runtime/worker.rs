@@ -4,8 +4,8 @@
 
 use super::net::{Net, NetEvent};
 use super::{lock, perform, Runtime};
+use crate::daemon::Daemon;
 use crate::discovery::state::NeighbourJob;
-use crate::host::Host;
 use crate::threads::Stop;
 use acm_prov_sys::ACM_STATUS_ENOMEM;
 use std::sync::mpsc::Sender;
@@ -19,8 +19,8 @@ const IDLE: Duration = Duration::from_secs(1);
 /// Starts the worker thread, supervised: if it panics, the requests
 /// waiting on discovery are answered with an error at once and the thread
 /// starts again.
-pub fn spawn<H: Host + Copy + 'static>(
-    rt: &'static Runtime<H>,
+pub fn spawn<D: Daemon + Copy + 'static>(
+    rt: &'static Runtime<D>,
     net: Arc<Net>,
 ) -> std::io::Result<()> {
     let threads = &rt.threads;
@@ -46,7 +46,7 @@ pub fn spawn<H: Host + Copy + 'static>(
 /// After a panic of the worker: what it was doing is abandoned, and every
 /// request waiting for it is answered (librdmacm waits for the daemon's
 /// reply without a timeout, so an unanswered request hangs its client).
-fn recover<H: Host + Copy>(rt: &'static Runtime<H>, net: &Net) {
+fn recover<D: Daemon + Copy>(rt: &'static Runtime<D>, net: &Net) {
     let fx = {
         let mut e = lock(&rt.engine);
         let answered = e.abandon_all(ACM_STATUS_ENOMEM as u8);
@@ -55,11 +55,11 @@ fn recover<H: Host + Copy>(rt: &'static Runtime<H>, net: &Net) {
         fx.extend(e.poll().unwrap_or_default());
         fx
     };
-    perform(rt.host(), Some(net), &fx);
+    perform(rt.daemon(), Some(net), &fx);
 }
 
-fn run<H: Host + Copy>(
-    rt: &'static Runtime<H>,
+fn run<D: Daemon + Copy>(
+    rt: &'static Runtime<D>,
     net: &Net,
     resolvers: &Sender<super::nss::Work>,
     stop: &Stop,
@@ -119,6 +119,6 @@ fn run<H: Host + Copy>(
             // provider stops.
             let _ = resolvers.send(Some(job));
         }
-        perform(rt.host(), Some(net), &fx);
+        perform(rt.daemon(), Some(net), &fx);
     }
 }

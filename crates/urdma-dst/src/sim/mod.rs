@@ -12,12 +12,12 @@ use acm_prov_sys::{ACM_ADDRESS_IP, ACM_ADDRESS_IP6, ACM_ADDRESS_NAME, ACM_EP_FLA
 use ibacm_urdma::addr::{Address, Gid};
 use ibacm_urdma::buggify::Injected;
 use ibacm_urdma::config::{Config, NameLookup};
+use ibacm_urdma::daemon::NullDaemon;
 use ibacm_urdma::discovery::auth::Sealer;
 use ibacm_urdma::discovery::state::NeighbourJob;
 use ibacm_urdma::discovery::NssError;
 use ibacm_urdma::engine::Engine;
 use ibacm_urdma::handle::AddressId;
-use ibacm_urdma::host::NullHost;
 use ibacm_urdma::request::msg::{addr_entry, request};
 pub use stack::{Authenticated, Stack};
 use std::collections::{BTreeMap, HashMap};
@@ -93,7 +93,7 @@ pub(crate) struct SimHost {
     pub(crate) ip: Ipv4Addr,
     pub(crate) name: String,
     pub(crate) generation: u16,
-    pub(crate) engine: Option<Engine<NullHost>>,
+    pub(crate) engine: Option<Engine<NullDaemon>>,
     /// The address context requests are made from.
     pub(crate) source: Option<AddressId>,
     /// The timer queued for the engine, if any.

@@ -7,12 +7,12 @@ use super::{Event, Sim, MS, PORT};
 use ibacm_urdma::addr::Address;
 use ibacm_urdma::buggify::{Buggify, Injected};
 use ibacm_urdma::config::hosts::Hosts;
+use ibacm_urdma::daemon::NullDaemon;
 use ibacm_urdma::discovery::auth::{Auth, Keyring, WallClock};
 use ibacm_urdma::discovery::wire::{V4_GROUP, V6_GROUP};
 use ibacm_urdma::discovery::{Datagram, Families, Family};
 use ibacm_urdma::engine::Engine;
 use ibacm_urdma::entropy::Seed;
-use ibacm_urdma::host::NullHost;
 use ibacm_urdma::local::PortInfo;
 use std::net::{IpAddr, Ipv6Addr, SocketAddr};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -65,7 +65,7 @@ impl Sim {
             return;
         }
         let seed = Seed::from_u64(self.seed ^ ((host as u64) << 20) ^ self.now);
-        let mut e = Engine::seeded(NullHost, self.config(), Hosts::default(), seed);
+        let mut e = Engine::seeded(NullDaemon, self.config(), Hosts::default(), seed);
         let g = self.gid_of(host);
         let dev = e.open_device(0x5254_0000_0000_0000 | host as u64);
         let port = e

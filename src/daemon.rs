@@ -19,7 +19,7 @@ pub enum Counter {
 
 pub const COUNTERS: usize = 7;
 
-pub trait Host: Send + Sync {
+pub trait Daemon: Send + Sync {
     /// `acm_resolve_response`: answers a `resolve` (id 0 is the kernel).
     fn resolve_response(&self, id: u64, msg: &MsgBuf) -> i32;
     /// `acm_query_response`: answers a `query`.
@@ -35,9 +35,9 @@ pub trait Host: Send + Sync {
 
 /// A daemon that takes every reply and counter and does nothing with them:
 /// for driving the engine outside ibacm (benchmarks, fuzzing).
-pub struct NullHost;
+pub struct NullDaemon;
 
-impl Host for NullHost {
+impl Daemon for NullDaemon {
     fn resolve_response(&self, _: u64, _: &MsgBuf) -> i32 {
         0
     }
@@ -54,12 +54,12 @@ impl Host for NullHost {
 /// values, so only the daemon-wide counters need recording.
 #[cfg(test)]
 #[derive(Default)]
-pub struct FakeHost {
+pub struct FakeDaemon {
     pub counters: std::sync::Mutex<Vec<Counter>>,
 }
 
 #[cfg(test)]
-impl Host for FakeHost {
+impl Daemon for FakeDaemon {
     fn resolve_response(&self, _: u64, _: &MsgBuf) -> i32 {
         unreachable!("the engine returns replies; the boundary sends them")
     }

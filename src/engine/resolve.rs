@@ -4,13 +4,13 @@
 //! A request that must wait for a lookup is copied and answered when the
 //! lookup's outcome arrives.
 
-use super::{Engine, Outgoing, Reply, Waiter};
+use super::{Engine, Outgoing, Response, Waiter};
 use crate::addr::Address;
+use crate::daemon::{Counter, Daemon};
 use crate::discovery::state::Learned;
 use crate::handle::{AddressId, EndpointId};
-use crate::host::{Counter, Host};
 use crate::ib;
-use crate::request::cache::{Entry, Lookup};
+use crate::request::cache::{CacheEntry, CacheLookup};
 use crate::request::msg::{self, MsgBuf, Rejected, ResolveRequest, Target};
 use crate::request::path::{Dest, PathRecord, PATH_RECORD_LEN};
 use acm_prov_sys::{
@@ -46,7 +46,7 @@ fn rejected(status: u32, why: String) -> Rejected {
     }
 }
 
-impl<H: Host> Engine<H> {
+impl<D: Daemon> Engine<D> {
     /// Handles a `resolve` made on behalf of the local address `addr`, at
     /// the current time (tests, benchmarks). `None`: the request waits for
     /// a lookup and is answered later through the effects.
@@ -125,16 +125,16 @@ impl<H: Host> Engine<H> {
 
     /// Handles a `query` (`ib_acme -v`) at the current time (tests): see
     /// [`Engine::query_at`].
-    pub fn query(&mut self, addr: AddressId, req: &MsgBuf) -> Reply {
+    pub fn query(&mut self, addr: AddressId, req: &MsgBuf) -> Response {
         self.query_at(addr, req, Instant::now())
     }
 
     /// Handles a `query` (`ib_acme -v`): there is no SA to ask, so the
     /// record is checked against what this provider would build.
-    pub fn query_at(&mut self, addr: AddressId, req: &MsgBuf, now: Instant) -> Reply {
+    pub fn query_at(&mut self, addr: AddressId, req: &MsgBuf, now: Instant) -> Response {
         let Some((ep, slot)) = self.source(addr) else {
             log::error!("query for an address context this provider does not know");
-            return Reply(msg::query_reply(req, ACM_STATUS_ESRCADDR as u8, None));
+            return Response(msg::query_reply(req, ACM_STATUS_ESRCADDR as u8, None));
         };
         self.bump(slot, Counter::Resolve);
         let reply = match msg::parse_query(req) {
@@ -165,7 +165,7 @@ impl<H: Host> Engine<H> {
             }
         };
         self.count_status(ep, reply.status());
-        Reply(reply)
+        Response(reply)
     }
 
     /// Finds (or builds and caches) the path from endpoint `ep` to the
@@ -185,15 +185,15 @@ impl<H: Host> Engine<H> {
             Target::Path(p) => (Address::Lid(p.dlid), Some(p)),
         };
         let (mut path, wire) = match self.cache.lookup(ep, &key, now) {
-            Lookup::Route(p, wire) => {
+            CacheLookup::Route(p, wire) => {
                 self.count(ep, Counter::RouteCache);
                 (p, wire)
             }
-            Lookup::Address(dest) => {
+            CacheLookup::Address(dest) => {
                 self.count(ep, Counter::AddrCache);
                 self.build_and_cache(ep, key, dest, None, now)?
             }
-            Lookup::Miss => {
+            CacheLookup::Miss => {
                 self.count(ep, Counter::AddrQuery);
                 match self.find(ep, &key, now) {
                     Found::At(dest, learned) => {
@@ -296,7 +296,7 @@ impl<H: Host> Engine<H> {
             (Some(e), Some(r)) => Some(e.min(r.max(now))),
             (e, r) => e.or(r.map(|r| r.max(now))),
         };
-        let entry = Entry::new(
+        let entry = CacheEntry::new(
             path,
             dest,
             expiry,

@@ -5,7 +5,7 @@
 //! (and in unit tests); looking them up with `dlsym(RTLD_DEFAULT)` turns a
 //! missing symbol into a clear error instead.
 
-use crate::host::{Counter, Host};
+use crate::daemon::{Counter, Daemon};
 use crate::request::msg::MsgBuf;
 use acm_prov_sys::acm_msg;
 use std::ffi::{c_char, c_int, CStr, CString};
@@ -18,7 +18,7 @@ type AcmIncrementCounter = unsafe extern "C" fn(c_int);
 /// The daemon's helpers, as resolved once at load: plain function
 /// pointers into the executable, so copies are free and never dangle.
 #[derive(Clone, Copy)]
-pub struct Daemon {
+pub struct Ibacm {
     write: AcmWrite,
     resolve_response: AcmResponse,
     query_response: AcmResponse,
@@ -40,12 +40,12 @@ fn lookup(name: &CStr) -> Result<*mut libc::c_void, String> {
     }
 }
 
-impl Daemon {
-    pub fn resolve() -> Result<Daemon, String> {
+impl Ibacm {
+    pub fn resolve() -> Result<Ibacm, String> {
         // SAFETY: each symbol is the function of that name declared in
         // <infiniband/acm_prov.h>; the transmutes give it that prototype.
         unsafe {
-            Ok(Daemon {
+            Ok(Ibacm {
                 write: std::mem::transmute::<*mut libc::c_void, AcmWrite>(lookup(c"acm_write")?),
                 resolve_response: std::mem::transmute::<*mut libc::c_void, AcmResponse>(lookup(
                     c"acm_resolve_response",
@@ -89,7 +89,7 @@ impl Daemon {
     }
 }
 
-impl Host for Daemon {
+impl Daemon for Ibacm {
     fn resolve_response(&self, id: u64, msg: &MsgBuf) -> c_int {
         // SAFETY: MsgBuf has the size and alignment of struct acm_msg; the
         // daemon only reads it during the call (it sends hdr.length bytes).
