@@ -217,9 +217,10 @@ fn sigterm_stops_the_daemon_and_a_restart_serves_again() {
 /// The daemon's RSS after `cycles` port down/up events, minus before, with
 /// `provider` (`null` or `urdma`) serving the port.
 fn rss_growth_over_port_cycles(provider: &str, cycles: usize) -> i64 {
-    let mut cfg = HostConfig::default().opt("urdma_discovery no");
-    cfg.provider_name = Some(provider.into());
-    cfg.provider_so = Some(Artifacts::profile_dir().join(format!("libibacm_{provider}.so")));
+    let cfg = HostConfig::default().opt("urdma_discovery no").provider(
+        provider,
+        &Artifacts::profile_dir().join(format!("libibacm_{provider}.so")),
+    );
     let h = Host::start(cfg);
     // Cycle `n` (from 1): each event handled by the daemon before the next
     // is injected, so that every cycle is a whole one and events never

@@ -7,7 +7,9 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use super::launch::*;
+use urdma_harness::{Host, HostConfig};
+
+use super::setup::*;
 
 /// `totals:` (or `summary:`) of a callgrind output file.
 pub fn callgrind_total(path: &Path) -> Option<u64> {
@@ -54,30 +56,30 @@ pub fn provider_self(path: &Path) -> Option<BTreeMap<String, u64>> {
 pub fn instructions(
     sc: &Scratch,
     label: &str,
-    spec: Spec,
+    cfg: HostConfig,
+    out: &Path,
     dests: &Path,
     warm: u32,
 ) -> Option<(f64, f64)> {
-    let out = spec.callgrind_out.clone()?;
-    let d = Daemon::start(&spec);
+    let d = Host::start(under_callgrind(cfg, out));
     let dests = dests.to_str().unwrap();
     let batch = |n: u32| {
         let n = n.to_string();
-        let s = d.load(
+        let s = load(
+            &d,
             &load_args(dests, "1", &["-n", &n]),
             Duration::from_secs(600),
         );
         assert_eq!(num(&s, "ok").to_string(), n, "{label}: {s:?}");
     };
     batch(warm);
-    d.callgrind_control("-d");
+    callgrind_control(&d, "-d");
     let (n1, n2) = (2_000u32, 6_000u32);
     batch(n1);
-    d.callgrind_control("-d");
+    callgrind_control(&d, "-d");
     batch(n2);
-    d.callgrind_control("-d");
-    let mut d = d;
-    d.stop();
+    callgrind_control(&d, "-d");
+    stop(&d);
     // Dumps go to OUT.1, OUT.2, ... in dump order.
     let part = |k: u32| callgrind_total(&PathBuf::from(format!("{}.{k}", out.display())));
     let (a, b) = (part(2)?, part(3)?);
@@ -125,22 +127,21 @@ const IDLE: Duration = Duration::from_secs(20);
 /// a few requests (the provider starts its threads lazily) and left to
 /// settle, then a dump that zeroes the counters, `IDLE` of nothing, and a
 /// dump. Wall-clock seconds, since idle threads wake on real timers.
-fn idle_rate(spec: &Spec, dests: &Path) -> Option<f64> {
-    let out = spec.callgrind_out.clone()?;
-    let d = Daemon::start(spec);
-    let s = d.load(
+fn idle_rate(cfg: HostConfig, out: &Path, dests: &Path) -> Option<f64> {
+    let d = Host::start(under_callgrind(cfg, out));
+    let s = load(
+        &d,
         &load_args(dests.to_str().unwrap(), "1", &["-n", "100"]),
         Duration::from_secs(600),
     );
     assert_eq!(num(&s, "ok"), 100.0, "{s:?}");
     std::thread::sleep(Duration::from_secs(3));
-    d.callgrind_control("-d");
+    callgrind_control(&d, "-d");
     let t = Instant::now();
     std::thread::sleep(IDLE);
-    d.callgrind_control("-d");
+    callgrind_control(&d, "-d");
     let secs = t.elapsed().as_secs_f64();
-    let mut d = d;
-    d.stop();
+    stop(&d);
     let part = PathBuf::from(format!("{}.2", out.display()));
     if let Some(keep) = std::env::var_os("URDMA_BENCH_KEEP") {
         let _ = fs::copy(&part, Path::new(&keep).join(out.file_name()?));
@@ -167,10 +168,9 @@ fn idle(sc: &Scratch) {
     );
     let mut null = None;
     for prov in [Provider::Null, Provider::Urdma] {
-        let mut spec = Spec::new(prov);
-        spec.hosts_file = Some(sc.path("hosts-1k.data"));
-        spec.callgrind_out = Some(sc.path(&format!("idle-{}.out", prov.name())));
-        match idle_rate(&spec, &sc.path("dests-1k.txt")) {
+        let cfg = config(prov).hosts_file_at(&sc.path("hosts-1k.data"));
+        let out = sc.path(&format!("idle-{}.out", prov.name()));
+        match idle_rate(cfg, &out, &sc.path("dests-1k.txt")) {
             Some(rate) => {
                 let vs = null.map_or("—".to_string(), |n: f64| format!("{:+.0}", rate - n));
                 println!("| {} | {rate:.0} | {vs} |", prov.name());
@@ -230,14 +230,16 @@ pub fn callgrind(sc: &Scratch, quick: bool) -> BTreeMap<String, f64> {
     println!("| provider | daemon instructions/request | vs null | of which in the provider's object |\n|---|---|---|---|");
     for (label, prov, hosts, dests, warm) in cases {
         let file = label.replace([',', ' '], "");
-        let mut spec = Spec::new(prov);
-        spec.hosts_file = hosts;
-        if label.ends_with("no metrics file") {
-            spec.extra_opts.push("urdma_metrics_file none".into());
+        let mut cfg = config(prov);
+        if let Some(hosts) = &hosts {
+            cfg = cfg.hosts_file_at(hosts);
         }
-        spec.callgrind_out = Some(sc.path(&format!("cg-{file}.out")));
+        if label.ends_with("no metrics file") {
+            cfg = cfg.opt("urdma_metrics_file none");
+        }
+        let out = sc.path(&format!("cg-{file}.out"));
         let t = Instant::now();
-        match instructions(sc, &file, spec, dests, warm) {
+        match instructions(sc, &file, cfg, &out, dests, warm) {
             Some((i, own)) => {
                 let base = results.get("null").copied();
                 let vs = base.map_or("—".to_string(), |b| {

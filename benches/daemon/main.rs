@@ -21,7 +21,7 @@
 //! `cargo bench --bench daemon [-- --quick]`
 
 mod callgrind;
-mod launch;
+mod setup;
 
 use std::collections::BTreeMap;
 use std::fs;
@@ -31,7 +31,7 @@ use std::time::{Duration, Instant};
 use urdma_harness::{Host, Net};
 
 use callgrind::callgrind;
-use launch::*;
+use setup::*;
 
 /// This host's own address and name (on the sim's urdma0 port 1).
 const SELF_IP: &str = "192.168.0.1";
@@ -55,18 +55,17 @@ struct Point {
 fn throughput(sc: &Scratch, quick: bool) {
     let (hosts_1m, dests_1m) = files_1m(sc);
     let dests_1k = sc.path("dests-1k.txt");
-    let mut daemons: Vec<(&str, Daemon, &Path)> = Vec::new();
-    daemons.push(("null", Daemon::start(&Spec::new(Provider::Null)), &dests_1k));
-    let mut spec = Spec::new(Provider::Urdma);
-    spec.hosts_file = Some(sc.path("hosts-1k.data"));
-    daemons.push(("urdma 1k", Daemon::start(&spec), &dests_1k));
+    let mut daemons: Vec<(&str, Host, &Path)> = Vec::new();
+    daemons.push(("null", Host::start(config(Provider::Null)), &dests_1k));
+    let urdma = |hosts: &Path| Host::start(config(Provider::Urdma).hosts_file_at(hosts));
+    daemons.push(("urdma 1k", urdma(&sc.path("hosts-1k.data")), &dests_1k));
     if !quick {
-        spec.hosts_file = Some(hosts_1m);
-        daemons.push(("urdma 1M", Daemon::start(&spec), &dests_1m));
+        daemons.push(("urdma 1M", urdma(&hosts_1m), &dests_1m));
     }
     for (label, d, dests) in &daemons {
         // Warm once: every destination resolved (and cached) before timing.
-        let s = d.load(
+        let s = load(
+            d,
             &load_args(dests.to_str().unwrap(), "1", &[]),
             Duration::from_secs(60),
         );
@@ -81,7 +80,7 @@ fn throughput(sc: &Scratch, quick: bool) {
     // of its own and the load generator (this process's children inherit
     // its affinity) the other, so the two do not take turns on the same
     // cores and the ratio reflects the daemon's cost.
-    let pinned = pin_cores(&daemons.iter().map(|(_, d, _)| d.pid).collect::<Vec<_>>());
+    let pinned = pin_cores(&daemons.iter().map(|(_, d, _)| pid(d)).collect::<Vec<_>>());
     let (secs, rounds) = if quick { ("1", 1) } else { ("2", 5) };
     println!("## Cache hits through the daemon (urdma-load --poll, --window 1)\n");
     if pinned {
@@ -111,7 +110,8 @@ fn throughput(sc: &Scratch, quick: bool) {
         let mut rates: Vec<Vec<f64>> = daemons.iter().map(|_| Vec::new()).collect();
         for _ in 0..rounds {
             for (i, (label, d, dests)) in daemons.iter().enumerate() {
-                let s = d.load(
+                let s = load(
+                    d,
                     &load_args(
                         dests.to_str().unwrap(),
                         &cs,
@@ -169,16 +169,14 @@ fn misses(quick: bool) {
         (1_000, 10_000)
     };
     let net = Net::new();
-    let node = |n: u8, lines: Vec<String>| -> Daemon {
-        let host = Host::bare();
-        let ip4 = format!("10.0.0.{n}/24");
-        net.attach(&host, "eth0", &[&ip4]);
-        let mut spec = Spec::new(Provider::Urdma);
-        spec.addr_lines = lines;
-        spec.sim_config = format!("device urdma0\n  mac 52:54:00:00:00:{n:02x}\n  port 1\n");
-        let mut s = Daemon::launch(host, &spec);
-        s.started = Instant::now();
-        s
+    let node = |n: u8, lines: Vec<String>| -> Host {
+        let mut cfg = config(Provider::Urdma)
+            .ip_addrs(&[&format!("10.0.0.{n}/24")])
+            .sim_config(&format!(
+                "device urdma0\n  mac 52:54:00:00:00:{n:02x}\n  port 1\n"
+            ));
+        cfg.addr_lines = lines;
+        Host::start_on(&net, "eth0", cfg)
     };
     let a = node(
         1,
@@ -198,7 +196,7 @@ fn misses(quick: bool) {
     let last = format!("node-b-{}", burst + cold);
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {
-        let (_, out) = b.host.load(
+        let (_, out) = b.load(
             &["-s", "node-b-1", "-f", "n", "-d", &last, "--timeout", "2"],
             Duration::from_secs(10),
         );
@@ -218,7 +216,8 @@ fn misses(quick: bool) {
     sleep(Duration::from_secs(4));
     // One exchange first, so A's first measured request does not also pay
     // for anything once-only (the neighbour entry, the multicast route).
-    let warm = a.load(
+    let warm = load(
+        &a,
         &[
             "-s",
             "node-a",
@@ -233,12 +232,13 @@ fn misses(quick: bool) {
     );
     assert_eq!(num(&warm, "ok"), 1.0, "{warm:?}\n{}", a.diagnostics());
 
-    let cold_file = a.host.path("cold.txt");
+    let cold_file = a.path("cold.txt");
     let names: Vec<String> = (burst + 1..=burst + cold)
         .map(|i| format!("node-b-{i}"))
         .collect();
     fs::write(&cold_file, names.join("\n") + "\n").unwrap();
-    let s = a.load(
+    let s = load(
+        &a,
         &[
             "-s",
             "node-a",
@@ -272,7 +272,8 @@ fn misses(quick: bool) {
     };
     row("cold resolves, one client, each a name never asked", &s);
     let n = burst.to_string();
-    let s = a.load(
+    let s = load(
+        &a,
         &[
             "-s", "node-a", "-f", "n", "--range", "node-b-", &n, "-c", "64", "-n", &n, "--window",
             "1",
@@ -280,7 +281,8 @@ fn misses(quick: bool) {
         Duration::from_secs(300),
     );
     row(&format!("burst of {burst} distinct misses, 64 clients"), &s);
-    let s = a.load(
+    let s = load(
+        &a,
         &[
             "-s", "node-a", "-f", "n", "--range", "node-b-", &n, "-c", "64", "-n", &n, "--window",
             "1",
@@ -307,22 +309,21 @@ fn scale(sc: &Scratch) {
         ("0 entries", &empty, SELF_IP.to_string()),
         ("1,000,000 entries", &hosts_1m, dest_ip(999_999)),
     ] {
-        let mut spec = Spec::new(Provider::Urdma);
-        spec.hosts_file = Some(file.clone());
-        let d = Daemon::start(&spec);
-        let socket_ms = d.started.elapsed().as_secs_f64() * 1e3;
-        while !d.answers(&dest) {
+        let d = Host::start(config(Provider::Urdma).hosts_file_at(file));
+        let started = d.daemon_spawned().expect("spawned");
+        let socket_ms = started.elapsed().as_secs_f64() * 1e3;
+        while !answers(&d, &dest) {
             assert!(
-                d.started.elapsed() < Duration::from_secs(60),
+                started.elapsed() < Duration::from_secs(60),
                 "{}",
                 d.diagnostics()
             );
             sleep(Duration::from_millis(1));
         }
-        let answer_ms = d.started.elapsed().as_secs_f64() * 1e3;
+        let answer_ms = started.elapsed().as_secs_f64() * 1e3;
         // Settle: anything the provider does after its first answer.
         sleep(Duration::from_millis(300));
-        let r = d.rss_bytes();
+        let r = d.daemon_rss_kb() * 1024;
         rss.push(r);
         println!(
             "| {label} | {socket_ms:.0} | {answer_ms:.0} | {:.1} |",

@@ -16,7 +16,7 @@ mod control;
 mod inside;
 mod observe;
 
-pub use config::HostConfig;
+pub use config::{HostConfig, HostsFile};
 pub use inside::COMMAND_TIMEOUT;
 
 use crate::env::{require_root, scaled, under_valgrind, unique, valgrind_prefix};
@@ -30,8 +30,6 @@ use std::sync::Mutex;
 use std::thread::sleep;
 use std::time::{Duration, Instant};
 
-const START_TIMEOUT: Duration = Duration::from_secs(10);
-
 /// One running daemon in its own namespaces. Dropping it kills the daemon
 /// and removes the namespace and the temp directory (also on panic).
 pub struct Host {
@@ -39,6 +37,8 @@ pub struct Host {
     pub dir: PathBuf,
     pub artifacts: Artifacts,
     daemon: Mutex<Option<Child>>,
+    /// When the daemon was spawned: start-up is timed from there.
+    spawned: Mutex<Option<Instant>>,
     /// Control acknowledgements consumed so far (see `inject`).
     acks_seen: Mutex<usize>,
 }
@@ -83,19 +83,19 @@ impl Host {
             dir,
             artifacts,
             daemon: Mutex::new(None),
+            spawned: Mutex::new(None),
             acks_seen: Mutex::new(0),
         };
         host.ip(&["link", "set", "lo", "up"]);
         host
     }
 
-    /// Writes the configuration files and starts the daemon.
     /// Writes `cfg`'s files and starts the daemon on a host made with
     /// [`Host::bare`] (and given its links).
     pub fn launch(&self, cfg: &HostConfig) {
         self.write_files(cfg);
         self.spawn_daemon(cfg);
-        self.wait_started();
+        self.wait_started(cfg.start_timeout);
     }
 
     /// Kills the daemon (SIGKILL, like a crash: no withdrawal is sent) and
@@ -155,16 +155,16 @@ impl Host {
     }
 
     fn write_files(&self, cfg: &HostConfig) {
-        let provider = cfg
-            .provider_so
-            .clone()
-            .unwrap_or_else(|| self.artifacts.provider.clone());
+        let (provider, file) = match &cfg.provider_so {
+            Some(so) => (so, so.file_name().expect("a provider file name")),
+            None => (&self.artifacts.provider, "libibacm_urdma.so".as_ref()),
+        };
         // A copy, not a symlink: the daemon skips symlinks when loading.
-        fs::copy(&provider, self.dir.join("prov/libibacm_urdma.so")).expect("copy provider");
+        fs::copy(provider, self.path("prov").join(file)).expect("copy provider");
 
         let mut opts = vec![
             format!("log_file {}", self.path("ibacm.log").display()),
-            "log_level 2".to_string(),
+            format!("log_level {}", cfg.log_level),
             format!("lock_file {}", self.path("ibacm.pid").display()),
             format!("provider_lib_path {}", self.path("prov").display()),
             "support_ips_in_addr_cfg 1".to_string(),
@@ -172,9 +172,16 @@ impl Host {
         if let Some(name) = &cfg.provider_name {
             opts.push(format!("provider {name} default"));
         }
-        if let Some(text) = &cfg.hosts_file {
-            fs::write(self.hosts_path(), text).expect("write hosts.data");
-            opts.push(format!("urdma_hosts_file {}", self.hosts_path().display()));
+        let hosts = match &cfg.hosts_file {
+            Some(HostsFile::Text(text)) => {
+                fs::write(self.hosts_path(), text).expect("write hosts.data");
+                Some(self.hosts_path())
+            }
+            Some(HostsFile::At(path)) => Some(path.clone()),
+            None => None,
+        };
+        if let Some(path) = hosts {
+            opts.push(format!("urdma_hosts_file {}", path.display()));
         }
         opts.extend(cfg.extra_opts.iter().cloned());
         write_lines(&self.path("ibacm_opts.cfg"), &opts);
@@ -204,7 +211,9 @@ impl Host {
             "-A",
             addr.to_str().unwrap(),
         ];
-        let mut argv: Vec<String> = if under_valgrind() {
+        let mut argv: Vec<String> = if !cfg.wrapper.is_empty() {
+            cfg.wrapper.clone()
+        } else if under_valgrind() {
             valgrind_prefix()
         } else {
             Vec::new()
@@ -212,7 +221,11 @@ impl Host {
         argv.extend(daemon.iter().map(|a| a.to_string()));
         let argv: Vec<&str> = argv.iter().map(String::as_str).collect();
         let mut cmd = self.in_namespaces(true, &argv);
-        cmd.env("URDMA_SIM_CONTROL", self.control_path());
+        if cfg.sim_control {
+            cmd.env("URDMA_SIM_CONTROL", self.control_path());
+        } else {
+            cmd.env_remove("URDMA_SIM_CONTROL");
+        }
         if cfg.sim_config.is_some() {
             cmd.env("URDMA_SIM_CONFIG", self.path("sim.cfg"));
         } else {
@@ -221,13 +234,14 @@ impl Host {
         cmd.stdin(Stdio::null())
             .stdout(out.try_clone().expect("dup"))
             .stderr(out);
+        *self.spawned.lock().unwrap() = Some(Instant::now());
         let child = cmd.spawn().expect("spawn ibacm");
         *self.daemon.lock().unwrap() = Some(child);
     }
 
-    fn wait_started(&self) {
+    fn wait_started(&self, timeout: Duration) {
         let sock = self.socket();
-        let deadline = Instant::now() + scaled(START_TIMEOUT);
+        let deadline = Instant::now() + scaled(timeout);
         while !sock.exists() {
             if !self.daemon_alive() {
                 panic!("ibacm exited during start-up\n{}", self.diagnostics());
@@ -239,7 +253,8 @@ impl Host {
                     self.diagnostics()
                 );
             }
-            sleep(Duration::from_millis(10));
+            // Short: the daemon bench times start-up from `daemon_spawned`.
+            sleep(Duration::from_millis(1));
         }
     }
 

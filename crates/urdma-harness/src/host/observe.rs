@@ -15,9 +15,15 @@ use std::time::{Duration, Instant};
 
 impl Host {
     /// The daemon's process id. The chain nsenter → unshare → sh → (env →
-    /// valgrind) → ibacm only ever execs, so it is the spawned child's.
+    /// valgrind or `HostConfig::wrapper`) → ibacm only ever execs, so it
+    /// is the spawned child's.
     pub fn daemon_pid(&self) -> Option<u32> {
         self.daemon.lock().unwrap().as_ref().map(Child::id)
+    }
+
+    /// When the daemon was last spawned, for timing its start-up.
+    pub fn daemon_spawned(&self) -> Option<Instant> {
+        *self.spawned.lock().unwrap()
     }
 
     /// `VmRSS` of the daemon in KiB, from `/proc/<pid>/status`.
