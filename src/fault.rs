@@ -14,7 +14,7 @@ pub const WATCHER_MARK: &str = "urdma-fault-watcher";
 
 /// Panics if a lookup of [`WORKER_NAME`] is in flight.
 pub fn in_worker<D: Daemon>(e: &Engine<D>) {
-    if Address::name(WORKER_NAME).is_some_and(|name| e.looking_up(&name)) {
+    if Address::name(WORKER_NAME).is_some_and(|name| e.discovery().looking_up(&name)) {
         panic!("fault injected: a lookup of {WORKER_NAME}");
     }
 }

@@ -244,11 +244,11 @@ fn a_miss_asks_the_address_once_and_answers_every_waiter_once() {
         Some(PEER.parse().unwrap())
     );
     assert_eq!(bound_gid(&f.e, &node_b()), None);
-    assert_eq!(f.e.lookups_in_flight(), 0);
+    assert_eq!(f.e.discovery().lookups_in_flight(), 0);
     // A second reply to the same query is dropped.
     f.e.on_datagram(peer(), None, &reply_bytes(&q, Answer::Refused), f.t0);
     assert!(f.e.take_effects().replies.is_empty());
-    assert_eq!(f.e.drops().unsolicited, 1);
+    assert_eq!(f.e.discovery().drops().unsolicited, 1);
 }
 
 #[test]
@@ -264,22 +264,22 @@ fn replies_from_elsewhere_or_unknown_transactions_are_dropped() {
     f.e.on_datagram(impostor, None, &found, f.t0);
     let other_port = SocketAddr::new(IpAddr::V4(PEER_IP.into()), 4444);
     f.e.on_datagram(other_port, None, &found, f.t0);
-    assert_eq!(f.e.drops().wrong_source, 2);
+    assert_eq!(f.e.discovery().drops().wrong_source, 2);
     let stranger = Query::new(
         std::num::NonZeroU64::new(q.txid().get() ^ 1).unwrap(),
         q.target().clone(),
         peer_record(PEER),
     );
     f.e.on_datagram(peer(), None, &reply_bytes(&stranger, Answer::Refused), f.t0);
-    assert_eq!(f.e.drops().unsolicited, 1);
+    assert_eq!(f.e.discovery().drops().unsolicited, 1);
     f.e.on_datagram(peer(), None, b"garbage", f.t0);
-    assert_eq!(f.e.drops().malformed, 1);
+    assert_eq!(f.e.discovery().drops().malformed, 1);
     assert!(
         f.e.take_effects().replies.is_empty(),
         "nothing answered the client"
     );
     assert_eq!(
-        f.e.lookups_in_flight(),
+        f.e.discovery().lookups_in_flight(),
         1,
         "the lookup still waits for its real answer"
     );
@@ -432,7 +432,7 @@ fn closing_an_endpoint_answers_its_waiters() {
     fx.datagrams = f.e.take_effects().datagrams;
     assert_eq!(fx.replies.len(), 1);
     assert_eq!(fx.replies[0].msg.status(), ACM_STATUS_ENOTCONN as u8);
-    assert_eq!(f.e.lookups_in_flight(), 0);
+    assert_eq!(f.e.discovery().lookups_in_flight(), 0);
     let withdrawn: Vec<_> = fx
         .datagrams
         .iter()
@@ -566,7 +566,7 @@ fn queries_are_answered_by_the_owner_only_and_group_queries_never_refused() {
         f.e.take_effects().datagrams.is_empty(),
         "our own multicast, looped back"
     );
-    assert_eq!(f.e.drops().own, 1);
+    assert_eq!(f.e.discovery().drops().own, 1);
 }
 
 #[test]
@@ -619,7 +619,7 @@ fn a_forged_query_never_changes_a_binding() {
         &reply_bytes(&guess, Answer::Found(forged_record())),
         f.t0,
     );
-    assert_eq!(f.e.drops().unsolicited, 1);
+    assert_eq!(f.e.discovery().drops().unsolicited, 1);
     assert_eq!(bound_gid(&f.e, &peer_ip()), Some(PEER.parse().unwrap()));
     // B's own answer keeps its binding.
     f.e.on_datagram(
@@ -983,8 +983,8 @@ fn with_a_key_only_authenticated_fresh_messages_count() {
     let other_id = auth("2 000102030405060708090a0b0c0d0e0f");
     f.e.on_datagram(peer(), None, &other_id.seal(found.clone()), f.t0);
     assert!(f.e.take_effects().replies.is_empty());
-    assert_eq!(f.e.drops().unauthenticated, 3);
-    assert_eq!(f.e.lookups_in_flight(), 1);
+    assert_eq!(f.e.discovery().drops().unauthenticated, 3);
+    assert_eq!(f.e.discovery().lookups_in_flight(), 1);
 
     let sealed = peer_auth.seal(found);
     assert!(
@@ -1000,8 +1000,8 @@ fn with_a_key_only_authenticated_fresh_messages_count() {
     // Replayed later, even to a new lookup with the same target, it is
     // caught before its transaction id is looked at.
     f.e.on_datagram(peer(), None, &sealed, f.t0);
-    assert_eq!(f.e.drops().replayed, 1);
-    assert_eq!(f.e.drops().unsolicited, 0);
+    assert_eq!(f.e.discovery().drops().replayed, 1);
+    assert_eq!(f.e.discovery().drops().unsolicited, 0);
 }
 
 /// The peer's QUERY (transaction id 9) for this host's address.
@@ -1031,7 +1031,13 @@ fn with_a_key_queries_are_answered_and_plain_or_replayed_ones_ignored() {
         f.e.take_effects().datagrams.is_empty(),
         "a replay is not answered"
     );
-    assert_eq!((f.e.drops().unauthenticated, f.e.drops().replayed), (1, 1));
+    assert_eq!(
+        (
+            f.e.discovery().drops().unauthenticated,
+            f.e.discovery().drops().replayed
+        ),
+        (1, 1)
+    );
 }
 
 #[test]
@@ -1048,12 +1054,12 @@ fn with_a_key_messages_that_overtake_each_other_all_count_and_replays_none() {
         let (_, _, answer) = sent_reply(&f.e.take_effects());
         assert!(matches!(answer, Answer::Found(_)));
     }
-    assert_eq!(f.e.drops().total(), 0, "nothing dropped");
+    assert_eq!(f.e.discovery().drops().total(), 0, "nothing dropped");
     for t in &tries {
         f.e.on_datagram(peer(), Some(own_ip()), t, f.t0);
     }
     assert!(f.e.take_effects().datagrams.is_empty());
-    assert_eq!(f.e.drops().replayed, 3);
+    assert_eq!(f.e.discovery().drops().replayed, 3);
 }
 
 #[test]
@@ -1079,7 +1085,7 @@ fn replies_to_one_source_are_rate_limited() {
             .count()
     };
     assert_eq!(answered(&mut f.e, peer(), 100, f.t0), 40, "a 4 s burst");
-    assert_eq!(f.e.drops().rate_limited, 60);
+    assert_eq!(f.e.discovery().drops().rate_limited, 60);
     let other = SocketAddr::new(IpAddr::V4([10, 0, 0, 3].into()), 6126);
     assert_eq!(answered(&mut f.e, other, 5, f.t0), 5);
     let later = f.t0 + Duration::from_secs(1);
@@ -1161,7 +1167,7 @@ fn drops_are_summed_up_in_the_log_now_and_then() {
     f.e.on_timers(f.t0 + DROP_SUMMARY_EVERY);
     assert_eq!(f.e.discovery().drops_said().malformed, 4);
     assert_eq!(
-        f.e.drops().to_string(),
+        f.e.discovery().drops().to_string(),
         "4 (malformed 4, unsolicited 0, wrong source 0, own 0, unauthenticated 0, \
          replayed 0, rate-limited 0)"
     );
@@ -1376,7 +1382,7 @@ fn a_name_off_the_segment_is_found_through_the_system_resolver_and_asked_by_unic
         f.e.on_datagram(elsewhere, None, &reply_bytes(q, Answer::Found(forged)), t);
     }
     assert!(f.e.take_effects().replies.is_empty());
-    assert_eq!(f.e.drops().wrong_source, 2);
+    assert_eq!(f.e.discovery().drops().wrong_source, 2);
     for (q, to) in &asked {
         let record = record_of(far_gid, to.unwrap().ip());
         f.e.on_datagram(to.unwrap(), None, &reply_bytes(q, Answer::Found(record)), t);
@@ -1427,7 +1433,7 @@ fn a_resolver_that_never_answers_fails_the_name_at_the_stage_deadline_and_nothin
     let fx = f.e.take_effects();
     assert_eq!(fx.replies.len(), 1);
     assert_eq!(fx.replies[0].msg.status(), ACM_STATUS_ETIMEDOUT as u8);
-    assert_eq!(f.e.lookups_in_flight(), 0);
+    assert_eq!(f.e.discovery().lookups_in_flight(), 0);
     // The answer that comes late changes nothing and sends nothing.
     f.e.on_nss(&job.key, Ok(vec![IpAddr::V4([10, 0, 1, 2].into())]), t);
     assert!(f.e.take_effects().is_empty());

@@ -21,12 +21,7 @@ impl<D: Daemon> Engine<D> {
     pub fn metrics(&self) -> Exposition {
         let d = &self.discovery;
         let mut e = Exposition::default();
-        let mut requests = [0u64; COUNTERS];
-        for (_, c) in &self.counters {
-            for (sum, n) in requests.iter_mut().zip(c) {
-                *sum += n;
-            }
-        }
+        let requests = self.counters.totals();
         let requests: Vec<(&str, u64)> = REQUEST_COUNTERS.iter().copied().zip(requests).collect();
         e.by_label(
             "urdma_requests_total",
@@ -107,7 +102,7 @@ impl<D: Daemon> Engine<D> {
             (
                 "urdma_requests_waiting",
                 "Requests waiting for a lookup.",
-                self.waiting.values().map(Vec::len).sum(),
+                self.waiting.len(),
             ),
             ("urdma_bindings", "Addresses bound by discovery.", learned),
             ("urdma_bindings_max", "urdma_max_learned.", learned_cap),

@@ -22,28 +22,30 @@
 //! ([`crate::log`]), which comes last in every lock order
 //! (docs/architecture.md).
 
+mod counters;
 mod effects;
 mod metrics;
 mod resolve;
 pub mod timers;
+mod waiters;
 
+use counters::{Counters, Slot};
 pub use effects::{Effects, Outgoing, Response};
+pub use waiters::Waiter;
+use waiters::Waiters;
 
 use crate::addr::Address;
-use crate::buggify::{Buggify, Injected};
+use crate::buggify::Buggify;
 use crate::config::hosts::Hosts;
 use crate::config::Config;
 use crate::daemon::{Counter, Daemon, COUNTERS};
 use crate::discovery::auth::Auth;
-use crate::discovery::counts::DropCounts;
 use crate::discovery::state::NeighbourJob;
 use crate::discovery::{Discovery, Families, NssError, Outcome};
 use crate::entropy::Seed;
-use crate::fastmap::Map;
 use crate::handle::{AddressId, DeviceId, EndpointId, PortId};
 use crate::local::{Local, Offer, PortInfo, Refused};
 use crate::request::cache::Cache;
-use crate::request::msg::MsgBuf;
 use crate::request::path::Dest;
 use crate::summary::Summary;
 use acm_prov_sys::{ACM_STATUS_ENODATA, ACM_STATUS_ENOTCONN, ACM_STATUS_SUCCESS};
@@ -58,16 +60,6 @@ pub const EVENT_CLIENT_REREGISTER: acm_prov_sys::ibv_event_type =
 /// How often what expired is swept from the destination cache.
 const SWEEP_EVERY: Duration = Duration::from_secs(1);
 
-/// A request waiting for a lookup.
-#[derive(Clone, Debug)]
-pub struct Waiter {
-    pub endpoint: EndpointId,
-    /// The daemon's request id (0 is the kernel).
-    pub id: u64,
-    pub request: MsgBuf,
-    pub echo_source: Option<usize>,
-}
-
 pub struct Engine<D: Daemon> {
     daemon: D,
     cfg: Config,
@@ -78,15 +70,10 @@ pub struct Engine<D: Daemon> {
     cache: Cache,
     discovery: Discovery,
     /// The requests waiting for each lookup in flight.
-    waiting: Map<Address, Vec<Waiter>>,
+    waiting: Waiters,
     replies: Vec<Outgoing>,
-    /// Counters per endpoint. Every request bumps two or three, and
-    /// endpoints are few: a short scan costs less than hashing each time.
-    counters: Vec<(EndpointId, [u64; COUNTERS])>,
-    /// The address context of the last request, its endpoint and the slot
-    /// of that endpoint's counters (see [`Engine::source`]). Forgotten
-    /// whenever an address is removed or the counters move.
-    last_source: Option<(AddressId, EndpointId, usize)>,
+    /// The daemon's counters per endpoint.
+    counters: Counters,
     /// Every deadline, for [`Effects::deadline`].
     timers: Timers,
     /// The time of the latest input that had one: what is due "at once"
@@ -122,10 +109,9 @@ impl<D: Daemon> Engine<D> {
             daemon,
             cfg,
             hosts: Arc::new(hosts),
-            waiting: Map::default(),
+            waiting: Waiters::default(),
             replies: Vec::new(),
-            counters: Vec::new(),
-            last_source: None,
+            counters: Counters::default(),
             timers: Timers::default(),
             clock: None,
             dirty: false,
@@ -213,7 +199,7 @@ impl<D: Daemon> Engine<D> {
 
     pub fn open_endpoint(&mut self, port: PortId, pkey: u16) -> Option<EndpointId> {
         let id = self.local.add_endpoint(port, pkey)?;
-        self.counters.push((id, [0; COUNTERS]));
+        self.counters.open(id);
         Some(id)
     }
 
@@ -231,8 +217,7 @@ impl<D: Daemon> Engine<D> {
         }
         self.abandon_waiters(ep, ACM_STATUS_ENOTCONN as u8);
         self.local.remove_endpoint(ep);
-        self.counters.retain(|(id, _)| *id != ep);
-        self.last_source = None;
+        self.counters.close(ep);
         self.cache.flush_endpoint(ep);
     }
 
@@ -256,7 +241,7 @@ impl<D: Daemon> Engine<D> {
     }
 
     fn forget_address(&mut self, addr: AddressId) {
-        self.last_source = None;
+        self.counters.forget_source();
         if self.local.remove_address(addr).is_some() {
             self.cache.flush_all();
         }
@@ -283,59 +268,33 @@ impl<D: Daemon> Engine<D> {
 
     /// The seven `ACM_CNTR_*` counters of an endpoint, host order.
     pub fn counters(&self, ep: EndpointId) -> Option<[u64; COUNTERS]> {
-        self.counters
-            .iter()
-            .find(|(id, _)| *id == ep)
-            .map(|(_, c)| *c)
+        self.counters.of(ep)
     }
 
     fn count(&mut self, ep: EndpointId, c: Counter) {
-        let slot = self.counter_slot(ep);
+        let slot = self.counters.slot(ep);
         self.bump(slot, c);
     }
 
-    /// Where the counters of `ep` are; out of range if nowhere.
-    fn counter_slot(&self, ep: EndpointId) -> usize {
-        self.counters
-            .iter()
-            .position(|(id, _)| *id == ep)
-            .unwrap_or(usize::MAX)
+    /// The endpoint of the address context `addr` and its counters' slot.
+    #[inline]
+    fn source(&mut self, addr: AddressId) -> Option<(EndpointId, Slot)> {
+        self.counters.source(addr, &self.local)
     }
 
-    /// The endpoint of the address context `addr`, and where its counters
-    /// are: found once per request, for the two or three it bumps, and kept
-    /// for the next request, which mostly comes from the same address (the
-    /// lookups were a tenth of a cache hit).
+    /// A request answered from the cache: the endpoint's counters and the
+    /// daemon's.
     #[inline]
-    fn source(&mut self, addr: AddressId) -> Option<(EndpointId, usize)> {
-        match self.last_source {
-            Some((a, ep, slot)) if a == addr => Some((ep, slot)),
-            _ => {
-                let ep = self.local.endpoint_of(addr)?;
-                let slot = self.counter_slot(ep);
-                self.last_source = Some((addr, ep, slot));
-                Some((ep, slot))
-            }
-        }
-    }
-
-    /// A request answered from the cache: `resolve` and `route_cache` at
-    /// once, the endpoint's counters found once.
-    #[inline]
-    fn bump_hit(&mut self, slot: usize) {
-        if let Some((_, counters)) = self.counters.get_mut(slot) {
-            counters[Counter::Resolve as usize] += 1;
-            counters[Counter::RouteCache as usize] += 1;
-        }
+    fn bump_hit(&mut self, slot: Slot) {
+        self.counters.bump_hit(slot);
         self.daemon.increment_counter(Counter::RouteCache);
     }
 
-    /// [`Engine::count`] on the counters at `slot`, already found.
+    /// [`Engine::count`] on the counters at `slot`, already found; the
+    /// daemon keeps its own of the query and cache counters.
     #[inline]
-    fn bump(&mut self, slot: usize, c: Counter) {
-        if let Some((_, counters)) = self.counters.get_mut(slot) {
-            counters[c as usize] += 1;
-        }
+    fn bump(&mut self, slot: Slot, c: Counter) {
+        self.counters.bump(slot, c);
         if matches!(
             c,
             Counter::AddrQuery | Counter::AddrCache | Counter::RouteQuery | Counter::RouteCache
@@ -410,18 +369,8 @@ impl<D: Daemon> Engine<D> {
         self.discovery.set_buggify(buggify);
     }
 
-    /// How many times each fault was injected.
-    pub fn faults_injected(&self) -> Injected {
-        self.discovery.buggify().injected()
-    }
-
     pub fn set_auth(&mut self, auth: Option<Auth>) {
         self.discovery.set_auth(auth);
-    }
-
-    /// Whether discovery is configured and not turned off.
-    pub fn discovery_enabled(&self) -> bool {
-        self.discovery.enabled()
     }
 
     /// Turns discovery off for good (see [`Discovery::disable`]).
@@ -485,17 +434,8 @@ impl<D: Daemon> Engine<D> {
     pub fn abandon_all(&mut self, status: u8) -> usize {
         self.dirty = true;
         self.discovery.abandon_all();
-        let keys: Vec<Address> = self.waiting.keys().cloned().collect();
+        let keys = self.waiting.keys();
         keys.iter().map(|k| self.answer_waiters(k, status)).sum()
-    }
-
-    /// Whether a lookup of `key` is in flight.
-    pub fn looking_up(&self, key: &Address) -> bool {
-        self.discovery.looking_up(key)
-    }
-
-    pub fn lookups_in_flight(&self) -> usize {
-        self.discovery.lookups_in_flight()
     }
 
     /// Where a learned destination leads, for tests and statistics.
@@ -503,8 +443,11 @@ impl<D: Daemon> Engine<D> {
         self.discovery.learned_binding(a).map(resolve::dest_of)
     }
 
-    pub fn drops(&self) -> &DropCounts {
-        self.discovery.drops()
+    /// Discovery, to read: its counts, what is in flight, whether it is
+    /// enabled. What changes it goes through the engine, which owns what
+    /// follows from it.
+    pub fn discovery(&self) -> &Discovery {
+        &self.discovery
     }
 
     /// What reached a table's bound so far: destinations and bindings
@@ -550,18 +493,10 @@ impl<D: Daemon> Engine<D> {
     /// Answers, with `status`, every request waiting on endpoint `ep`; the
     /// lookups they waited for go on for others or end.
     fn abandon_waiters(&mut self, ep: EndpointId, status: u8) {
-        let mut orphaned = Vec::new();
-        self.waiting.retain(|_, waiters| {
-            let (theirs, rest): (Vec<Waiter>, Vec<Waiter>) =
-                waiters.drain(..).partition(|w| w.endpoint == ep);
-            *waiters = rest;
-            orphaned.extend(theirs);
-            !waiters.is_empty()
-        });
+        let orphaned = self.waiting.take_endpoint(ep);
         let waiting = &self.waiting;
-        self.discovery.endpoint_closed(&self.local, ep, |key| {
-            waiting.get(key).and_then(|w| w.first()).map(|w| w.endpoint)
-        });
+        self.discovery
+            .endpoint_closed(&self.local, ep, |key| waiting.first_endpoint(key));
         for w in orphaned {
             self.answer_waiter(&w, crate::request::msg::resolve_error(&w.request, status));
         }

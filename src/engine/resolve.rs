@@ -261,12 +261,13 @@ impl<D: Daemon> Engine<D> {
         }
         let waits = waiter.is_some();
         if let Some((id, request)) = waiter {
-            self.waiting.entry(key.clone()).or_default().push(Waiter {
+            let w = Waiter {
                 endpoint: ep,
                 id,
                 request: request.clone(),
                 echo_source,
-            });
+            };
+            self.waiting.add(key.clone(), w);
         }
         self.discovery
             .start_lookup(&self.local, ep, key.clone(), now);
@@ -377,7 +378,7 @@ impl<D: Daemon> Engine<D> {
     /// The lookup of `key` found `bound`: every request waiting for it
     /// gets its path (or why not, from its own endpoint).
     pub(super) fn answer_resolved(&mut self, key: &Address, bound: &Learned, now: Instant) {
-        for w in self.waiting.remove(key).unwrap_or_default() {
+        for w in self.waiting.take(key) {
             let found = match self.find(w.endpoint, key, now) {
                 // Evicted meanwhile by the bound of the bindings (many
                 // lookups ending at once): what the lookup found stands.
@@ -413,7 +414,7 @@ impl<D: Daemon> Engine<D> {
     /// Answers every request waiting for `key` with `status`; returns how
     /// many there were.
     pub(super) fn answer_waiters(&mut self, key: &Address, status: u8) -> usize {
-        let waiters = self.waiting.remove(key).unwrap_or_default();
+        let waiters = self.waiting.take(key);
         for w in &waiters {
             self.answer_waiter(w, msg::resolve_error(&w.request, status));
         }

@@ -5,7 +5,7 @@ use crate::daemon::FakeDaemon;
 use crate::discovery::state::NssJob;
 use crate::handle::{AddressId, DeviceId, EndpointId, Handle, PortId};
 use crate::request::msg::tests::{addr_entry, request};
-use crate::request::msg::Entry;
+use crate::request::msg::{Entry, MsgBuf};
 use crate::request::path::PathRecord;
 use acm_prov_sys::{
     ACM_ADDRESS_IP, ACM_ADDRESS_IP6, ACM_ADDRESS_NAME, ACM_EP_FLAG_DEST, ACM_EP_FLAG_SOURCE,
@@ -421,7 +421,8 @@ fn malformed_requests_get_one_error_reply() {
 fn requests_follow_their_source_address_as_it_comes_and_goes() {
     let mut f = fixture();
     let req = request(&[dest(ACM_ADDRESS_NAME, b"node3")], false, 1);
-    let ep1 = f.e.counters.last().unwrap().0;
+    // The endpoint opened last.
+    let ep1 = f.e.local().endpoint_ids().max().unwrap();
     let other =
         f.e.add_address(ep1, Address::Ip6("fd00::1".parse().unwrap()));
     let other = other.unwrap();
@@ -453,17 +454,13 @@ impl<D: Daemon> Engine<D> {
         &self.local
     }
 
-    pub(crate) fn discovery(&self) -> &Discovery {
-        &self.discovery
-    }
-
     pub(crate) fn discovery_mut(&mut self) -> &mut Discovery {
         &mut self.discovery
     }
 
     /// Requests waiting for lookups.
     pub(crate) fn waiting(&self) -> usize {
-        self.waiting.values().map(Vec::len).sum()
+        self.waiting.len()
     }
 
     pub(crate) fn schedule_announce(&mut self) {

@@ -221,7 +221,7 @@ impl<D: Daemon + Copy + 'static> Runtime<D> {
             }
             Some(net)
         });
-        match (self.net(), lock(&self.engine).discovery_enabled()) {
+        match (self.net(), lock(&self.engine).discovery().enabled()) {
             (Some(net), true) => net.families(),
             _ => Families::NONE,
         }

@@ -380,11 +380,11 @@ impl Sim {
             Event::Start { host } => self.start(host),
             Event::Crash { host, down_ms } => {
                 if let Some(e) = self.hosts[host].engine.take() {
-                    self.replayed_by_the_gone += e.drops().replayed;
+                    self.replayed_by_the_gone += e.discovery().drops().replayed;
                     for (gone, n) in self
                         .injected_by_the_gone
                         .iter_mut()
-                        .zip(e.faults_injected())
+                        .zip(e.discovery().buggify().injected())
                     {
                         *gone += n;
                     }

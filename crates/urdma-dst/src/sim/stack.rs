@@ -204,7 +204,7 @@ impl Sim {
     pub fn faults_injected(&self) -> Injected {
         let mut all = self.injected_by_the_gone;
         for e in self.hosts.iter().filter_map(|h| h.engine.as_ref()) {
-            for (a, n) in all.iter_mut().zip(e.faults_injected()) {
+            for (a, n) in all.iter_mut().zip(e.discovery().buggify().injected()) {
                 *a += n;
             }
         }
@@ -217,7 +217,7 @@ impl Sim {
             .hosts
             .iter()
             .filter_map(|h| h.engine.as_ref())
-            .map(|e| e.drops().replayed)
+            .map(|e| e.discovery().drops().replayed)
             .sum();
         live + self.replayed_by_the_gone
     }

@@ -1,0 +1,98 @@
+//! The daemon's seven counters per endpoint (`ib_acme -P`, `ACM_CNTR_*`),
+//! and where the last request's endpoint keeps them: every request bumps
+//! two or three, and most come from the address the previous one came
+//! from.
+
+use crate::daemon::{Counter, COUNTERS};
+use crate::handle::{AddressId, EndpointId};
+use crate::local::Local;
+
+/// Where an endpoint's counters are; one that is nowhere bumps nothing.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) struct Slot(usize);
+
+#[derive(Default)]
+pub(super) struct Counters {
+    /// Endpoints are few: a short scan costs less than hashing each time.
+    per_endpoint: Vec<(EndpointId, [u64; COUNTERS])>,
+    /// The address context of the last request, its endpoint and slot.
+    /// Forgotten whenever an address or an endpoint goes, since the slots
+    /// move.
+    last_source: Option<(AddressId, EndpointId, Slot)>,
+}
+
+impl Counters {
+    pub fn open(&mut self, ep: EndpointId) {
+        self.per_endpoint.push((ep, [0; COUNTERS]));
+    }
+
+    pub fn close(&mut self, ep: EndpointId) {
+        self.per_endpoint.retain(|(id, _)| *id != ep);
+        self.last_source = None;
+    }
+
+    /// An address went: the last source may have been it.
+    pub fn forget_source(&mut self) {
+        self.last_source = None;
+    }
+
+    pub fn of(&self, ep: EndpointId) -> Option<[u64; COUNTERS]> {
+        self.per_endpoint
+            .iter()
+            .find(|(id, _)| *id == ep)
+            .map(|(_, c)| *c)
+    }
+
+    /// Each counter summed over the endpoints.
+    pub fn totals(&self) -> [u64; COUNTERS] {
+        let mut sums = [0u64; COUNTERS];
+        for (_, c) in &self.per_endpoint {
+            for (sum, n) in sums.iter_mut().zip(c) {
+                *sum += n;
+            }
+        }
+        sums
+    }
+
+    pub fn slot(&self, ep: EndpointId) -> Slot {
+        Slot(
+            self.per_endpoint
+                .iter()
+                .position(|(id, _)| *id == ep)
+                .unwrap_or(usize::MAX),
+        )
+    }
+
+    /// The endpoint of the address context `addr`, and its slot: found
+    /// once per request and kept for the next (the lookups were a tenth of
+    /// a cache hit).
+    #[inline]
+    pub fn source(&mut self, addr: AddressId, local: &Local) -> Option<(EndpointId, Slot)> {
+        match self.last_source {
+            Some((a, ep, slot)) if a == addr => Some((ep, slot)),
+            _ => {
+                let ep = local.endpoint_of(addr)?;
+                let slot = self.slot(ep);
+                self.last_source = Some((addr, ep, slot));
+                Some((ep, slot))
+            }
+        }
+    }
+
+    #[inline]
+    pub fn bump(&mut self, slot: Slot, c: Counter) {
+        if let Some((_, counters)) = self.per_endpoint.get_mut(slot.0) {
+            counters[c as usize] += 1;
+        }
+    }
+
+    /// A request answered from the cache: `resolve` and `route_cache` at
+    /// once.
+    #[inline]
+    pub fn bump_hit(&mut self, slot: Slot) {
+        if let Some((_, counters)) = self.per_endpoint.get_mut(slot.0) {
+            counters[Counter::Resolve as usize] += 1;
+            counters[Counter::RouteCache as usize] += 1;
+        }
+    }
+}
