@@ -1,13 +1,13 @@
 //! Sixty-four real daemons: `/usr/sbin/ibacm` with the provider on a
 //! simulated urdma device, each in network and mount namespaces of its own
-//! on one bridge (`crates/urdma-harness`), all started at once; then every
-//! one resolves every other by name and by address with `urdma-load`.
-//! Prints how long that took, the datagrams each daemon sent (from the
-//! provider's metrics files) and what the deterministic simulation
-//! (`crates/urdma-dst`) predicts for the same run. Every answer is checked
-//! for the right GID; numbers are printed, never asserted. Needs root and
-//! `cargo build --workspace --release`; everything it creates is removed
-//! at the end (also on panic).
+//! on one bridge (`crates/tests/urdma-harness`), all started at once; then
+//! every one resolves every other by name and by address with
+//! `urdma-load`. Prints how long that took, the datagrams each daemon sent
+//! (from the provider's metrics files) and what the deterministic
+//! simulation (`crates/tests/urdma-dst`) predicts for the same run. Every
+//! answer is checked for the right GID; numbers are printed, never
+//! asserted. Needs root and `cargo build --workspace --release`;
+//! everything it creates is removed at the end (also on panic).
 //!
 //! `cargo bench --bench fleet [-- --hosts N] [--peers K]` (`--peers`: each
 //! daemon asks for the K next ones only; see BENCHMARKS.md for why).

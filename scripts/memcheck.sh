@@ -6,10 +6,10 @@
 # definite leak with the provider on the stack.
 #
 # Under memcheck the daemon is 20-50 times slower. The harness stretches
-# its own waits (crates/urdma-harness: `scaled`), but assertions about the
-# provider's timing (answered within N ms) and memory (RSS) cannot hold, so
-# test failures are listed and do not decide the verdict; valgrind's
-# findings do. Logs: target/memcheck/ (MEMCHECK_DIR). Needs root.
+# its own waits (crates/tests/urdma-harness: `scaled`), but assertions
+# about the provider's timing (answered within N ms) and memory (RSS)
+# cannot hold, so test failures are listed and do not decide the verdict;
+# valgrind's findings do. Logs: target/memcheck/ (MEMCHECK_DIR). Needs root.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 dir="${MEMCHECK_DIR:-$PWD/target/memcheck}"

@@ -235,13 +235,50 @@ fn circles(graph: &[(String, BTreeSet<String>)]) -> Vec<Vec<String>> {
     out
 }
 
+/// The folders of the workspace's other crates, each in its group:
+/// crates/<ships|serves|tests>/<crate>.
+fn crate_dirs() -> Vec<PathBuf> {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut dirs = Vec::new();
+    for group in fs::read_dir(root.join("crates")).expect("read crates") {
+        let group = group.expect("dir entry").path();
+        if !group.is_dir() {
+            continue;
+        }
+        for krate in fs::read_dir(&group).expect("read a crate group") {
+            let dir = krate.expect("dir entry").path();
+            if dir.join("Cargo.toml").is_file() {
+                dirs.push(dir);
+            }
+        }
+    }
+    dirs.sort();
+    dirs
+}
+
+/// The paths in the workspace's `members`, but the root.
+fn workspace_members() -> Vec<String> {
+    let manifest = concat!(env!("CARGO_MANIFEST_DIR"), "/Cargo.toml");
+    let text = fs::read_to_string(manifest).expect("read Cargo.toml");
+    let list = text
+        .split_once("members = [")
+        .and_then(|(_, rest)| rest.split_once(']'))
+        .expect("workspace members")
+        .0;
+    let mut members: Vec<String> = list
+        .split(',')
+        .map(|m| m.trim().trim_matches('"').to_string())
+        .filter(|m| !m.is_empty() && m != ".")
+        .collect();
+    members.sort();
+    members
+}
+
 /// Every crate's module graph (the provider's and each crate's `src/`).
 fn module_graphs() -> Vec<(PathBuf, Graph)> {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let mut roots = vec![root.join("src")];
-    for krate in fs::read_dir(root.join("crates")).expect("read crates") {
-        roots.push(krate.expect("dir entry").path().join("src"));
-    }
+    roots.extend(crate_dirs().into_iter().map(|dir| dir.join("src")));
     roots.sort();
     roots
         .into_iter()
@@ -297,8 +334,7 @@ fn workspace_sources() -> Vec<PathBuf> {
     let mut files = Vec::new();
     sources(&root.join("src"), &mut files);
     sources(&root.join("benches"), &mut files);
-    for krate in fs::read_dir(root.join("crates")).expect("read crates") {
-        let dir = krate.expect("dir entry").path();
+    for dir in crate_dirs() {
         for sub in ["src", "benches"] {
             if dir.join(sub).is_dir() {
                 sources(&dir.join(sub), &mut files);
@@ -364,11 +400,27 @@ fn the_checks_see_what_they_check() {
     let all = workspace_sources();
     for f in [
         "benches/daemon/main.rs",
-        "crates/urdma-dst/src/sim/mod.rs",
-        "crates/urdma-acm/src/main.rs",
+        "crates/tests/urdma-dst/src/sim/mod.rs",
+        "crates/ships/urdma-acm/src/main.rs",
     ] {
         assert!(all.iter().any(|p| p.ends_with(f)), "{f} not measured");
     }
+    // A walk at the wrong depth would find no crate and check nothing, and
+    // a crate the walk misses would go unchecked: the walk finds exactly
+    // the workspace's members.
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let found: Vec<String> = crate_dirs()
+        .iter()
+        .map(|d| {
+            d.strip_prefix(root)
+                .expect("under the root")
+                .display()
+                .to_string()
+        })
+        .collect();
+    assert_eq!(found, workspace_members());
+    assert_eq!(found.len(), 7, "{found:?}");
+    assert_eq!(module_graphs().len(), 1 + found.len());
 
     // A circle is found through `super::` and `crate::` paths, and a
     // child naming its parent is not one.

@@ -71,10 +71,10 @@ pub(crate) fn valgrind_prefix() -> Vec<String> {
         .map(PathBuf::from)
         .unwrap_or_else(std::env::temp_dir);
     fs::create_dir_all(&dir).expect("create the valgrind log dir");
-    // This crate lives in crates/urdma-harness of the workspace.
+    // This crate lives in crates/tests/urdma-harness of the workspace.
     let supp = Path::new(env!("CARGO_MANIFEST_DIR"))
         .ancestors()
-        .nth(2)
+        .nth(3)
         .expect("the workspace root")
         .join(VALGRIND_SUPPRESSIONS);
     let mut v: Vec<String> = [
