@@ -575,7 +575,8 @@ fn stats_reports_metrics_that_match_the_traffic_and_the_attacks() {
     );
 
     // What A counted before the attack, once its lookups have settled (a
-    // late second answer to the group query is counted as unsolicited).
+    // second answer to the group query that comes after the lookup ended
+    // is counted as late).
     let prometheus = || {
         let (code, out, err) = stats_on(&a, &["--prometheus"]);
         assert_eq!(code, 0, "{err}");

@@ -7,6 +7,10 @@
 pub struct DropCounts {
     pub malformed: u64,
     pub unsolicited: u64,
+    /// Replies to this host's own queries that came after it stopped
+    /// waiting for them (a try answered twice, a lookup already decided):
+    /// normal under loss or load, so not counted as unsolicited.
+    pub late: u64,
     pub wrong_source: u64,
     pub own: u64,
     /// Without a valid MAC of a known key (authentication on).
@@ -21,6 +25,7 @@ impl DropCounts {
     pub fn total(&self) -> u64 {
         self.malformed
             + self.unsolicited
+            + self.late
             + self.wrong_source
             + self.own
             + self.unauthenticated
@@ -33,11 +38,12 @@ impl std::fmt::Display for DropCounts {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(
             f,
-            "{} (malformed {}, unsolicited {}, wrong source {}, own {}, unauthenticated {}, \
-             replayed {}, rate-limited {})",
+            "{} (malformed {}, unsolicited {}, late {}, wrong source {}, own {}, \
+             unauthenticated {}, replayed {}, rate-limited {})",
             self.total(),
             self.malformed,
             self.unsolicited,
+            self.late,
             self.wrong_source,
             self.own,
             self.unauthenticated,

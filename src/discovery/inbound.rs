@@ -186,6 +186,9 @@ impl Discovery {
     fn on_reply(&mut self, local: &Local, r: Reply, from: SocketAddr, now: Instant) {
         let txid = r.txid();
         let Some(p) = self.state.probes.get(&txid) else {
+            if self.state.ended.get_live(&txid, now).is_some() {
+                return self.drop_datagram(|d| &mut d.late, from, "a reply no longer awaited");
+            }
             return self.drop_datagram(
                 |d| &mut d.unsolicited,
                 from,
@@ -213,7 +216,7 @@ impl Discovery {
         match r.answer() {
             Answer::Found(record) => {
                 let learned = Learned::from_record(record, from);
-                let p = self.state.remove_probe(txid).expect("probe exists");
+                let p = self.state.end_probe(txid, now).expect("probe exists");
                 match p.purpose {
                     Purpose::Lookup => self.succeed(&p.target, learned, now),
                     Purpose::Claim | Purpose::Address => {

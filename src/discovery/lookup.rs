@@ -274,7 +274,7 @@ impl Discovery {
         l.confirmed.clear();
         let stage = l.stage;
         for t in std::mem::take(&mut l.probes) {
-            self.state.probes.remove(&t);
+            self.state.end_probe(t, now);
         }
         let next = self.after(key, stage);
         self.run_stage(local, key.clone(), next, now);
@@ -322,7 +322,7 @@ impl Discovery {
     pub(super) fn succeed(&mut self, key: &Address, learned: Learned, now: Instant) {
         log::trace!("lookup {key}: {}", learned.gid);
         self.bind(key, learned.clone(), now);
-        if let Some(l) = self.state.remove_lookup(key) {
+        if let Some(l) = self.state.end_lookup(key, now) {
             self.lookup_stats
                 .resolved
                 .observe(now.saturating_duration_since(l.started));
@@ -339,7 +339,7 @@ impl Discovery {
             let until = now + Duration::from_millis(u64::from(self.cfg.negative_timeout_ms));
             self.state.failed.insert(key.clone(), status, Some(until));
         }
-        if let Some(l) = self.state.remove_lookup(key) {
+        if let Some(l) = self.state.end_lookup(key, now) {
             self.lookup_stats
                 .failed
                 .observe(now.saturating_duration_since(l.started));
@@ -439,7 +439,7 @@ impl Discovery {
             if confirmed {
                 if let Some(l) = self.state.lookups.get_mut(&key) {
                     for t in std::mem::take(&mut l.probes) {
-                        self.state.probes.remove(&t);
+                        self.state.end_probe(t, now);
                     }
                 }
                 self.settle(local, &key, now);
@@ -469,7 +469,7 @@ impl Discovery {
             // (lost, overloaded) was not heard: a claimant that then refuses
             // says no only for itself.
             let key = p.key.clone();
-            self.state.probes.remove(&txid);
+            self.state.end_probe(txid, now);
             return self.lookup_probe_ended(local, &key, txid, Some(UNKNOWN), now);
         }
         if p.tries <= self.cfg.retries && in_time {

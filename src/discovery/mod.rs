@@ -190,7 +190,7 @@ impl Discovery {
     /// Discovery configured by `cfg`, its transaction ids keyed by `seed`.
     pub fn new(cfg: &Config, seed: Seed) -> Discovery {
         Discovery {
-            state: State::new(cfg.max_learned, cfg.max_lookups, seed),
+            state: State::new(cfg, seed),
             reply_limit: ratelimit::RateLimiter::new(cfg.reply_rate),
             cfg: cfg.clone(),
             families: Families::NONE,
@@ -394,6 +394,7 @@ impl Discovery {
         self.state.failed.sweep(now, |_, _| {});
         self.state.checked.sweep(now, |_, _| {});
         self.state.answered_groups.sweep(now, |_, _| {});
+        self.state.ended.sweep(now, |_, _| {});
         if self.drops_logged.due(&self.drops, now) {
             log::info!("discovery: datagrams dropped so far: {}", self.drops);
         }

@@ -14,7 +14,7 @@ use crate::fastmap::Map;
 use crate::handle::EndpointId;
 use std::net::{IpAddr, SocketAddr};
 use std::num::NonZeroU64;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 /// Hosts that may claim one name in answer to a group query and be asked
 /// to confirm it; more claimants than this are dropped.
@@ -222,6 +222,12 @@ pub struct State {
     /// Lookups refused because [`State::max_lookups`] were in flight.
     pub lookups_refused: u64,
     pub max_lookups: usize,
+    /// Transaction ids of probes ended lately, until a reply to them can
+    /// no longer be on its way: such a reply is late, not unsolicited.
+    pub ended: Expiring<NonZeroU64, ()>,
+    /// How long a probe's reply may still come after the probe ended: a
+    /// whole discovery stage, every try of it.
+    pub late_window: Duration,
     txid_key: Seed,
     txid_counter: u64,
 }
@@ -229,15 +235,19 @@ pub struct State {
 impl Default for State {
     fn default() -> Self {
         let cfg = crate::config::Config::default();
-        State::new(cfg.max_learned, cfg.max_lookups, Seed::random())
+        State::new(&cfg, Seed::random())
     }
 }
 
 impl State {
-    pub fn new(max_learned: usize, max_lookups: usize, txid_key: Seed) -> State {
+    pub fn new(cfg: &crate::config::Config, txid_key: Seed) -> State {
+        let (max_learned, max_lookups) = (cfg.max_learned, cfg.max_lookups);
+        let timeout = Duration::from_millis(u64::from(cfg.timeout_ms));
         State {
             learned: Expiring::new(max_learned),
             failed: Expiring::new(max_learned),
+            ended: Expiring::new(max_lookups.saturating_mul(MAX_CLAIMS + 1)),
+            late_window: timeout * (cfg.retries + 1),
             lookups: Map::default(),
             probes: Map::default(),
             checking: Map::default(),
@@ -284,6 +294,22 @@ impl State {
             self.probes.remove(t);
         }
         Some(l)
+    }
+
+    /// Ends a lookup whose replies may still come: they will be late.
+    pub fn end_lookup(&mut self, dest: &Address, now: Instant) -> Option<Lookup> {
+        let l = self.remove_lookup(dest)?;
+        for t in &l.probes {
+            self.ended.insert(*t, (), Some(now + self.late_window));
+        }
+        Some(l)
+    }
+
+    /// Ends a probe whose reply may still come (again): it will be late.
+    pub fn end_probe(&mut self, txid: NonZeroU64, now: Instant) -> Option<Probe> {
+        let p = self.remove_probe(txid)?;
+        self.ended.insert(txid, (), Some(now + self.late_window));
+        Some(p)
     }
 
     /// Ends a probe; a check also leaves `checking`.

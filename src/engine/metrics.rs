@@ -58,12 +58,13 @@ impl<D: Daemon> Engine<D> {
         let x = d.drops();
         e.by_label(
             "urdma_datagrams_dropped_total",
-            "Discovery datagrams dropped, by reason: forged, replayed, unasked-for or malformed traffic, or replies left out by urdma_reply_rate.",
+            "Discovery datagrams dropped, by reason: forged, replayed, unasked-for or malformed traffic, replies to this host's queries that came after it stopped waiting, or replies left out by urdma_reply_rate.",
             Kind::Counter,
             "reason",
             &[
                 ("malformed", x.malformed),
                 ("unsolicited", x.unsolicited),
+                ("late", x.late),
                 ("wrong_source", x.wrong_source),
                 ("own", x.own),
                 ("unauthenticated", x.unauthenticated),

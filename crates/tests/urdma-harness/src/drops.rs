@@ -56,3 +56,34 @@ pub fn expect_drops(host: &Host, from: &str, reason: &str, count: usize) {
         sleep(Duration::from_millis(20));
     }
 }
+
+/// Why a reply to no query in flight was dropped: "late" while a reply to
+/// a query this host ended could still be on its way, "unsolicited"
+/// after that or for a transaction it never had. Which one a given reply
+/// gets depends on when it comes; both mean it was dropped.
+pub const STALE: [&str; 2] = [
+    "a reply no longer awaited",
+    "no query with that transaction id",
+];
+
+/// Waits until `count` replies from `from` were dropped as late or
+/// unsolicited ([`STALE`]).
+pub fn expect_stale_drops(host: &Host, from: &str, count: usize) {
+    let deadline = Instant::now() + scaled(WAIT);
+    let stale = || {
+        let d = drops_from(host, from);
+        STALE
+            .iter()
+            .map(|r| d.get(*r).copied().unwrap_or(0))
+            .sum::<usize>()
+    };
+    while stale() < count {
+        assert!(
+            Instant::now() < deadline,
+            "expected {count} late or unsolicited drops from {from}, got {:?}\n{}",
+            drops_from(host, from),
+            host.diagnostics()
+        );
+        sleep(Duration::from_millis(20));
+    }
+}
