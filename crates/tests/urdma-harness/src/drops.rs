@@ -45,16 +45,7 @@ pub fn total_drops(host: &Host) -> u64 {
 
 /// Waits until `drops_from(host, from)[reason]` reaches `count`.
 pub fn expect_drops(host: &Host, from: &str, reason: &str, count: usize) {
-    let deadline = Instant::now() + scaled(WAIT);
-    while drops_from(host, from).get(reason).copied().unwrap_or(0) < count {
-        assert!(
-            Instant::now() < deadline,
-            "expected {count} `{reason}` drops from {from}, got {:?}\n{}",
-            drops_from(host, from),
-            host.diagnostics()
-        );
-        sleep(Duration::from_millis(20));
-    }
+    wait_for_drops(host, from, &format!("`{reason}`"), count, &[reason]);
 }
 
 /// Why a reply to no query in flight was dropped: "late" while a reply to
@@ -69,18 +60,23 @@ pub const STALE: [&str; 2] = [
 /// Waits until `count` replies from `from` were dropped as late or
 /// unsolicited ([`STALE`]).
 pub fn expect_stale_drops(host: &Host, from: &str, count: usize) {
+    wait_for_drops(host, from, "late or unsolicited", count, &STALE);
+}
+
+/// Waits until the drops from `from` for any of `reasons` add up to `count`.
+fn wait_for_drops(host: &Host, from: &str, what: &str, count: usize, reasons: &[&str]) {
     let deadline = Instant::now() + scaled(WAIT);
-    let stale = || {
+    let counted = || {
         let d = drops_from(host, from);
-        STALE
+        reasons
             .iter()
             .map(|r| d.get(*r).copied().unwrap_or(0))
             .sum::<usize>()
     };
-    while stale() < count {
+    while counted() < count {
         assert!(
             Instant::now() < deadline,
-            "expected {count} late or unsolicited drops from {from}, got {:?}\n{}",
+            "expected {count} {what} drops from {from}, got {:?}\n{}",
             drops_from(host, from),
             host.diagnostics()
         );
