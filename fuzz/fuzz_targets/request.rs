@@ -7,21 +7,22 @@
 use ibacm_urdma::addr::Address;
 use ibacm_urdma::config::hosts::Hosts;
 use ibacm_urdma::config::Config;
+use ibacm_urdma::daemon::NullDaemon;
 use ibacm_urdma::engine::Engine;
-use ibacm_urdma::host::NullHost;
-use ibacm_urdma::local::{Id, PortInfo};
+use ibacm_urdma::handle::AddressId;
+use ibacm_urdma::local::PortInfo;
 use ibacm_urdma::request::msg::MsgBuf;
 use libfuzzer_sys::fuzz_target;
 use std::sync::{Mutex, OnceLock};
 
-fn engine() -> &'static Mutex<(Engine<NullHost>, Id)> {
-    static E: OnceLock<Mutex<(Engine<NullHost>, Id)>> = OnceLock::new();
+fn engine() -> &'static Mutex<(Engine<NullDaemon>, AddressId)> {
+    static E: OnceLock<Mutex<(Engine<NullDaemon>, AddressId)>> = OnceLock::new();
     E.get_or_init(|| {
         let (hosts, _) = Hosts::parse(
             "node2 fe80::2 lid=7\n10.0.0.2 fe80::2\nfd00::2 fe80::2\n",
             "fuzz",
         );
-        let mut e = Engine::new(NullHost, Config::default(), hosts);
+        let mut e = Engine::new(NullDaemon, Config::default(), hosts);
         let dev = e.open_device(1);
         let info = PortInfo::infiniband(1, "fe80::1".parse().unwrap());
         let port = e.open_port(dev, info).unwrap();
@@ -44,7 +45,10 @@ fuzz_target!(|data: &[u8]| {
     let (e, addr) = &mut *guard;
     let mut reply = msg.clone();
     let now = std::time::Instant::now();
-    assert!(e.resolve_in_place(*addr, &mut reply, 1, now), "answered at once");
+    assert!(
+        e.resolve_in_place(*addr, &mut reply, 1, now),
+        "answered at once"
+    );
     {
         assert_eq!(reply.tid(), tid, "a reply keeps the request's tid");
         let len = usize::from(reply.length());

@@ -8,11 +8,11 @@
 use ibacm_urdma::addr::Address;
 use ibacm_urdma::config::hosts::Hosts;
 use ibacm_urdma::config::Config;
+use ibacm_urdma::daemon::NullDaemon;
 use ibacm_urdma::discovery::auth::{Auth, Keyring, WallClock};
 use ibacm_urdma::discovery::wire::{Message, QUERY_LEN};
 use ibacm_urdma::discovery::{Datagram, Families};
 use ibacm_urdma::engine::Engine;
-use ibacm_urdma::host::NullHost;
 use ibacm_urdma::local::PortInfo;
 use libfuzzer_sys::fuzz_target;
 use std::net::SocketAddr;
@@ -25,9 +25,9 @@ fn keyed() -> Auth {
     Auth::new(Keyring::parse(KEY, "key").unwrap(), WallClock::system())
 }
 
-fn engine(authenticated: bool) -> &'static Mutex<Engine<NullHost>> {
-    static PLAIN: OnceLock<Mutex<Engine<NullHost>>> = OnceLock::new();
-    static SEALED: OnceLock<Mutex<Engine<NullHost>>> = OnceLock::new();
+fn engine(authenticated: bool) -> &'static Mutex<Engine<NullDaemon>> {
+    static PLAIN: OnceLock<Mutex<Engine<NullDaemon>>> = OnceLock::new();
+    static SEALED: OnceLock<Mutex<Engine<NullDaemon>>> = OnceLock::new();
     let cell = if authenticated { &SEALED } else { &PLAIN };
     cell.get_or_init(|| {
         // No reply limit: every query should reach the reply path.
@@ -35,7 +35,7 @@ fn engine(authenticated: bool) -> &'static Mutex<Engine<NullHost>> {
             reply_rate: 0,
             ..Config::default()
         };
-        let mut e = Engine::new(NullHost, cfg, Hosts::default());
+        let mut e = Engine::new(NullDaemon, cfg, Hosts::default());
         if authenticated {
             e.set_auth(Some(keyed()));
         }
@@ -66,7 +66,7 @@ fuzz_target!(|data: &[u8]| {
     }
 });
 
-fn deliver(engine: &Mutex<Engine<NullHost>>, data: &[u8]) {
+fn deliver(engine: &Mutex<Engine<NullDaemon>>, data: &[u8]) {
     let mut e = engine.lock().unwrap();
     let from: SocketAddr = "10.0.0.2:6126".parse().unwrap();
     e.on_datagram(
