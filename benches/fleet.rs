@@ -7,17 +7,31 @@
 //! simulation (`crates/tests/urdma-dst`) predicts for the same run. Every
 //! answer is checked for the right GID; numbers are printed, never
 //! asserted. Needs root and `cargo build --workspace --release`;
-//! everything it creates is removed at the end (also on panic).
+//! everything it creates is removed at the end (also on panic, SIGTERM or
+//! SIGINT), and the neighbour table limits it raises are put back.
 //!
 //! `cargo bench --bench fleet [-- --hosts N] [--peers K]` (`--peers`: each
 //! daemon asks for the K next ones only; see BENCHMARKS.md for why).
 
 use ibacm_urdma::discovery::eui64_gid;
 use ibacm_urdma::metrics::parse;
+use std::collections::BTreeMap;
 use std::fs;
 use std::time::{Duration, Instant};
-use urdma_harness::load::{load_summary, verbose_dgids};
+use urdma_harness::load::{try_load_summary, verbose_dgids};
+use urdma_harness::neigh_limits::NeighbourLimits;
 use urdma_harness::{Host, HostConfig, Net};
+
+/// How one daemon's round of lookups went.
+#[derive(Default)]
+struct Round {
+    failed: u64,
+    wrong: u64,
+    /// Failures by the status the client got (`status_N` of urdma-load).
+    by_status: BTreeMap<String, u64>,
+    /// Why the round has no result, if it has none.
+    broken: Option<String>,
+}
 
 fn mac(n: usize) -> [u8; 6] {
     [0x52, 0x54, 0x00, 0x00, (n >> 8) as u8 | 0x10, n as u8]
@@ -73,6 +87,10 @@ fn main() {
         .and_then(|i| args.get(i + 1))
         .map_or(hosts - 1, |v| v.parse().expect("--peers K"))
         .min(hosts - 1);
+    // Each daemon's namespace holds the neighbours it asks and those that
+    // ask it, per address family; the kernel's table holds them all.
+    let per_host = (2 * peers).min(hosts - 1) as u64 + 1;
+    let _limits = NeighbourLimits::at_least(hosts as u64 * per_host);
     let net = Net::new();
     let started = Instant::now();
     let fleet: Vec<Host> = std::thread::scope(|s| {
@@ -95,8 +113,10 @@ fn main() {
     let resolving = Instant::now();
     let mut wrong = 0;
     let mut failed = 0;
+    let mut by_status: BTreeMap<String, u64> = BTreeMap::new();
+    let mut broken = Vec::new();
     for (flag, name) in [("n", true), ("i", false)] {
-        let results: Vec<(u64, u64)> = std::thread::scope(|s| {
+        let results: Vec<Round> = std::thread::scope(|s| {
             let handles: Vec<_> = fleet
                 .iter()
                 .enumerate()
@@ -120,9 +140,23 @@ fn main() {
                         if name {
                             load_args.extend(["-s", source.as_str()]);
                         }
-                        let (_, out) = host.load(&load_args, Duration::from_secs(600));
-                        let summary = load_summary(&out);
-                        let ok: u64 = summary.get("ok").and_then(|v| v.parse().ok()).unwrap_or(0);
+                        let (code, out) = host.load(&load_args, Duration::from_secs(600));
+                        let Some(summary) = try_load_summary(&out) else {
+                            let tail: Vec<&str> = out.lines().rev().take(3).collect();
+                            return Round {
+                                failed: others.len() as u64,
+                                broken: Some(format!(
+                                    "host{n} (-f {flag}): urdma-load exited {code} without a \
+                                     summary; its {} lookups counted as failed; last lines: {:?}",
+                                    others.len(),
+                                    tail
+                                )),
+                                ..Round::default()
+                            };
+                        };
+                        let num =
+                            |k: &str| summary.get(k).and_then(|v| v.parse().ok()).unwrap_or(0);
+                        let ok: u64 = num("ok");
                         // Each reply's dgid against the destination's GID.
                         let mut bad = 0;
                         for (dest, dgids) in verbose_dgids(&out) {
@@ -132,7 +166,17 @@ fn main() {
                             let want = eui64_gid(mac(others[d])).to_string();
                             bad += dgids.iter().filter(|g| *g != "-" && **g != want).count() as u64;
                         }
-                        (others.len() as u64 - ok, bad)
+                        let statuses = summary
+                            .keys()
+                            .filter(|k| k.starts_with("status_"))
+                            .map(|k| (k.clone(), num(k)))
+                            .collect();
+                        Round {
+                            failed: others.len() as u64 - ok,
+                            wrong: bad,
+                            by_status: statuses,
+                            broken: None,
+                        }
                     })
                 })
                 .collect();
@@ -141,8 +185,14 @@ fn main() {
                 .map(|h| h.join().expect("load"))
                 .collect()
         });
-        failed += results.iter().map(|r| r.0).sum::<u64>();
-        wrong += results.iter().map(|r| r.1).sum::<u64>();
+        for r in results {
+            failed += r.failed;
+            wrong += r.wrong;
+            for (k, v) in r.by_status {
+                *by_status.entry(k).or_default() += v;
+            }
+            broken.extend(r.broken);
+        }
     }
     let resolved_in = resolving.elapsed();
     // Until the last of the three announcements is out and counted (the
@@ -180,4 +230,39 @@ fn main() {
         predicted.sent_per_host
     );
     println!("| daemons' RSS, all together | {} MiB | - |", rss_kb / 1024);
+    let statuses: Vec<String> = by_status
+        .iter()
+        .filter(|(_, v)| **v > 0)
+        .map(|(k, v)| format!("{} {v}", status_name(k)))
+        .collect();
+    if !statuses.is_empty() {
+        println!("\nfailures by status: {}", statuses.join(", "));
+    }
+    for b in &broken {
+        println!("\n{b}");
+    }
+}
+
+/// `status_3` as the client sees it (`enum acm_status`).
+fn status_name(key: &str) -> String {
+    let names = [
+        "SUCCESS",
+        "ENOMEM",
+        "EINVAL",
+        "ENODATA",
+        "4",
+        "ENOTCONN",
+        "ETIMEDOUT",
+        "ESRCADDR",
+        "ESRCTYPE",
+        "EDESTADDR",
+        "EDESTTYPE",
+    ];
+    let n: usize = key
+        .trim_start_matches("status_")
+        .parse()
+        .unwrap_or(usize::MAX);
+    names
+        .get(n)
+        .map_or_else(|| key.to_string(), |s| s.to_string())
 }

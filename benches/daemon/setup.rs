@@ -110,15 +110,7 @@ pub fn stop(host: &Host) {
 }
 
 /// The `key=value` line `urdma-load` ends with.
-pub fn summary(out: &str) -> Option<BTreeMap<String, String>> {
-    let line = out.lines().rev().find(|l| l.starts_with("requests="))?;
-    Some(
-        line.split_whitespace()
-            .filter_map(|kv| kv.split_once('='))
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect(),
-    )
-}
+pub use urdma_harness::load::try_load_summary as summary;
 
 pub fn num(s: &BTreeMap<String, String>, key: &str) -> f64 {
     s.get(key).and_then(|v| v.parse().ok()).unwrap_or(f64::NAN)

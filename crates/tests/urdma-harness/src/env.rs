@@ -55,6 +55,7 @@ static SEQ: AtomicUsize = AtomicUsize::new(0);
 
 /// A name unique across the tests of this process and concurrent processes.
 pub(crate) fn unique(prefix: &str) -> String {
+    crate::interrupt::park_if_stopping();
     format!(
         "{prefix}-{}-{}",
         std::process::id(),

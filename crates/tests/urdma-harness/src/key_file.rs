@@ -14,6 +14,7 @@ pub struct KeyFile(pub PathBuf);
 
 impl KeyFile {
     pub fn new(name: &str, keys: &str, mode: u32) -> KeyFile {
+        crate::interrupt::clean_up_on_signals();
         let dir = std::env::temp_dir().join(format!("urdma-key-{}-{name}", std::process::id()));
         fs::create_dir_all(&dir).unwrap();
         let path = dir.join("urdma.key");

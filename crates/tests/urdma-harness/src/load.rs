@@ -9,14 +9,18 @@ use std::time::Duration;
 
 /// The `key=value` summary line `urdma-load` ends with.
 pub fn load_summary(out: &str) -> BTreeMap<String, String> {
-    out.lines()
-        .rev()
-        .find(|l| l.starts_with("requests="))
-        .unwrap_or_else(|| panic!("no urdma-load summary in:\n{out}"))
-        .split_whitespace()
-        .filter_map(|kv| kv.split_once('='))
-        .map(|(k, v)| (k.to_string(), v.to_string()))
-        .collect()
+    try_load_summary(out).unwrap_or_else(|| panic!("no urdma-load summary in:\n{out}"))
+}
+
+/// The summary, if urdma-load printed one (it may have been killed).
+pub fn try_load_summary(out: &str) -> Option<BTreeMap<String, String>> {
+    let line = out.lines().rev().find(|l| l.starts_with("requests="))?;
+    Some(
+        line.split_whitespace()
+            .filter_map(|kv| kv.split_once('='))
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect(),
+    )
 }
 
 /// Runs `urdma-load ARGS` on `host` and checks its summary: exit 0, every

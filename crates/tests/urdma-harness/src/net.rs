@@ -23,6 +23,7 @@ pub struct Net {
 impl Net {
     pub fn new() -> Net {
         require_root();
+        crate::interrupt::clean_up_on_signals();
         let net = Net {
             netns: unique("urdma-e2e-net"),
             ports: AtomicUsize::new(0),

@@ -67,6 +67,7 @@ impl Host {
     /// `Net::attach*`; `exec` and `in_netns` run things in it.
     pub fn bare() -> Host {
         require_root();
+        crate::interrupt::clean_up_on_signals();
         let artifacts = Artifacts::locate();
         let netns = unique("urdma-e2e");
         let dir = std::env::temp_dir().join(&netns);
