@@ -29,7 +29,7 @@ pub fn eui64_gid(mac: [u8; 6]) -> Gid {
 impl Discovery {
     /// The result of a neighbour lookup for an `eui64` derivation.
     pub fn on_neighbour(&mut self, mut job: NeighbourJob, mac: Option<[u8; 6]>, now: Instant) {
-        let Some(l) = self.state.lookups.get(&job.dest) else {
+        let Some(l) = self.inflight.lookup(&job.dest) else {
             return;
         };
         let Stage::Derive(i) = l.stage else { return };

@@ -89,7 +89,7 @@ impl Discovery {
         let Some(txid) = Message::query_txid(payload) else {
             return;
         };
-        let Some(p) = self.state.probes.get(&txid) else {
+        let Some(p) = self.inflight.probe(txid) else {
             return;
         };
         if p.to.is_some_and(|to| same_place(to, dest)) {
@@ -185,8 +185,8 @@ impl Discovery {
 
     fn on_reply(&mut self, local: &Local, r: Reply, from: SocketAddr, now: Instant) {
         let txid = r.txid();
-        let Some(p) = self.state.probes.get(&txid) else {
-            if self.state.ended.get_live(&txid, now).is_some() {
+        let Some(p) = self.inflight.probe(txid) else {
+            if self.inflight.is_late(txid, now) {
                 return self.drop_datagram(|d| &mut d.late, from, "a reply no longer awaited");
             }
             return self.drop_datagram(
@@ -216,7 +216,7 @@ impl Discovery {
         match r.answer() {
             Answer::Found(record) => {
                 let learned = Learned::from_record(record, from);
-                let p = self.state.end_probe(txid, now).expect("probe exists");
+                let p = self.inflight.end_probe(txid, now).expect("probe exists");
                 match p.purpose {
                     Purpose::Lookup => self.succeed(&p.target, learned, now),
                     Purpose::Claim | Purpose::Address => {
@@ -226,8 +226,7 @@ impl Discovery {
                             // good as a lookup of the address itself.
                             self.bind(&p.target, learned.clone(), now);
                         }
-                        if let Some(l) = self.state.lookups.get_mut(&p.key) {
-                            l.probes.retain(|t| *t != txid);
+                        if let Some(l) = self.inflight.lookup_mut(&p.key) {
                             l.confirmed.push((from, learned));
                         }
                         self.settle(local, &p.key, now);
@@ -261,13 +260,13 @@ impl Discovery {
             );
         }
         let key = r.target().address().clone();
-        let Some(l) = self.state.lookups.get(&key) else {
+        let Some(l) = self.inflight.lookup(&key) else {
             return;
         };
         let claims: Vec<&Probe> = l
-            .probes
+            .probes()
             .iter()
-            .filter_map(|t| self.state.probes.get(t))
+            .filter_map(|t| self.inflight.probe(*t))
             .filter(|p| p.purpose == Purpose::Claim)
             .collect();
         if claims
@@ -285,23 +284,26 @@ impl Discovery {
             );
         }
         let ep = l.endpoint;
-        if let Some(p) = self.state.probes.get_mut(&group) {
+        if let Some(p) = self.inflight.probe_mut(group) {
             p.answered = true;
         }
         log::trace!("lookup {key}: claimed by {from}; asking it to confirm");
-        if let Some(txid) = self.send_probe(local, key.clone(), Some(from), Purpose::Claim, ep, now)
-        {
-            if let Some(l) = self.state.lookups.get_mut(&key) {
-                l.probes.push(txid);
-            }
-        }
+        self.send_probe(
+            local,
+            &key,
+            key.clone(),
+            Some(from),
+            Purpose::Claim,
+            ep,
+            now,
+        );
     }
 
     /// A hint that the binding of `key` changed: asks its holder again by
     /// unicast, unless it was asked very recently or is being asked now.
     /// Only the holder's reply changes the binding (see [`Purpose::Check`]).
     fn check(&mut self, local: &Local, key: &Address, now: Instant) {
-        if !self.is_up() || self.state.checking.contains_key(key) {
+        if !self.is_up() || self.inflight.checking(key) {
             return;
         }
         if self.state.checked.get_live(key, now).is_some() {
@@ -311,7 +313,7 @@ impl Discovery {
             // Derived bindings are not discovery's to check.
             return;
         };
-        if self.state.checking.len() >= MAX_CHECKS {
+        if self.inflight.checks() >= MAX_CHECKS {
             self.checks_skipped += 1;
             return;
         }
@@ -323,8 +325,8 @@ impl Discovery {
             return;
         };
         log::trace!("discovery: checking {key} at {to}");
-        if let Some(txid) = self.send_probe(local, key.clone(), Some(to), Purpose::Check, ep, now) {
-            self.state.checking.insert(key.clone(), txid);
+        let sent = self.send_probe(local, key, key.clone(), Some(to), Purpose::Check, ep, now);
+        if sent.is_some() {
             self.state
                 .checked
                 .insert(key.clone(), (), Some(now + CHECK_HOLDOFF));

@@ -11,7 +11,8 @@
 //! error, a stage cut short) it fails ETIMEDOUT, which is never
 //! remembered: the next request asks again.
 
-use super::state::{Learned, Lookup, NeighbourJob, NssJob, Probe, Purpose, Stage};
+use super::inflight::Lookup;
+use super::state::{Learned, NeighbourJob, NssJob, Probe, Purpose, Stage};
 use super::wire::{Message, Query, WireAddress};
 use super::{Datagram, Discovery, Outcome};
 use crate::addr::{Address, Gid};
@@ -56,13 +57,9 @@ impl Discovery {
     /// Whether a lookup for `key` can be started or joined; counts one
     /// refused when the table of lookups in flight is full.
     pub fn lookup_room(&mut self, key: &Address) -> bool {
-        let room = self.state.lookups.contains_key(key)
-            || (self.state.lookups.len() < self.state.max_lookups
-                && !self.buggify.fires(Fault::LookupsFull));
-        if !room {
-            self.state.lookups_refused += 1;
-        }
-        room
+        let buggify = &mut self.buggify;
+        self.inflight
+            .room(key, || buggify.fires(Fault::LookupsFull))
     }
 
     /// Starts a lookup for `key` on behalf of endpoint `ep` (whose record
@@ -70,23 +67,13 @@ impl Discovery {
     /// sure of [`Discovery::lookup_room`]; the lookup ends with an
     /// [`Outcome`], maybe at once.
     pub fn start_lookup(&mut self, local: &Local, ep: EndpointId, key: Address, now: Instant) {
-        if self.state.lookups.contains_key(&key) {
+        if self.inflight.has_lookup(&key) {
             return;
         }
         log::trace!("lookup {key}: started");
-        let lookup = Lookup {
-            stage: Stage::Discover,
-            deadline: now,
-            endpoint: ep,
-            failure: NO,
-            unsure: false,
-            probes: Vec::new(),
-            confirmed: Vec::new(),
-            resolving: false,
-            started: now,
-        };
         let first = self.asking(&key).first().copied();
-        self.state.lookups.insert(key.clone(), lookup);
+        let lookup = Lookup::new(Stage::Discover, ep, NO, now);
+        self.inflight.start(key.clone(), lookup);
         self.run_stage(local, key, first.unwrap_or(Stage::Derive(0)), now);
     }
 
@@ -125,26 +112,25 @@ impl Discovery {
     fn run_stage(&mut self, local: &Local, key: Address, stage: Stage, now: Instant) {
         let timeout = self.timeout();
         let discovery_time = self.discovery_time();
-        let Some(l) = self.state.lookups.get(&key) else {
+        let Some(l) = self.inflight.lookup(&key) else {
             return;
         };
         let (ep, unsure) = (l.endpoint, l.unsure);
         match stage {
             Stage::Discover => {
                 let to = ip_of(&key).map(|ip| SocketAddr::new(ip, self.cfg.discovery_port));
-                let Some(txid) = self.send_probe(local, key.clone(), to, Purpose::Lookup, ep, now)
-                else {
+                let sent = self.send_probe(local, &key, key.clone(), to, Purpose::Lookup, ep, now);
+                if sent.is_none() {
                     // Not asked: the stage could not find out.
                     log::debug!("lookup {key}: no record of the source endpoint to send");
-                    if let Some(l) = self.state.lookups.get_mut(&key) {
+                    if let Some(l) = self.inflight.lookup_mut(&key) {
                         l.stage = Stage::Discover;
                     }
                     return self.next_stage(local, &key, UNKNOWN, now);
-                };
-                if let Some(l) = self.state.lookups.get_mut(&key) {
+                }
+                if let Some(l) = self.inflight.lookup_mut(&key) {
                     l.stage = Stage::Discover;
                     l.deadline = now + discovery_time;
-                    l.probes.push(txid);
                 }
             }
             Stage::Nss => {
@@ -157,7 +143,7 @@ impl Discovery {
                     name: name.to_string(),
                     deadline,
                 });
-                if let Some(l) = self.state.lookups.get_mut(&key) {
+                if let Some(l) = self.inflight.lookup_mut(&key) {
                     l.stage = Stage::Nss;
                     l.deadline = deadline;
                     l.resolving = true;
@@ -174,7 +160,7 @@ impl Discovery {
                 },
                 Some(Derivation::Eui64) => match ip_of(&key) {
                     Some(ip) => {
-                        if let Some(l) = self.state.lookups.get_mut(&key) {
+                        if let Some(l) = self.inflight.lookup_mut(&key) {
                             l.stage = Stage::Derive(i);
                             l.deadline = now + timeout;
                         }
@@ -195,19 +181,22 @@ impl Discovery {
     }
 
     /// Sends a new query for `target`, to `to` (the groups if `None`),
-    /// carrying endpoint `ep`'s record, with a transaction id of its own.
+    /// carrying endpoint `ep`'s record, with a transaction id of its own,
+    /// for the lookup of `key` (a check: of `target`), which lists it.
+    #[allow(clippy::too_many_arguments)]
     pub(super) fn send_probe(
         &mut self,
         local: &Local,
+        key: &Address,
         target: Address,
         to: Option<SocketAddr>,
         purpose: Purpose,
         ep: EndpointId,
         now: Instant,
     ) -> Option<NonZeroU64> {
-        let txid = self.state.new_txid();
+        let txid = self.inflight.new_txid();
         let probe = Probe {
-            key: target.clone(),
+            key: key.clone(),
             target,
             to,
             purpose,
@@ -216,11 +205,11 @@ impl Discovery {
             endpoint: ep,
             answered: false,
         };
-        self.state.probes.insert(txid, probe);
+        self.inflight.add_probe(txid, probe);
         if self.transmit(local, txid, now) {
             Some(txid)
         } else {
-            self.state.probes.remove(&txid);
+            self.inflight.remove_probe(txid);
             None
         }
     }
@@ -230,7 +219,7 @@ impl Discovery {
     /// (its endpoint is gone).
     fn transmit(&mut self, local: &Local, txid: NonZeroU64, now: Instant) -> bool {
         let timeout = self.timeout();
-        let Some(p) = self.state.probes.get(&txid) else {
+        let Some(p) = self.inflight.probe(txid) else {
             return false;
         };
         let (Ok(target), Some(sender)) = (
@@ -254,7 +243,7 @@ impl Discovery {
                 self.datagrams.extend(self.families.multicast(bytes));
             }
         }
-        if let Some(p) = self.state.probes.get_mut(&txid) {
+        if let Some(p) = self.inflight.probe_mut(txid) {
             p.tries += 1;
             p.deadline = now + timeout;
         }
@@ -265,7 +254,7 @@ impl Discovery {
     /// was told no; anything else: it could not find out); the stage's
     /// probes end with it.
     pub(super) fn next_stage(&mut self, local: &Local, key: &Address, status: u8, now: Instant) {
-        let Some(l) = self.state.lookups.get_mut(key) else {
+        let Some(l) = self.inflight.lookup_mut(key) else {
             return;
         };
         l.unsure |= status != NO;
@@ -273,9 +262,7 @@ impl Discovery {
         l.resolving = false;
         l.confirmed.clear();
         let stage = l.stage;
-        for t in std::mem::take(&mut l.probes) {
-            self.state.end_probe(t, now);
-        }
+        self.inflight.end_probes_of(key, now);
         let next = self.after(key, stage);
         self.run_stage(local, key.clone(), next, now);
     }
@@ -322,7 +309,7 @@ impl Discovery {
     pub(super) fn succeed(&mut self, key: &Address, learned: Learned, now: Instant) {
         log::trace!("lookup {key}: {}", learned.gid);
         self.bind(key, learned.clone(), now);
-        if let Some(l) = self.state.end_lookup(key, now) {
+        if let Some(l) = self.inflight.end_lookup(key, now) {
             self.lookup_stats
                 .resolved
                 .observe(now.saturating_duration_since(l.started));
@@ -339,7 +326,7 @@ impl Discovery {
             let until = now + Duration::from_millis(u64::from(self.cfg.negative_timeout_ms));
             self.state.failed.insert(key.clone(), status, Some(until));
         }
-        if let Some(l) = self.state.end_lookup(key, now) {
+        if let Some(l) = self.inflight.end_lookup(key, now) {
             self.lookup_stats
                 .failed
                 .observe(now.saturating_duration_since(l.started));
@@ -352,9 +339,7 @@ impl Discovery {
     /// failed: the state of what was in flight cannot be trusted (no
     /// failure is remembered: the next request asks again).
     pub fn abandon_all(&mut self) {
-        self.state.lookups.clear();
-        self.state.probes.clear();
-        self.state.checking.clear();
+        self.inflight.clear();
         self.state.neighbour_jobs.clear();
         self.state.nss_jobs.clear();
     }
@@ -369,79 +354,24 @@ impl Discovery {
         ep: EndpointId,
         carrier: impl Fn(&Address) -> Option<EndpointId>,
     ) {
-        let mut gone = Vec::new();
-        let mut moved: Vec<(NonZeroU64, EndpointId)> = Vec::new();
-        for (key, l) in self.state.lookups.iter_mut() {
-            if l.endpoint != ep {
-                continue;
-            }
-            match carrier(key) {
-                Some(other) => {
-                    l.endpoint = other;
-                    moved.extend(l.probes.iter().map(|t| (*t, other)));
-                }
-                None => gone.push(key.clone()),
-            }
-        }
-        for (t, to) in moved {
-            if let Some(p) = self.state.probes.get_mut(&t) {
-                p.endpoint = to;
-            }
-        }
-        for key in gone {
-            self.state.remove_lookup(&key);
-        }
-        let checks: Vec<NonZeroU64> = self
-            .state
-            .probes
-            .iter()
-            .filter(|(_, p)| p.endpoint == ep)
-            .map(|(t, _)| *t)
-            .collect();
         let other = local.endpoint_ids().find(|&e| e != ep);
-        for t in checks {
-            match (other, self.state.probes.get_mut(&t)) {
-                (Some(e), Some(p)) => p.endpoint = e,
-                _ => {
-                    self.state.remove_probe(t);
-                }
-            }
-        }
+        self.inflight.endpoint_closed(ep, carrier, other);
     }
 
     /// Retries and stage changes that are due.
     pub(super) fn lookup_timers(&mut self, local: &Local, now: Instant) {
-        let due: Vec<NonZeroU64> = self
-            .state
-            .probes
-            .iter()
-            .filter(|(_, p)| p.deadline <= now)
-            .map(|(t, _)| *t)
-            .collect();
-        for txid in due {
+        for txid in self.inflight.due_probes(now) {
             self.probe_due(local, txid, now);
         }
-        let due: Vec<Address> = self
-            .state
-            .lookups
-            .iter()
-            .filter(|(_, l)| l.deadline <= now)
-            .map(|(k, _)| k.clone())
-            .collect();
-        for key in due {
+        for key in self.inflight.due_lookups(now) {
             // Claims not confirmed in time do not count; those confirmed
             // decide.
             let confirmed = self
-                .state
-                .lookups
-                .get(&key)
+                .inflight
+                .lookup(&key)
                 .is_some_and(|l| asks(l.stage) && !l.confirmed.is_empty());
             if confirmed {
-                if let Some(l) = self.state.lookups.get_mut(&key) {
-                    for t in std::mem::take(&mut l.probes) {
-                        self.state.end_probe(t, now);
-                    }
-                }
+                self.inflight.end_probes_of(&key, now);
                 self.settle(local, &key, now);
             } else {
                 self.next_stage(local, &key, UNKNOWN, now);
@@ -452,15 +382,14 @@ impl Discovery {
     /// A probe whose try timed out: sent again while it has tries left
     /// (and its lookup time), else given up.
     fn probe_due(&mut self, local: &Local, txid: NonZeroU64, now: Instant) {
-        let Some(p) = self.state.probes.get(&txid) else {
+        let Some(p) = self.inflight.probe(txid) else {
             return;
         };
         let in_time = match p.purpose {
             Purpose::Check => true,
             _ => self
-                .state
-                .lookups
-                .get(&p.key)
+                .inflight
+                .lookup(&p.key)
                 .is_some_and(|l| l.deadline > now),
         };
         if p.answered {
@@ -469,8 +398,8 @@ impl Discovery {
             // (lost, overloaded) was not heard: a claimant that then refuses
             // says no only for itself.
             let key = p.key.clone();
-            self.state.end_probe(txid, now);
-            return self.lookup_probe_ended(local, &key, txid, Some(UNKNOWN), now);
+            self.inflight.end_probe(txid, now);
+            return self.lookup_probe_ended(local, &key, Some(UNKNOWN), now);
         }
         if p.tries <= self.cfg.retries && in_time {
             log::trace!(
@@ -495,7 +424,7 @@ impl Discovery {
         status: u8,
         now: Instant,
     ) {
-        let Some(p) = self.state.remove_probe(txid) else {
+        let Some(p) = self.inflight.end_probe(txid, now) else {
             return;
         };
         match p.purpose {
@@ -509,7 +438,7 @@ impl Discovery {
                 }
             }
             Purpose::Lookup | Purpose::Claim | Purpose::Address => {
-                self.lookup_probe_ended(local, &p.key, txid, Some(status), now)
+                self.lookup_probe_ended(local, &p.key, Some(status), now)
             }
         }
     }
@@ -519,14 +448,12 @@ impl Discovery {
         &mut self,
         local: &Local,
         key: &Address,
-        txid: NonZeroU64,
         status: Option<u8>,
         now: Instant,
     ) {
-        let Some(l) = self.state.lookups.get_mut(key) else {
+        let Some(l) = self.inflight.lookup_mut(key) else {
             return;
         };
-        l.probes.retain(|t| *t != txid);
         if let Some(s) = status {
             l.failure = weakest(l.failure, s);
         }
@@ -539,16 +466,16 @@ impl Discovery {
     /// one is right cannot be told, and a wrong answer is worse than none);
     /// with nothing confirmed and nothing more to wait for, the stage fails.
     pub(super) fn settle(&mut self, local: &Local, key: &Address, now: Instant) {
-        let Some(l) = self.state.lookups.get(key) else {
+        let Some(l) = self.inflight.lookup(key) else {
             return;
         };
         if !asks(l.stage) || l.resolving {
             return;
         }
         let claims_pending = l
-            .probes
+            .probes()
             .iter()
-            .filter_map(|t| self.state.probes.get(t))
+            .filter_map(|t| self.inflight.probe(*t))
             .any(|p| matches!(p.purpose, Purpose::Claim | Purpose::Address));
         if claims_pending {
             return;
@@ -570,7 +497,7 @@ impl Discovery {
             self.conflicts += 1;
             return self.next_stage(local, key, NO, now);
         }
-        if l.probes.is_empty() {
+        if l.probes().is_empty() {
             let status = l.failure;
             self.next_stage(local, key, status, now);
         }

@@ -25,6 +25,7 @@ pub mod auth;
 pub mod counts;
 mod derive;
 mod inbound;
+mod inflight;
 mod lookup;
 mod names;
 pub mod ratelimit;
@@ -41,6 +42,7 @@ use crate::summary::Summary;
 use announce::Announcer;
 use auth::Auth;
 use counts::{DropCounts, Traffic};
+use inflight::InFlight;
 use state::{Learned, NeighbourJob, NssJob, State};
 use std::net::{IpAddr, SocketAddr};
 use std::time::{Duration, Instant};
@@ -139,6 +141,8 @@ pub struct Discovery {
     /// The families the sockets are open for (none: discovery is down).
     families: Families,
     state: State,
+    /// Lookups, their probes and checks, linked (`inflight.rs`).
+    inflight: InFlight,
     announcer: Announcer,
     drops: DropCounts,
     drops_logged: Summary<DropCounts>,
@@ -190,7 +194,8 @@ impl Discovery {
     /// Discovery configured by `cfg`, its transaction ids keyed by `seed`.
     pub fn new(cfg: &Config, seed: Seed) -> Discovery {
         Discovery {
-            state: State::new(cfg, seed),
+            state: State::new(cfg),
+            inflight: InFlight::new(cfg, seed),
             reply_limit: ratelimit::RateLimiter::new(cfg.reply_rate),
             cfg: cfg.clone(),
             families: Families::NONE,
@@ -296,12 +301,12 @@ impl Discovery {
 
     /// Whether a lookup of `key` is in flight.
     pub fn looking_up(&self, key: &Address) -> bool {
-        self.state.lookups.contains_key(key)
+        self.inflight.has_lookup(key)
     }
 
     /// Lookups in flight.
     pub fn lookups_in_flight(&self) -> usize {
-        self.state.lookups.len()
+        self.inflight.sizes()[0]
     }
 
     pub fn drops(&self) -> &DropCounts {
@@ -323,11 +328,12 @@ impl Discovery {
     /// Sizes of its tables: bindings, remembered failures, lookups in
     /// flight, probes in flight.
     pub fn sizes(&self) -> [usize; 4] {
+        let [lookups, probes, _] = self.inflight.sizes();
         [
             self.state.learned.len(),
             self.state.failed.len(),
-            self.state.lookups.len(),
-            self.state.probes.len(),
+            lookups,
+            probes,
         ]
     }
 
@@ -342,7 +348,7 @@ impl Discovery {
         [
             self.state.learned.evicted,
             self.state.failed.evicted,
-            self.state.lookups_refused,
+            self.inflight.refused(),
             self.checks_skipped,
         ]
     }
@@ -350,7 +356,7 @@ impl Discovery {
     /// The bounds of the tables [`Discovery::limits`] is about: bindings,
     /// lookups in flight.
     pub fn bounds(&self) -> (usize, usize) {
-        (self.state.learned.capacity(), self.state.max_lookups)
+        (self.state.learned.capacity(), self.inflight.max_lookups())
     }
 
     /// Announces this host's endpoints soon (they changed): from the next
@@ -373,7 +379,7 @@ impl Discovery {
     pub fn deadlines(&mut self, asap: Option<Instant>) -> [Option<Instant>; 2] {
         let lookup = match asap {
             Some(now) if self.buggify.fires(Fault::EarlyWake) => Some(now),
-            _ => self.state.next_deadline(),
+            _ => self.inflight.next_deadline(),
         };
         [lookup, self.announcer.next_wake(asap)]
     }
@@ -394,7 +400,7 @@ impl Discovery {
         self.state.failed.sweep(now, |_, _| {});
         self.state.checked.sweep(now, |_, _| {});
         self.state.answered_groups.sweep(now, |_, _| {});
-        self.state.ended.sweep(now, |_, _| {});
+        self.inflight.sweep(now);
         if self.drops_logged.due(&self.drops, now) {
             log::info!("discovery: datagrams dropped so far: {}", self.drops);
         }
@@ -429,6 +435,11 @@ impl Discovery {
     #[cfg(test)]
     pub(crate) fn state(&self) -> &State {
         &self.state
+    }
+
+    #[cfg(test)]
+    pub(crate) fn inflight(&self) -> &InFlight {
+        &self.inflight
     }
 
     #[cfg(test)]

@@ -44,7 +44,7 @@ impl Discovery {
         answer: Result<Vec<IpAddr>, NssError>,
         now: Instant,
     ) {
-        let Some(l) = self.state.lookups.get_mut(key) else {
+        let Some(l) = self.inflight.lookup_mut(key) else {
             return;
         };
         if l.stage != Stage::Nss || !l.resolving {
@@ -79,23 +79,16 @@ impl Discovery {
         ips.dedup();
         ips.truncate(MAX_CLAIMS);
         log::trace!("lookup {key}: the system's resolver gives {ips:?}");
-        let mut probes = Vec::new();
+        let mut asked = 0;
         for ip in ips {
             let to = SocketAddr::new(ip, self.cfg.discovery_port);
             let target = Address::from(ip);
-            if let Some(txid) = self.send_probe(local, target, Some(to), Purpose::Address, ep, now)
-            {
-                if let Some(p) = self.state.probes.get_mut(&txid) {
-                    p.key = key.clone();
-                }
-                probes.push(txid);
-            }
+            let sent = self.send_probe(local, key, target, Some(to), Purpose::Address, ep, now);
+            asked += usize::from(sent.is_some());
         }
-        match self.state.lookups.get_mut(key) {
-            Some(l) if !probes.is_empty() => l.probes.extend(probes),
+        if asked == 0 && self.inflight.has_lookup(key) {
             // None of them could be asked.
-            Some(_) => self.next_stage(local, key, ACM_STATUS_ETIMEDOUT as u8, now),
-            None => {}
+            self.next_stage(local, key, ACM_STATUS_ETIMEDOUT as u8, now);
         }
     }
 }

@@ -9,12 +9,9 @@
 use super::wire::EndpointRecord;
 use crate::addr::{Address, Gid};
 use crate::bounded::Expiring;
-use crate::entropy::Seed;
-use crate::fastmap::Map;
 use crate::handle::EndpointId;
 use std::net::{IpAddr, SocketAddr};
-use std::num::NonZeroU64;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 /// Hosts that may claim one name in answer to a group query and be asked
 /// to confirm it; more claimants than this are dropped.
@@ -111,31 +108,6 @@ pub enum Stage {
     Derive(usize),
 }
 
-#[derive(Debug)]
-pub struct Lookup {
-    pub stage: Stage,
-    /// When the stage gives up: for discovery, `urdma_timeout ×
-    /// (urdma_retries + 1)` after it began, however many hosts answered.
-    pub deadline: Instant,
-    /// The endpoint whose record the queries carry.
-    pub endpoint: EndpointId,
-    /// How the current stage ends if nothing binds: ENODATA while every
-    /// probe of it that ended was told no, ETIMEDOUT once one could not
-    /// find out (no answer, an ICMP error, a group query's time up).
-    pub failure: u8,
-    /// A stage already over could not find out: the lookup then fails
-    /// with ETIMEDOUT, whatever later stages say, and is not remembered.
-    pub unsure: bool,
-    /// The probes working for this lookup: its own query, then the hosts
-    /// asked to confirm a claim.
-    pub probes: Vec<NonZeroU64>,
-    /// Name lookups: the hosts that confirmed a claim, and what they said.
-    pub confirmed: Vec<(SocketAddr, Learned)>,
-    /// Waiting for the system's resolver.
-    pub resolving: bool,
-    pub started: Instant,
-}
-
 /// Why a query is out.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Purpose {
@@ -205,10 +177,6 @@ pub struct State {
     pub learned: Expiring<Address, Learned>,
     /// Destinations whose last lookup failed, with the status.
     pub failed: Expiring<Address, u8>,
-    pub lookups: Map<Address, Lookup>,
-    pub probes: Map<NonZeroU64, Probe>,
-    /// Checks in flight, by the address checked.
-    pub checking: Map<Address, NonZeroU64>,
     /// When each address was last checked: a binding is checked again
     /// only after [`super::CHECK_HOLDOFF`], so hints cannot
     /// turn into a stream of queries to one host.
@@ -219,61 +187,25 @@ pub struct State {
     pub answered_groups: Expiring<(u64, Gid), ()>,
     pub neighbour_jobs: Vec<NeighbourJob>,
     pub nss_jobs: Vec<NssJob>,
-    /// Lookups refused because [`State::max_lookups`] were in flight.
-    pub lookups_refused: u64,
-    pub max_lookups: usize,
-    /// Transaction ids of probes ended lately, until a reply to them can
-    /// no longer be on its way: such a reply is late, not unsolicited.
-    pub ended: Expiring<NonZeroU64, ()>,
-    /// How long a probe's reply may still come after the probe ended: a
-    /// whole discovery stage, every try of it.
-    pub late_window: Duration,
-    txid_key: Seed,
-    txid_counter: u64,
 }
 
 impl Default for State {
     fn default() -> Self {
         let cfg = crate::config::Config::default();
-        State::new(&cfg, Seed::random())
+        State::new(&cfg)
     }
 }
 
 impl State {
-    pub fn new(cfg: &crate::config::Config, txid_key: Seed) -> State {
-        let (max_learned, max_lookups) = (cfg.max_learned, cfg.max_lookups);
-        let timeout = Duration::from_millis(u64::from(cfg.timeout_ms));
+    pub fn new(cfg: &crate::config::Config) -> State {
+        let max_learned = cfg.max_learned;
         State {
             learned: Expiring::new(max_learned),
             failed: Expiring::new(max_learned),
-            ended: Expiring::new(max_lookups.saturating_mul(MAX_CLAIMS + 1)),
-            late_window: timeout * (cfg.retries + 1),
-            lookups: Map::default(),
-            probes: Map::default(),
-            checking: Map::default(),
             checked: Expiring::new(MAX_CHECKS * 4),
             answered_groups: Expiring::new(MAX_CHECKS * 4),
             neighbour_jobs: Vec::new(),
             nss_jobs: Vec::new(),
-            lookups_refused: 0,
-            max_lookups,
-            txid_key,
-            txid_counter: 0,
-        }
-    }
-
-    /// Transaction ids are what keeps an off-path host from forging replies,
-    /// so they must not be guessable: a keyed PRF (HMAC-SHA256 with a
-    /// random key) of a counter. Every probe has its own.
-    pub fn new_txid(&mut self) -> NonZeroU64 {
-        loop {
-            self.txid_counter += 1;
-            let value = self.txid_key.value(b"txid", self.txid_counter);
-            if let Some(t) = NonZeroU64::new(value) {
-                if !self.probes.contains_key(&t) {
-                    return t;
-                }
-            }
         }
     }
 
@@ -285,46 +217,6 @@ impl State {
     /// A remembered failure still in force.
     pub fn failure(&mut self, a: &Address, now: Instant) -> Option<u8> {
         self.failed.get_live(a, now).copied()
-    }
-
-    /// Ends a lookup, with every probe working for it.
-    pub fn remove_lookup(&mut self, dest: &Address) -> Option<Lookup> {
-        let l = self.lookups.remove(dest)?;
-        for t in &l.probes {
-            self.probes.remove(t);
-        }
-        Some(l)
-    }
-
-    /// Ends a lookup whose replies may still come: they will be late.
-    pub fn end_lookup(&mut self, dest: &Address, now: Instant) -> Option<Lookup> {
-        let l = self.remove_lookup(dest)?;
-        for t in &l.probes {
-            self.ended.insert(*t, (), Some(now + self.late_window));
-        }
-        Some(l)
-    }
-
-    /// Ends a probe whose reply may still come (again): it will be late.
-    pub fn end_probe(&mut self, txid: NonZeroU64, now: Instant) -> Option<Probe> {
-        let p = self.remove_probe(txid)?;
-        self.ended.insert(txid, (), Some(now + self.late_window));
-        Some(p)
-    }
-
-    /// Ends a probe; a check also leaves `checking`.
-    pub fn remove_probe(&mut self, txid: NonZeroU64) -> Option<Probe> {
-        let p = self.probes.remove(&txid)?;
-        if p.purpose == Purpose::Check && self.checking.get(&p.target) == Some(&txid) {
-            self.checking.remove(&p.target);
-        }
-        Some(p)
-    }
-
-    pub fn next_deadline(&self) -> Option<Instant> {
-        let lookups = self.lookups.values().map(|l| l.deadline);
-        let probes = self.probes.values().map(|p| p.deadline);
-        lookups.chain(probes).min()
     }
 
     /// Forgets every binding to `gid` (a withdrawn or replaced endpoint).
@@ -346,15 +238,6 @@ impl State {
 mod tests {
     use super::*;
     use std::time::Duration;
-
-    #[test]
-    fn txids_are_unique_and_not_sequential() {
-        let mut r = State::default();
-        let a = r.new_txid();
-        let b = r.new_txid();
-        assert_ne!(a, b);
-        assert_ne!(b.get().wrapping_sub(a.get()), 1);
-    }
 
     #[test]
     fn bindings_and_failures_expire() {

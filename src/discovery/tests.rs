@@ -1269,12 +1269,10 @@ fn footprint(e: &Engine<FakeDaemon>) -> Vec<usize> {
     let d = e.discovery();
     let state = d.state();
     let mut sizes = e.local().sizes().to_vec();
+    sizes.extend(d.inflight().sizes());
     sizes.extend([
         e.cached(),
         e.waiting(),
-        state.lookups.len(),
-        state.probes.len(),
-        state.checking.len(),
         state.learned.len(),
         state.failed.len(),
         state.neighbour_jobs.len(),

@@ -13,8 +13,8 @@
 use std::fs;
 use std::process::Command;
 use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
-use std::time::Duration;
 use std::sync::{Mutex, OnceLock};
+use std::time::Duration;
 
 type Undo = Box<dyn Fn() + Send>;
 

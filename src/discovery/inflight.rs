@@ -1,0 +1,344 @@
+//! What discovery has in flight: the lookups, the probes (queries) that
+//! work for them, the checks of learned bindings, and the transaction ids
+//! of probes that ended lately. One table, because their links must hold
+//! together, and it keeps them:
+//!
+//! - a probe that works for a lookup is listed by that lookup, and only
+//!   then; a check is listed in `checking` under the address it checks;
+//! - ending a probe unlists it; ending a lookup ends its probes;
+//! - a probe that ended with a reply possibly still on its way is
+//!   remembered for one discovery stage, so that reply counts as late
+//!   ([`InFlight::is_late`]) rather than unsolicited.
+
+use super::state::{Learned, Probe, Purpose, Stage, MAX_CLAIMS};
+use crate::addr::Address;
+use crate::bounded::Expiring;
+use crate::config::Config;
+use crate::entropy::Seed;
+use crate::fastmap::Map;
+use crate::handle::EndpointId;
+use std::net::SocketAddr;
+use std::num::NonZeroU64;
+use std::time::{Duration, Instant};
+
+#[derive(Debug)]
+pub struct Lookup {
+    pub stage: Stage,
+    /// When the stage gives up: for discovery, `urdma_timeout ×
+    /// (urdma_retries + 1)` after it began, however many hosts answered.
+    pub deadline: Instant,
+    /// The endpoint whose record the queries carry.
+    pub endpoint: EndpointId,
+    /// How the current stage ends if nothing binds: ENODATA while every
+    /// probe of it that ended was told no, ETIMEDOUT once one could not
+    /// find out (no answer, an ICMP error, a group query's time up).
+    pub failure: u8,
+    /// A stage already over could not find out: the lookup then fails
+    /// with ETIMEDOUT, whatever later stages say, and is not remembered.
+    pub unsure: bool,
+    /// The probes working for this lookup: its own query, then the hosts
+    /// asked to confirm a claim. Kept by [`InFlight`] alone.
+    probes: Vec<NonZeroU64>,
+    /// Name lookups: the hosts that confirmed a claim, and what they said.
+    pub confirmed: Vec<(SocketAddr, Learned)>,
+    /// Waiting for the system's resolver.
+    pub resolving: bool,
+    pub started: Instant,
+}
+
+impl Lookup {
+    /// A lookup started at `now` for `endpoint`, at stage `stage`.
+    pub fn new(stage: Stage, endpoint: EndpointId, failure: u8, now: Instant) -> Lookup {
+        Lookup {
+            stage,
+            deadline: now,
+            endpoint,
+            failure,
+            unsure: false,
+            probes: Vec::new(),
+            confirmed: Vec::new(),
+            resolving: false,
+            started: now,
+        }
+    }
+
+    pub fn probes(&self) -> &[NonZeroU64] {
+        &self.probes
+    }
+}
+
+pub struct InFlight {
+    lookups: Map<Address, Lookup>,
+    probes: Map<NonZeroU64, Probe>,
+    /// Checks in flight, by the address checked.
+    checking: Map<Address, NonZeroU64>,
+    ended: Expiring<NonZeroU64, ()>,
+    /// How long a probe's reply may still come after the probe ended: a
+    /// whole discovery stage, every try of it.
+    late_window: Duration,
+    max_lookups: usize,
+    /// Lookups refused because `max_lookups` were in flight.
+    refused: u64,
+    txid_key: Seed,
+    txid_counter: u64,
+}
+
+impl InFlight {
+    /// Bounded by `cfg`, transaction ids keyed by `txid_key`.
+    pub fn new(cfg: &Config, txid_key: Seed) -> InFlight {
+        let timeout = Duration::from_millis(u64::from(cfg.timeout_ms));
+        InFlight {
+            lookups: Map::default(),
+            probes: Map::default(),
+            checking: Map::default(),
+            ended: Expiring::new(cfg.max_lookups.saturating_mul(MAX_CLAIMS + 1)),
+            late_window: timeout * (cfg.retries + 1),
+            max_lookups: cfg.max_lookups,
+            refused: 0,
+            txid_key,
+            txid_counter: 0,
+        }
+    }
+
+    /// Transaction ids are what keeps an off-path host from forging replies,
+    /// so they must not be guessable: a keyed PRF (HMAC-SHA256 with a
+    /// random key) of a counter. Every probe has its own.
+    pub fn new_txid(&mut self) -> NonZeroU64 {
+        loop {
+            self.txid_counter += 1;
+            let value = self.txid_key.value(b"txid", self.txid_counter);
+            if let Some(t) = NonZeroU64::new(value) {
+                if !self.probes.contains_key(&t) {
+                    return t;
+                }
+            }
+        }
+    }
+
+    pub fn lookup(&self, key: &Address) -> Option<&Lookup> {
+        self.lookups.get(key)
+    }
+
+    pub fn lookup_mut(&mut self, key: &Address) -> Option<&mut Lookup> {
+        self.lookups.get_mut(key)
+    }
+
+    pub fn has_lookup(&self, key: &Address) -> bool {
+        self.lookups.contains_key(key)
+    }
+
+    /// Whether a lookup for `key` can be started or joined; counts one
+    /// refused when the table is full.
+    pub fn room(&mut self, key: &Address, full: impl FnOnce() -> bool) -> bool {
+        let room =
+            self.lookups.contains_key(key) || (self.lookups.len() < self.max_lookups && !full());
+        if !room {
+            self.refused += 1;
+        }
+        room
+    }
+
+    pub fn start(&mut self, key: Address, lookup: Lookup) {
+        self.lookups.insert(key, lookup);
+    }
+
+    pub fn probe(&self, txid: NonZeroU64) -> Option<&Probe> {
+        self.probes.get(&txid)
+    }
+
+    pub fn probe_mut(&mut self, txid: NonZeroU64) -> Option<&mut Probe> {
+        self.probes.get_mut(&txid)
+    }
+
+    pub fn checking(&self, key: &Address) -> bool {
+        self.checking.contains_key(key)
+    }
+
+    pub fn checks(&self) -> usize {
+        self.checking.len()
+    }
+
+    /// Adds a probe, listed by the lookup it works for (a check: under the
+    /// address it checks).
+    pub fn add_probe(&mut self, txid: NonZeroU64, probe: Probe) {
+        match probe.purpose {
+            Purpose::Check => {
+                self.checking.insert(probe.target.clone(), txid);
+            }
+            _ => {
+                if let Some(l) = self.lookups.get_mut(&probe.key) {
+                    l.probes.push(txid);
+                }
+            }
+        }
+        self.probes.insert(txid, probe);
+    }
+
+    /// Ends a probe that was never answered and never will be (never sent,
+    /// or its endpoint gone).
+    pub fn remove_probe(&mut self, txid: NonZeroU64) -> Option<Probe> {
+        let p = self.probes.remove(&txid)?;
+        match p.purpose {
+            Purpose::Check => {
+                if self.checking.get(&p.target) == Some(&txid) {
+                    self.checking.remove(&p.target);
+                }
+            }
+            _ => {
+                if let Some(l) = self.lookups.get_mut(&p.key) {
+                    l.probes.retain(|t| *t != txid);
+                }
+            }
+        }
+        Some(p)
+    }
+
+    /// Ends a probe whose reply may still come (again): it will be late.
+    pub fn end_probe(&mut self, txid: NonZeroU64, now: Instant) -> Option<Probe> {
+        let p = self.remove_probe(txid)?;
+        self.ended.insert(txid, (), Some(now + self.late_window));
+        Some(p)
+    }
+
+    /// Ends every probe of lookup `key` (its stage is over).
+    pub fn end_probes_of(&mut self, key: &Address, now: Instant) {
+        let txids = self
+            .lookups
+            .get_mut(key)
+            .map(|l| std::mem::take(&mut l.probes))
+            .unwrap_or_default();
+        for t in txids {
+            self.probes.remove(&t);
+            self.ended.insert(t, (), Some(now + self.late_window));
+        }
+    }
+
+    /// Ends a lookup with its probes, none of which can be answered any
+    /// more (its endpoint closed).
+    pub fn remove_lookup(&mut self, key: &Address) -> Option<Lookup> {
+        let l = self.lookups.remove(key)?;
+        for t in &l.probes {
+            self.probes.remove(t);
+        }
+        Some(l)
+    }
+
+    /// Ends a lookup whose replies may still come: they will be late.
+    pub fn end_lookup(&mut self, key: &Address, now: Instant) -> Option<Lookup> {
+        let l = self.remove_lookup(key)?;
+        for t in &l.probes {
+            self.ended.insert(*t, (), Some(now + self.late_window));
+        }
+        Some(l)
+    }
+
+    /// Whether a reply to `txid` is one to a probe that ended lately.
+    pub fn is_late(&mut self, txid: NonZeroU64, now: Instant) -> bool {
+        self.ended.get_live(&txid, now).is_some()
+    }
+
+    /// Forgets everything, with no outcome (see `Discovery::abandon_all`).
+    pub fn clear(&mut self) {
+        self.lookups.clear();
+        self.probes.clear();
+        self.checking.clear();
+    }
+
+    /// Endpoint `ep` is closing: a lookup it carried goes on with the
+    /// endpoint `carrier` names for it, or ends; a check sent from it goes
+    /// on from `other`, or ends.
+    pub fn endpoint_closed(
+        &mut self,
+        ep: EndpointId,
+        carrier: impl Fn(&Address) -> Option<EndpointId>,
+        other: Option<EndpointId>,
+    ) {
+        let mut gone = Vec::new();
+        for (key, l) in self.lookups.iter_mut() {
+            if l.endpoint != ep {
+                continue;
+            }
+            match carrier(key) {
+                Some(to) => {
+                    l.endpoint = to;
+                    for t in &l.probes {
+                        if let Some(p) = self.probes.get_mut(t) {
+                            p.endpoint = to;
+                        }
+                    }
+                }
+                None => gone.push(key.clone()),
+            }
+        }
+        for key in gone {
+            self.remove_lookup(&key);
+        }
+        let checks: Vec<NonZeroU64> = self
+            .probes
+            .iter()
+            .filter(|(_, p)| p.endpoint == ep)
+            .map(|(t, _)| *t)
+            .collect();
+        for t in checks {
+            match (other, self.probes.get_mut(&t)) {
+                (Some(e), Some(p)) => p.endpoint = e,
+                _ => {
+                    self.remove_probe(t);
+                }
+            }
+        }
+    }
+
+    pub fn due_probes(&self, now: Instant) -> Vec<NonZeroU64> {
+        self.probes
+            .iter()
+            .filter(|(_, p)| p.deadline <= now)
+            .map(|(t, _)| *t)
+            .collect()
+    }
+
+    pub fn due_lookups(&self, now: Instant) -> Vec<Address> {
+        self.lookups
+            .iter()
+            .filter(|(_, l)| l.deadline <= now)
+            .map(|(k, _)| k.clone())
+            .collect()
+    }
+
+    pub fn next_deadline(&self) -> Option<Instant> {
+        let lookups = self.lookups.values().map(|l| l.deadline);
+        let probes = self.probes.values().map(|p| p.deadline);
+        lookups.chain(probes).min()
+    }
+
+    pub fn sweep(&mut self, now: Instant) {
+        self.ended.sweep(now, |_, _| {});
+    }
+
+    /// Lookups, probes and checks in flight.
+    pub fn sizes(&self) -> [usize; 3] {
+        [self.lookups.len(), self.probes.len(), self.checking.len()]
+    }
+
+    pub fn max_lookups(&self) -> usize {
+        self.max_lookups
+    }
+
+    pub fn refused(&self) -> u64 {
+        self.refused
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn txids_are_unique_and_not_sequential() {
+        let mut f = InFlight::new(&Config::default(), Seed::random());
+        let a = f.new_txid();
+        let b = f.new_txid();
+        assert_ne!(a, b);
+        assert_ne!(b.get().wrapping_sub(a.get()), 1);
+    }
+}
