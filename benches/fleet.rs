@@ -10,8 +10,11 @@
 //! everything it creates is removed at the end (also on panic, SIGTERM or
 //! SIGINT), and the neighbour table limits it raises are put back.
 //!
-//! `cargo bench --bench fleet [-- --hosts N] [--peers K]` (`--peers`: each
-//! daemon asks for the K next ones only; see BENCHMARKS.md for why).
+//! `cargo bench --bench fleet [-- --hosts N] [--peers K] [--restart R]`
+//! (`--peers`: each daemon asks for the K next ones only; `--restart`: then
+//! R daemons restart at once on new hardware, new GIDs, while the others
+//! keep resolving them, and the bench measures how long each survivor takes
+//! to follow).
 
 use ibacm_urdma::discovery::eui64_gid;
 use ibacm_urdma::metrics::parse;
@@ -33,12 +36,21 @@ struct Round {
     broken: Option<String>,
 }
 
+/// Host `n`'s NIC; a restart with new hardware is generation 1.
+fn mac_of(n: usize, generation: u8) -> [u8; 6] {
+    [0x52, 0x54, 0x00, generation, (n >> 8) as u8 | 0x10, n as u8]
+}
+
 fn mac(n: usize) -> [u8; 6] {
-    [0x52, 0x54, 0x00, 0x00, (n >> 8) as u8 | 0x10, n as u8]
+    mac_of(n, 0)
 }
 
 fn config(n: usize) -> HostConfig {
-    let m = mac(n);
+    config_of(n, 0)
+}
+
+fn config_of(n: usize, generation: u8) -> HostConfig {
+    let m = mac_of(n, generation);
     let mac = m.map(|b| format!("{b:02x}")).join(":");
     let (ip4, ip6) = (
         format!("10.0.{}.{}", n / 250, n % 250 + 1),
@@ -211,6 +223,15 @@ fn main() {
         up.as_secs_f64(),
         rss_kb / 1024
     );
+    let restart: usize = args
+        .iter()
+        .position(|a| a == "--restart")
+        .and_then(|i| args.get(i + 1))
+        .map_or(0, |v| v.parse().expect("--restart R"))
+        .min(hosts - 1);
+    if restart > 0 {
+        storm(&fleet, restart);
+    }
     let simulated = Instant::now();
     let predicted = urdma_dst::scenario::fleet(hosts, peers, 1);
     eprintln!("simulation: {:.0} s", simulated.elapsed().as_secs_f64());
@@ -278,4 +299,95 @@ fn status_name(key: &str) -> String {
     names
         .get(n)
         .map_or_else(|| key.to_string(), |s| s.to_string())
+}
+
+/// How long a survivor may take to follow a host that came back with a new
+/// GID: "within a second or so" (docs/protocol.md), with room for the
+/// load of all the others asking at once.
+const FOLLOW_BOUND: Duration = Duration::from_secs(3);
+
+/// The first `restart` daemons restart at once with new GIDs; every other
+/// daemon asks for them by address, over and over, until all its answers
+/// name the new GIDs. Prints how long the survivors took.
+fn storm(fleet: &[Host], restart: usize) {
+    let hosts = fleet.len();
+    let gone: Vec<usize> = (0..restart).collect();
+    let dests: Vec<String> = gone.iter().map(|&d| ip4(d)).collect();
+    let new_gids: Vec<String> = gone
+        .iter()
+        .map(|&d| eui64_gid(mac_of(d, 1)).to_string())
+        .collect();
+    std::thread::scope(|s| {
+        for &d in &gone {
+            let host = &fleet[d];
+            s.spawn(move || host.restart(&config_of(d, 1)));
+        }
+    });
+    let back = Instant::now();
+    let follow: Vec<Option<Duration>> = std::thread::scope(|s| {
+        let handles: Vec<_> = fleet[restart..]
+            .iter()
+            .map(|host| {
+                let (dests, new_gids) = (&dests, &new_gids);
+                s.spawn(move || {
+                    let file = host.path("dests-restarted");
+                    fs::write(&file, dests.join("\n") + "\n").expect("dest file");
+                    let count = dests.len().to_string();
+                    let args = [
+                        "-f",
+                        "i",
+                        "--dest-file",
+                        file.to_str().unwrap(),
+                        "-c",
+                        "1",
+                        "-n",
+                        &count,
+                        "--timeout",
+                        "10",
+                        "--verbose",
+                    ];
+                    while back.elapsed() < 10 * FOLLOW_BOUND {
+                        let (_, out) = host.load(&args, Duration::from_secs(60));
+                        let answers = verbose_dgids(&out);
+                        let followed = dests.iter().zip(new_gids).all(|(d, g)| {
+                            answers.get(d).is_some_and(|got| got.iter().all(|x| x == g))
+                        });
+                        if followed {
+                            return Some(back.elapsed());
+                        }
+                        std::thread::sleep(Duration::from_millis(100));
+                    }
+                    None
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| h.join().expect("survivor"))
+            .collect()
+    });
+    let mut took: Vec<Duration> = follow.iter().flatten().copied().collect();
+    took.sort();
+    let pct =
+        |p: f64| took.get(((took.len() as f64 * p) as usize).min(took.len().saturating_sub(1)));
+    println!(
+        "## restart storm: {restart} daemons back at once with new GIDs, {} survivors asking\n",
+        hosts - restart
+    );
+    println!("| | |\n|---|---:|");
+    println!(
+        "| survivors whose answers all name the new GIDs | {} of {} |",
+        took.len(),
+        hosts - restart
+    );
+    for (what, d) in [("p50", pct(0.5)), ("p99", pct(0.99)), ("last", took.last())] {
+        if let Some(d) = d {
+            println!("| followed, {what} | {:.2} s |", d.as_secs_f64());
+        }
+    }
+    println!(
+        "| within the bound ({:.0} s) | {} |\n",
+        FOLLOW_BOUND.as_secs_f64(),
+        took.len() == hosts - restart && took.last().is_none_or(|d| *d <= FOLLOW_BOUND)
+    );
 }
