@@ -272,23 +272,12 @@ fn misses(quick: bool) {
     };
     row("cold resolves, one client, each a name never asked", &s);
     let n = burst.to_string();
-    let s = load(
-        &a,
-        &[
-            "-s", "node-a", "-f", "n", "--range", "node-b-", &n, "-c", "64", "-n", &n, "--window",
-            "1",
-        ],
-        Duration::from_secs(300),
-    );
+    let burst_args = [
+        "-s", "node-a", "-f", "n", "--range", "node-b-", &n, "-c", "64", "-n", &n, "--window", "1",
+    ];
+    let s = load(&a, &burst_args, Duration::from_secs(300));
     row(&format!("burst of {burst} distinct misses, 64 clients"), &s);
-    let s = load(
-        &a,
-        &[
-            "-s", "node-a", "-f", "n", "--range", "node-b-", &n, "-c", "64", "-n", &n, "--window",
-            "1",
-        ],
-        Duration::from_secs(300),
-    );
+    let s = load(&a, &burst_args, Duration::from_secs(300));
     row(&format!("the same {burst} again (now cache hits)"), &s);
     println!();
     drop(a);
