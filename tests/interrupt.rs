@@ -8,6 +8,7 @@ use std::fs;
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
+use urdma_harness::interrupt::{made_by, running_in, Made};
 use urdma_harness::nodes::Node;
 use urdma_harness::{KeyFile, Net};
 
@@ -28,46 +29,6 @@ fn a_run_to_interrupt() {
     }
 }
 
-/// The namespaces and temporary directories of process `pid`.
-fn made_by(pid: u32) -> Vec<String> {
-    let ours = |n: &String| {
-        ["urdma-e2e", "urdma-e2e-net", "urdma-key"]
-            .iter()
-            .any(|p| n.starts_with(&format!("{p}-{pid}-")))
-    };
-    let tmp = std::env::temp_dir();
-    let mut found = Vec::new();
-    for dir in [std::path::PathBuf::from("/run/netns"), tmp] {
-        if let Ok(entries) = fs::read_dir(&dir) {
-            found.extend(
-                entries
-                    .filter_map(|e| e.ok()?.file_name().into_string().ok())
-                    .filter(ours)
-                    .map(|n| dir.join(n).display().to_string()),
-            );
-        }
-    }
-    found.sort();
-    found
-}
-
-/// The processes running in the namespaces of `pid`.
-fn running_in(made: &[String]) -> Vec<String> {
-    made.iter()
-        .filter_map(|p| p.strip_prefix("/run/netns/"))
-        .flat_map(|ns| {
-            let out = Command::new("ip")
-                .args(["netns", "pids", ns])
-                .output()
-                .expect("ip netns pids");
-            String::from_utf8_lossy(&out.stdout)
-                .split_whitespace()
-                .map(String::from)
-                .collect::<Vec<_>>()
-        })
-        .collect()
-}
-
 fn interrupted_by(signal: i32) {
     urdma_harness::require_root();
     let mut child = Command::new(std::env::current_exe().expect("this test binary"))
@@ -84,8 +45,16 @@ fn interrupted_by(signal: i32) {
         .any(|l| l == "ready");
     assert!(ready, "the helper never got its daemons up");
     let made = made_by(pid);
-    let daemons = running_in(&made);
-    assert_eq!(made.len(), 6, "3 namespaces, 3 directories: {made:?}");
+    let daemons: Vec<String> = made
+        .namespaces
+        .iter()
+        .flat_map(|ns| running_in(ns))
+        .collect();
+    assert_eq!(
+        (made.namespaces.len(), made.dirs.len()),
+        (3, 3),
+        "3 namespaces (2 hosts, the network), 3 directories (2 hosts, the key): {made:?}"
+    );
     assert!(daemons.len() >= 2, "two daemons at least: {daemons:?}");
 
     let sent = Command::new("kill")
@@ -105,7 +74,7 @@ fn interrupted_by(signal: i32) {
         std::thread::sleep(Duration::from_millis(20));
     };
     assert_eq!(status.code(), Some(128 + signal), "{status:?}");
-    assert_eq!(made_by(pid), Vec::<String>::new(), "left behind");
+    assert_eq!(made_by(pid), Made::default(), "left behind");
     let alive: Vec<&String> = daemons
         .iter()
         .filter(|p| {

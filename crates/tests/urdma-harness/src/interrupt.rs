@@ -11,6 +11,7 @@
 //! making a host when the signal came cannot hide one from the sweep.
 
 use std::fs;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
 use std::sync::{Mutex, OnceLock};
@@ -119,40 +120,66 @@ extern "C" fn on_signal(signal: libc::c_int) {
     }
 }
 
-/// Everything of this process's: what runs in its namespaces, the
-/// namespaces, its temporary directories. Returns what it removed.
-pub fn sweep() -> Vec<String> {
-    let pid = std::process::id();
+/// What a process of the harness made, found by the id in the names.
+#[derive(Debug, Default, PartialEq)]
+pub struct Made {
+    /// Network namespaces, by name.
+    pub namespaces: Vec<String>,
+    /// Temporary directories.
+    pub dirs: Vec<PathBuf>,
+}
+
+/// What process `pid` made and has not removed.
+pub fn made_by(pid: u32) -> Made {
     let ours: Vec<String> = ["urdma-e2e", "urdma-e2e-net", "urdma-key"]
         .iter()
         .map(|p| format!("{p}-{pid}-"))
         .collect();
-    let mut removed = Vec::new();
-    let names = |dir: &str| -> Vec<String> {
-        fs::read_dir(dir)
+    let names = |dir: &Path| -> Vec<String> {
+        let mut found: Vec<String> = fs::read_dir(dir)
             .map(|d| {
                 d.filter_map(|e| e.ok()?.file_name().into_string().ok())
                     .filter(|n| ours.iter().any(|p| n.starts_with(p)))
                     .collect()
             })
-            .unwrap_or_default()
+            .unwrap_or_default();
+        found.sort();
+        found
     };
-    for ns in names("/run/netns") {
+    let tmp = std::env::temp_dir();
+    Made {
+        namespaces: names(Path::new("/run/netns")),
+        dirs: names(&tmp).into_iter().map(|d| tmp.join(d)).collect(),
+    }
+}
+
+/// The processes running in network namespace `ns`.
+pub fn running_in(ns: &str) -> Vec<String> {
+    Command::new("ip")
+        .args(["netns", "pids", ns])
+        .output()
+        .map(|out| {
+            String::from_utf8_lossy(&out.stdout)
+                .split_whitespace()
+                .map(String::from)
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// Everything of this process's: what runs in its namespaces, the
+/// namespaces, its temporary directories.
+pub fn sweep() {
+    let made = made_by(std::process::id());
+    for ns in &made.namespaces {
         // The daemons, clients and tools in it first: a namespace with
         // processes left would outlive its name.
-        if let Ok(out) = Command::new("ip").args(["netns", "pids", &ns]).output() {
-            for pid in String::from_utf8_lossy(&out.stdout).split_whitespace() {
-                let _ = Command::new("kill").args(["-KILL", pid]).status();
-            }
+        for pid in running_in(ns) {
+            let _ = Command::new("kill").args(["-KILL", &pid]).status();
         }
-        let _ = Command::new("ip").args(["netns", "del", &ns]).status();
-        removed.push(format!("/run/netns/{ns}"));
+        let _ = Command::new("ip").args(["netns", "del", ns]).status();
     }
-    let tmp = std::env::temp_dir();
-    for dir in names(tmp.to_str().unwrap_or("/tmp")) {
-        let path = tmp.join(&dir);
-        let _ = fs::remove_dir_all(&path);
-        removed.push(path.display().to_string());
+    for dir in &made.dirs {
+        let _ = fs::remove_dir_all(dir);
     }
-    removed
 }
