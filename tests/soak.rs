@@ -8,12 +8,13 @@
 //! `scripts/soak.sh` runs it for ten minutes. Needs root and
 //! `cargo build --workspace`.
 
+use ibacm_urdma::metrics::parse;
 use std::collections::BTreeMap;
 use std::thread::sleep;
 use std::time::{Duration, Instant};
 use urdma_harness::load::load_summary;
 use urdma_harness::nodes::{add_silent_neighbour, b_with_addresses, Node};
-use urdma_harness::{Artifacts, Host, KeyFile, Net};
+use urdma_harness::{Host, KeyFile, Net};
 
 /// Mixed load through one daemon for `SOAK_SECONDS` (default 20): see
 /// `run`. `scripts/soak.sh` runs it for ten minutes.
@@ -185,27 +186,21 @@ fn run(duration: Duration) -> Report {
 /// What `host`'s provider counted as replayed, from the operator's tool,
 /// or why that could not be read.
 fn replayed(host: &Host) -> Result<u64, String> {
-    let tool = Artifacts::urdma_acm();
-    let argv = [
-        "timeout",
-        "15",
-        tool.to_str().unwrap(),
-        "stats",
-        "--prometheus",
-    ];
-    let out = host
-        .in_namespaces(false, &argv)
-        .output()
-        .map_err(|e| e.to_string())?;
-    let text = String::from_utf8_lossy(&out.stdout);
-    text.lines()
-        .find_map(|l| {
-            l.strip_prefix("urdma_datagrams_dropped_total{reason=\"replayed\"} ")?
-                .trim()
-                .parse()
-                .ok()
+    let (code, out, err) = host.stats(&["--prometheus"]);
+    if code != 0 {
+        return Err(format!("urdma-acm stats exited {code}: {err}"));
+    }
+    parse(&out)?
+        .iter()
+        .filter(|f| f.name == "urdma_datagrams_dropped_total")
+        .flat_map(|f| &f.samples)
+        .find(|s| {
+            s.labels
+                .iter()
+                .any(|(k, v)| k == "reason" && v == "replayed")
         })
-        .ok_or_else(|| format!("no replay count: {}", String::from_utf8_lossy(&out.stderr)))
+        .map(|s| s.value as u64)
+        .ok_or_else(|| format!("no replay count: {err}"))
 }
 
 /// `ib_acme -P col`: `Name : value` lines.

@@ -410,7 +410,7 @@ fn stats_reads_an_endpoint_with_more_addresses_than_a_message_holds() {
         .addr_lines(&lines);
     let host = Host::start(cfg);
     host.acme_path(&["-f", "i", "-s", "10.0.0.1", "-d", "10.0.0.3"]);
-    let (code, out, err) = stats_on(&host, &["--json"]);
+    let (code, out, err) = host.stats(&["--json"]);
     assert_eq!(code, 0, "{out}{err}");
     assert!(out.contains("\"provider\":\"urdma\""), "{out}");
     assert!(out.contains("\"resolve\":1,"), "{out}");
@@ -418,14 +418,6 @@ fn stats_reads_an_endpoint_with_more_addresses_than_a_message_holds() {
 }
 
 // stats: the provider's metrics ------------------------------------------------
-
-/// `urdma-acm stats ARGS` inside `host`: exit status, stdout, stderr.
-fn stats_on(host: &Host, args: &[&str]) -> (i32, String, String) {
-    let tool = Artifacts::urdma_acm();
-    let mut argv = vec!["timeout", "15", tool.to_str().unwrap(), "stats"];
-    argv.extend_from_slice(args);
-    finish(host.in_namespaces(false, &argv))
-}
 
 /// Holds `text` to the rules of the Prometheus text exposition format
 /// (0.0.4), checked here on their own rather than by the provider's parser:
@@ -578,7 +570,7 @@ fn stats_reports_metrics_that_match_the_traffic_and_the_attacks() {
     // second answer to the group query that comes after the lookup ended
     // is counted as late).
     let prometheus = || {
-        let (code, out, err) = stats_on(&a, &["--prometheus"]);
+        let (code, out, err) = a.stats(&["--prometheus"]);
         assert_eq!(code, 0, "{err}");
         (check_prometheus(&out), out)
     };
@@ -664,7 +656,7 @@ fn stats_reports_metrics_that_match_the_traffic_and_the_attacks() {
     assert!(resolves >= 2.0, "the endpoint's own counters come along");
 
     // The same numbers as JSON, read by a JSON parser.
-    let (code, out, err) = stats_on(&a, &["--json"]);
+    let (code, out, err) = a.stats(&["--json"]);
     assert_eq!(code, 0, "{err}");
     let json: serde_json::Value =
         serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}:\n{out}"));
@@ -691,7 +683,7 @@ fn stats_reports_metrics_that_match_the_traffic_and_the_attacks() {
     assert_eq!(family("urdma_lookup_duration_seconds")["type"], "histogram");
 
     // And after the table, one line per series.
-    let (code, out, _) = stats_on(&a, &[]);
+    let (code, out, _) = a.stats(&[]);
     assert_eq!(code, 0);
     let unsolicited = dropped(&values, "unsolicited");
     let line = format!("urdma_datagrams_dropped_total{{reason=unsolicited}} {unsolicited}\n");

@@ -11,7 +11,7 @@
 use super::Host;
 use crate::env::{scaled, unique};
 use crate::process::{ip_in, run_with_timeout};
-use crate::{PathInfo, IB_ACME};
+use crate::{Artifacts, PathInfo, IB_ACME};
 use std::fs::File;
 use std::os::fd::AsRawFd;
 use std::process::Command;
@@ -94,6 +94,24 @@ impl Host {
         }
         cmd.env_remove("LD_PRELOAD");
         cmd
+    }
+
+    /// `urdma-acm stats ARGS` in the host's namespaces, where `/run` holds
+    /// the daemon's socket and the provider's metrics file: exit code,
+    /// stdout, stderr. Bounded: a daemon that never answers would hang it.
+    pub fn stats(&self, args: &[&str]) -> (i32, String, String) {
+        let tool = Artifacts::urdma_acm();
+        let mut argv = vec!["timeout", "15", tool.to_str().unwrap(), "stats"];
+        argv.extend_from_slice(args);
+        let out = self
+            .in_namespaces(false, &argv)
+            .output()
+            .expect("run urdma-acm");
+        (
+            out.status.code().unwrap_or(-1),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
     }
 
     /// `ib_acme ARGS -S <socket>` (the `-S` is added unless given), run in
