@@ -196,7 +196,7 @@ impl InFlight {
     /// Ends a probe whose reply may still come (again): it will be late.
     pub fn end_probe(&mut self, txid: NonZeroU64, now: Instant) -> Option<Probe> {
         let p = self.remove_probe(txid)?;
-        self.ended.insert(txid, (), Some(now + self.late_window));
+        self.remember_ended(txid, now);
         Some(p)
     }
 
@@ -209,7 +209,7 @@ impl InFlight {
             .unwrap_or_default();
         for t in txids {
             self.probes.remove(&t);
-            self.ended.insert(t, (), Some(now + self.late_window));
+            self.remember_ended(t, now);
         }
     }
 
@@ -227,9 +227,14 @@ impl InFlight {
     pub fn end_lookup(&mut self, key: &Address, now: Instant) -> Option<Lookup> {
         let l = self.remove_lookup(key)?;
         for t in &l.probes {
-            self.ended.insert(*t, (), Some(now + self.late_window));
+            self.remember_ended(*t, now);
         }
         Some(l)
+    }
+
+    /// A reply to probe `txid`, which just ended, is late for one stage.
+    fn remember_ended(&mut self, txid: NonZeroU64, now: Instant) {
+        self.ended.insert(txid, (), Some(now + self.late_window));
     }
 
     /// Whether a reply to `txid` is one to a probe that ended lately.

@@ -381,13 +381,10 @@ impl Sim {
             Event::Crash { host, down_ms } => {
                 if let Some(e) = self.hosts[host].engine.take() {
                     self.replayed_by_the_gone += e.discovery().drops().replayed;
-                    for (gone, n) in self
-                        .injected_by_the_gone
-                        .iter_mut()
-                        .zip(e.discovery().buggify().injected())
-                    {
-                        *gone += n;
-                    }
+                    stack::add(
+                        &mut self.injected_by_the_gone,
+                        e.discovery().buggify().injected(),
+                    );
                     let now = self.now;
                     if let Some(last) = self.history[host].last_mut() {
                         last.2 = Some(now);

@@ -204,9 +204,7 @@ impl Sim {
     pub fn faults_injected(&self) -> Injected {
         let mut all = self.injected_by_the_gone;
         for e in self.hosts.iter().filter_map(|h| h.engine.as_ref()) {
-            for (a, n) in all.iter_mut().zip(e.discovery().buggify().injected()) {
-                *a += n;
-            }
+            add(&mut all, e.discovery().buggify().injected());
         }
         all
     }
@@ -220,6 +218,13 @@ impl Sim {
             .map(|e| e.discovery().drops().replayed)
             .sum();
         live + self.replayed_by_the_gone
+    }
+}
+
+/// `more` faults counted into `total`, kind by kind.
+pub(crate) fn add(total: &mut Injected, more: Injected) {
+    for (t, n) in total.iter_mut().zip(more) {
+        *t += n;
     }
 }
 
