@@ -119,6 +119,15 @@ fn main() {
     });
     let up = started.elapsed();
     let rss_kb: u64 = fleet.iter().map(|h| h.daemon_rss_kb()).sum();
+    // A job starts on daemons that run: the last one's announcement heard
+    // and settled, its name is asked of it alone (docs/protocol.md).
+    let settle = ibacm_urdma::discovery::HINT_SETTLE + Duration::from_millis(100);
+    eprintln!(
+        "daemons up in {:.1} s; lookups start {:.1} s later",
+        up.as_secs_f64(),
+        settle.as_secs_f64()
+    );
+    std::thread::sleep(settle);
 
     // Every host asks for every other: names first, then addresses, each
     // checked against the GID the other's device has.

@@ -3,11 +3,13 @@
 //! Receivers take neither as truth, only as a hint to check
 //! (docs/protocol.md), so both exist to make peers notice changes sooner.
 
+use super::hints::DEFEND_DELAY;
 use super::wire::{
     Announce, EndpointRecord, Message, WireAddress, MAX_ADDRESSES, MAX_ANNOUNCE_RECORDS, MAX_PKEYS,
 };
 use super::{Datagram, Families};
 use crate::addr::{Address, Gid};
+use crate::bounded::Expiring;
 use crate::fastmap::Set;
 use crate::handle::EndpointId;
 use crate::local::{ip_of, Local};
@@ -22,6 +24,13 @@ const DELAYS_MS: [u64; 3] = [50, 1000, 3000];
 /// peers' workers from anything else, for a noticeable time.
 pub(super) const BATCH: usize = 16;
 pub(super) const PACE: Duration = Duration::from_millis(1);
+/// An endpoint that announced one of this host's names is answered with
+/// an announcement at most this often: two hosts configured with one name
+/// must not keep each other announcing.
+const DEFEND_AGAIN: Duration = Duration::from_secs(60);
+/// Endpoints remembered as answered; more (forged GIDs) share the pace of
+/// [`DEFEND_DELAY`].
+const MAX_DEFENDED: usize = 1024;
 /// How long withdrawals wait to be sent together.
 const WITHDRAW_DELAY: Duration = Duration::from_millis(20);
 
@@ -36,7 +45,6 @@ struct Pending {
     seen: Set<WireAddress>,
 }
 
-#[derive(Default)]
 pub(super) struct Announcer {
     /// An announcement is asked for; its times are set at the next timer.
     asked: bool,
@@ -51,6 +59,29 @@ pub(super) struct Announcer {
     queue_at: Option<Instant>,
     /// Withdrawals are waiting; their time is set at the next timer.
     withdraw_asked: bool,
+    /// When this host announces itself because another endpoint announced
+    /// one of its names, and when it last did.
+    defend_at: Option<Instant>,
+    defended_at: Option<Instant>,
+    /// Endpoints answered so, lately.
+    defended: Expiring<Gid, ()>,
+}
+
+impl Default for Announcer {
+    fn default() -> Self {
+        Announcer {
+            asked: false,
+            at: Vec::new(),
+            withdrawals: Vec::new(),
+            withdraw_at: None,
+            queue: VecDeque::new(),
+            queue_at: None,
+            withdraw_asked: false,
+            defend_at: None,
+            defended_at: None,
+            defended: Expiring::new(MAX_DEFENDED),
+        }
+    }
 }
 
 /// How a port's addresses travel: per datagram, the address lists of its
@@ -100,10 +131,16 @@ impl Announcer {
     pub fn next_wake(&self, asap: Option<Instant>) -> Option<Instant> {
         let paced = self.queue_at.filter(|_| !self.queue.is_empty());
         let asked = asap.filter(|_| self.asked || self.withdraw_asked);
-        [asked, self.at.first().copied(), paced, self.withdraw_at]
-            .into_iter()
-            .flatten()
-            .min()
+        [
+            asked,
+            self.at.first().copied(),
+            paced,
+            self.withdraw_at,
+            self.defend_at,
+        ]
+        .into_iter()
+        .flatten()
+        .min()
     }
 
     /// Announcements, withdrawals and paced batches that are due; returns
@@ -127,11 +164,18 @@ impl Announcer {
         if self.withdraw_at.is_some_and(|t| t <= now) {
             self.send_withdrawals();
         }
+        let defend = self.defend_at.is_some_and(|t| t <= now);
+        if defend {
+            self.defend_at = None;
+            self.defended_at = Some(now);
+        }
         if self.at.first().is_some_and(|&t| t <= now) {
             self.at.remove(0);
             if families.any() {
                 self.announce(local);
             }
+        } else if defend && families.any() {
+            self.announce(local);
         }
         if !self.queue.is_empty() && self.queue_at.is_none_or(|t| t <= now) {
             let n = self.queue.len().min(BATCH);
@@ -140,6 +184,23 @@ impl Announcer {
             return n;
         }
         0
+    }
+
+    /// Endpoint `gid` announced a name this host holds (a forgery, or two
+    /// hosts configured with one name): announces this host's endpoints
+    /// within [`DEFEND_DELAY`], so that whoever heard the other also hears
+    /// this one and asks the groups. Once per endpoint in
+    /// [`DEFEND_AGAIN`]; true if this one is answered.
+    pub fn defend(&mut self, gid: Gid, now: Instant) -> bool {
+        if self.defended.get_live(&gid, now).is_some() {
+            return false;
+        }
+        self.defended.insert(gid, (), Some(now + DEFEND_AGAIN));
+        if self.defend_at.is_none() {
+            let paced = self.defended_at.map(|t| t + DEFEND_DELAY);
+            self.defend_at = Some(paced.map_or(now, |t| t.max(now)));
+        }
+        true
     }
 
     /// Queues an announcement of every port's endpoints.

@@ -70,7 +70,7 @@ impl Discovery {
             }
             Ok(Message::Query(q)) => self.on_query(local, q, from, to, now),
             Ok(Message::Reply(r)) => self.on_reply(local, r, from, now),
-            Ok(Message::Announce(a)) => self.on_announce(local, a, from, now),
+            Ok(Message::Announce(a)) => self.on_announce(local, a, from, to, now),
         }
     }
 
@@ -352,16 +352,29 @@ impl Discovery {
         }
     }
 
-    fn on_announce(&mut self, local: &Local, a: Announce, from: SocketAddr, now: Instant) {
+    fn on_announce(
+        &mut self,
+        local: &Local,
+        a: Announce,
+        from: SocketAddr,
+        to: Option<IpAddr>,
+        now: Instant,
+    ) {
         // Never believed, whatever its source says: each address it says
         // something new about that this host has a binding for is checked
-        // with its holder. Addresses never asked about are ignored.
+        // with its holder. Addresses never asked about are ignored. Names
+        // heard on a group, from an address of the record, become hints of
+        // whom to ask (`hints.rs`); one announced to a single host is not
+        // heard by the name's holder, who could not contradict it.
+        let group = to.is_some_and(|ip| ip.is_multicast());
+        let source = Address::from(from.ip());
         let mut hints: Vec<Address> = Vec::new();
         for record in a.records() {
             if local.is_own_gid(record.gid()) {
                 self.drop_datagram(|d| &mut d.own, from, "our own announcement");
                 continue;
             }
+            let from_record = group && record.addresses().iter().any(|w| *w.address() == source);
             for w in record.addresses() {
                 let key = w.address();
                 let hint = match self.state.learned.get(key) {
@@ -371,6 +384,20 @@ impl Discovery {
                 };
                 if hint {
                     hints.push(key.clone());
+                }
+                if !matches!(key, Address::Name(_)) || !from_record {
+                    continue;
+                }
+                if a.withdrawn() {
+                    self.hints.withdrawn(key, record.gid());
+                    continue;
+                }
+                self.hints.heard(key, record.gid(), from.ip(), now);
+                if local.holder(key).is_some() && self.announcer.defend(record.gid(), now) {
+                    log::info!(
+                        "discovery: {key} is ours, but {} at {from} announced it; announcing ours",
+                        record.gid()
+                    );
                 }
             }
         }

@@ -43,6 +43,9 @@ pub struct Lookup {
     pub confirmed: Vec<(SocketAddr, Learned)>,
     /// Waiting for the system's resolver.
     pub resolving: bool,
+    /// A name asked of the one host its announcements named (`hints.rs`),
+    /// not yet of the groups.
+    pub hinted: bool,
     pub started: Instant,
 }
 
@@ -58,6 +61,7 @@ impl Lookup {
             probes: Vec::new(),
             confirmed: Vec::new(),
             resolving: false,
+            hinted: false,
             started: now,
         }
     }

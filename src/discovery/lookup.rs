@@ -118,8 +118,21 @@ impl Discovery {
         let (ep, unsure) = (l.endpoint, l.unsure);
         match stage {
             Stage::Discover => {
-                let to = ip_of(&key).map(|ip| SocketAddr::new(ip, self.cfg.discovery_port));
-                let sent = self.send_probe(local, &key, key.clone(), to, Purpose::Lookup, ep, now);
+                let port = self.cfg.discovery_port;
+                let hinted = match key {
+                    Address::Name(_) => self.hints.whom(&key, now),
+                    _ => None,
+                };
+                let (to, purpose) = match hinted {
+                    // The one host that announced the name: its reply binds
+                    // the name as a confirmed claim does.
+                    Some(ip) => (Some(SocketAddr::new(ip, port)), Purpose::Claim),
+                    None => (
+                        ip_of(&key).map(|ip| SocketAddr::new(ip, port)),
+                        Purpose::Lookup,
+                    ),
+                };
+                let sent = self.send_probe(local, &key, key.clone(), to, purpose, ep, now);
                 if sent.is_none() {
                     // Not asked: the stage could not find out.
                     log::debug!("lookup {key}: no record of the source endpoint to send");
@@ -131,6 +144,7 @@ impl Discovery {
                 if let Some(l) = self.inflight.lookup_mut(&key) {
                     l.stage = Stage::Discover;
                     l.deadline = now + discovery_time;
+                    l.hinted = hinted.is_some();
                 }
             }
             Stage::Nss => {
@@ -401,6 +415,15 @@ impl Discovery {
             self.inflight.end_probe(txid, now);
             return self.lookup_probe_ended(local, &key, Some(UNKNOWN), now);
         }
+        if p.purpose == Purpose::Claim {
+            // A hinted host silent for a whole try may be gone: the groups
+            // are asked beside it.
+            let key = p.key.clone();
+            self.ask_groups(local, &key, now);
+        }
+        let Some(p) = self.inflight.probe(txid) else {
+            return;
+        };
         if p.tries <= self.cfg.retries && in_time {
             log::trace!(
                 "lookup {}: try {} timed out, asking again",
@@ -497,9 +520,36 @@ impl Discovery {
             self.conflicts += 1;
             return self.next_stage(local, key, NO, now);
         }
-        if l.probes().is_empty() {
-            let status = l.failure;
+        if l.probes().is_empty() && !self.ask_groups(local, key, now) {
+            let status = self.inflight.lookup(key).map_or(UNKNOWN, |l| l.failure);
             self.next_stage(local, key, status, now);
         }
+    }
+
+    /// A name asked of the host its announcements named, which refused
+    /// it or let a try go unanswered: asks the groups too, within the
+    /// stage's time. A refusal means the name moved, and the hint goes.
+    /// False if the lookup was not hinted, or the groups could not be
+    /// asked.
+    fn ask_groups(&mut self, local: &Local, key: &Address, now: Instant) -> bool {
+        let Some(l) = self.inflight.lookup_mut(key) else {
+            return false;
+        };
+        if !std::mem::take(&mut l.hinted) || l.stage != Stage::Discover {
+            return false;
+        }
+        let ep = l.endpoint;
+        if l.failure == NO && l.probes().is_empty() {
+            self.hints.forget(key);
+        }
+        log::trace!("lookup {key}: its announcer did not confirm it; asking the groups");
+        let sent = self.send_probe(local, key, key.clone(), None, Purpose::Lookup, ep, now);
+        if sent.is_none() {
+            if let Some(l) = self.inflight.lookup_mut(key) {
+                // Not asked: the stage could not find out.
+                l.failure = UNKNOWN;
+            }
+        }
+        sent.is_some()
     }
 }

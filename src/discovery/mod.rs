@@ -24,6 +24,7 @@ mod announce;
 pub mod auth;
 pub mod counts;
 mod derive;
+mod hints;
 mod inbound;
 mod inflight;
 mod lookup;
@@ -49,6 +50,7 @@ use std::time::{Duration, Instant};
 use wire::{EndpointRecord, WireAddress, MAX_ADDRESSES};
 
 pub use derive::eui64_gid;
+pub use hints::SETTLE as HINT_SETTLE;
 pub use names::NssError;
 
 /// After a check of an address, hints about it are ignored this long: a
@@ -144,6 +146,8 @@ pub struct Discovery {
     /// Lookups, their probes and checks, linked (`inflight.rs`).
     inflight: InFlight,
     announcer: Announcer,
+    /// Whom to ask for a name, from the announcements heard.
+    hints: hints::Hints,
     drops: DropCounts,
     drops_logged: Summary<DropCounts>,
     traffic: Traffic,
@@ -200,6 +204,7 @@ impl Discovery {
             cfg: cfg.clone(),
             families: Families::NONE,
             announcer: Announcer::default(),
+            hints: hints::Hints::new(cfg.max_learned, cfg.addr_timeout.duration()),
             drops: DropCounts::default(),
             drops_logged: Summary::default(),
             traffic: Traffic::default(),
@@ -400,6 +405,7 @@ impl Discovery {
         self.state.failed.sweep(now, |_, _| {});
         self.state.checked.sweep(now, |_, _| {});
         self.state.answered_groups.sweep(now, |_, _| {});
+        self.hints.sweep(now);
         self.inflight.sweep(now);
         if self.drops_logged.due(&self.drops, now) {
             log::info!("discovery: datagrams dropped so far: {}", self.drops);

@@ -1641,3 +1641,222 @@ fn a_binding_the_tables_bound_evicts_at_once_still_answers_its_lookup() {
     assert_eq!(fx.replies.len(), 1, "{fx:?}");
     assert_eq!(dgid(&fx.replies[0].msg), PEER.parse().unwrap());
 }
+
+/// An announcement of `record`, from `from`, heard on the IPv4 group at
+/// `t`; what the host did about it.
+fn heard_on_group(
+    f: &mut Fixture,
+    record: EndpointRecord,
+    from: SocketAddr,
+    t: Instant,
+) -> Effects {
+    let a = Message::from(Announce::new(vec![record], false).unwrap()).encode();
+    f.e.on_datagram(from, Some(group()), &a, t);
+    f.e.take_effects()
+}
+
+/// A record of endpoint `gid` at `ip` holding `name`.
+fn holding(gid: &str, ip: [u8; 4], name: &str) -> EndpointRecord {
+    let addrs = vec![
+        WireAddress::from(Ipv4Addr::from(ip)),
+        WireAddress::new(Address::name(name).unwrap()).unwrap(),
+    ];
+    EndpointRecord::new(gid.parse().unwrap(), 0, 4, 7, vec![0xffff], addrs).unwrap()
+}
+
+fn attacker() -> SocketAddr {
+    SocketAddr::new(IpAddr::V4([10, 0, 0, 66].into()), 6126)
+}
+
+/// The announcements among the effects.
+fn sent_announcements(fx: &Effects) -> Vec<Announce> {
+    fx.datagrams
+        .iter()
+        .filter_map(|d| match d {
+            Datagram::Multicast { bytes, .. } => match Message::decode(bytes) {
+                Ok(Message::Announce(a)) => Some(a),
+                _ => None,
+            },
+            _ => None,
+        })
+        .collect()
+}
+
+#[test]
+fn a_name_its_host_announced_is_asked_of_that_host_alone() {
+    let mut f = fixture(segment_only());
+    let t0 = f.t0;
+    heard_on_group(&mut f, peer_record(PEER), peer(), t0);
+    let later = f.t0 + hints::SETTLE;
+    assert_eq!(
+        f.e.resolve_at(f.addr, &by_name("node-b", 1), 1, later),
+        None
+    );
+    let fx = f.e.take_effects();
+    let (q, to) = sent_query(&fx);
+    assert_eq!(to, Some(peer()), "by unicast, to the announcer: {fx:?}");
+    assert_eq!(q.target().address(), &node_b());
+    f.e.on_datagram(
+        peer(),
+        None,
+        &reply_bytes(&q, Answer::Found(peer_record(PEER))),
+        later,
+    );
+    let fx = f.e.take_effects();
+    assert_eq!(fx.replies.len(), 1, "{fx:?}");
+    assert_eq!(dgid(&fx.replies[0].msg), PEER.parse().unwrap());
+    assert_eq!(f.e.discovery().traffic().group_queries, 0);
+}
+
+#[test]
+fn a_hint_is_not_used_before_its_holder_could_contradict_it() {
+    let mut f = fixture(segment_only());
+    // Only the forger was heard (this host started after the holder).
+    let t0 = f.t0;
+    heard_on_group(
+        &mut f,
+        holding(ATTACKER, [10, 0, 0, 66], "node-b"),
+        attacker(),
+        t0,
+    );
+    let t = f.t0 + hints::SETTLE / 2;
+    assert_eq!(f.e.resolve_at(f.addr, &by_name("node-b", 1), 1, t), None);
+    let (_, to) = sent_query(&f.e.take_effects());
+    assert_eq!(to, None, "too fresh: the groups are asked");
+}
+
+#[test]
+fn a_name_announced_by_two_endpoints_is_asked_of_the_groups() {
+    let mut f = fixture(segment_only());
+    let t0 = f.t0;
+    heard_on_group(&mut f, peer_record(PEER), peer(), t0);
+    let forged = holding(ATTACKER, [10, 0, 0, 66], "node-b");
+    let t0 = f.t0;
+    heard_on_group(&mut f, forged.clone(), attacker(), t0);
+    // Nor does the holder's next announcement settle it.
+    let later = f.t0 + hints::SETTLE * 3;
+    heard_on_group(&mut f, peer_record(PEER), peer(), later);
+    assert_eq!(
+        f.e.resolve_at(f.addr, &by_name("node-b", 1), 1, later),
+        None
+    );
+    let (_, to) = sent_query(&f.e.take_effects());
+    assert_eq!(to, None);
+    // Announced to this host alone, or naming another address than its
+    // source: no hint at all.
+    let mut g = fixture(segment_only());
+    let a = Message::from(Announce::new(vec![peer_record(PEER)], false).unwrap()).encode();
+    g.e.on_datagram(peer(), Some(own_ip()), &a, g.t0);
+    let t0 = g.t0;
+    heard_on_group(&mut g, peer_record(PEER), attacker(), t0);
+    let t = g.t0 + hints::SETTLE;
+    assert_eq!(g.e.resolve_at(g.addr, &by_name("node-b", 1), 1, t), None);
+    let (_, to) = sent_query(&g.e.take_effects());
+    assert_eq!(to, None);
+}
+
+#[test]
+fn a_host_that_hears_its_name_announced_by_another_announces_itself() {
+    let mut f = fixture(Config::default());
+    // Its own announcements at start-up are out.
+    for ms in [0, 50, 1_000, 3_000] {
+        f.e.on_timers(f.t0 + Duration::from_millis(ms));
+    }
+    f.e.take_effects();
+    let t0 = f.t0 + Duration::from_secs(4);
+    let fx = heard_on_group(
+        &mut f,
+        holding(ATTACKER, [10, 0, 0, 66], "node-a"),
+        attacker(),
+        t0,
+    );
+    assert!(
+        sent_announcements(&fx).is_empty(),
+        "not from the datagram's handler"
+    );
+    f.e.on_timers(t0);
+    let ours = sent_announcements(&f.e.take_effects());
+    assert_eq!(ours.len(), 1);
+    assert_eq!(ours[0].records()[0].gid(), OWN.parse().unwrap());
+    assert!(!ours[0].withdrawn());
+    let names: Vec<String> = ours[0].records()[0]
+        .addresses()
+        .iter()
+        .map(|w| w.address().to_string())
+        .collect();
+    assert!(names.contains(&"node-a".to_string()), "{names:?}");
+    // The same endpoint again: once a minute at most.
+    let t = t0 + Duration::from_millis(50);
+    heard_on_group(
+        &mut f,
+        holding(ATTACKER, [10, 0, 0, 66], "node-a"),
+        attacker(),
+        t,
+    );
+    f.e.on_timers(t + hints::DEFEND_DELAY);
+    assert!(sent_announcements(&f.e.take_effects()).is_empty());
+    // Another one: answered too, but paced.
+    let other = SocketAddr::new(IpAddr::V4([10, 0, 0, 67].into()), 6126);
+    heard_on_group(
+        &mut f,
+        holding("fe80::bad:0:0:67", [10, 0, 0, 67], "node-a"),
+        other,
+        t,
+    );
+    f.e.on_timers(t);
+    assert!(sent_announcements(&f.e.take_effects()).is_empty(), "paced");
+    f.e.on_timers(t0 + hints::DEFEND_DELAY);
+    assert_eq!(sent_announcements(&f.e.take_effects()).len(), 1);
+}
+
+#[test]
+fn a_host_that_refuses_its_hint_or_stays_silent_sends_the_name_to_the_groups() {
+    let mut f = fixture(segment_only());
+    let t0 = f.t0;
+    heard_on_group(&mut f, peer_record(PEER), peer(), t0);
+    let t = f.t0 + hints::SETTLE;
+    f.e.resolve_at(f.addr, &by_name("node-b", 1), 1, t);
+    let (q, _) = sent_query(&f.e.take_effects());
+    f.e.on_datagram(peer(), None, &reply_bytes(&q, Answer::Refused), t);
+    let fx = f.e.take_effects();
+    assert!(fx.replies.is_empty(), "a moved name is not a no: {fx:?}");
+    let (group_query, to) = sent_query(&fx);
+    assert_eq!(to, None);
+    // Its new holder claims and confirms it.
+    let c = SocketAddr::new(IpAddr::V4([10, 0, 0, 3].into()), 6126);
+    let moved = holding("fe80::c", [10, 0, 0, 3], "node-b");
+    let claim = reply_bytes(&group_query, Answer::Found(moved.clone()));
+    f.e.on_datagram(c, None, &claim, t);
+    let (confirm, to) = sent_query(&f.e.take_effects());
+    assert_eq!(to, Some(c));
+    f.e.on_datagram(c, None, &reply_bytes(&confirm, Answer::Found(moved)), t);
+    f.e.on_timers(t + Duration::from_millis(500));
+    let fx = f.e.take_effects();
+    assert_eq!(fx.replies.len(), 1, "{fx:?}");
+    assert_eq!(dgid(&fx.replies[0].msg), "fe80::c".parse().unwrap());
+
+    // A hinted host that never answers: the groups are asked after its
+    // first try, within the one stage's time.
+    let mut g = fixture(segment_only());
+    let t0 = g.t0;
+    heard_on_group(&mut g, peer_record(PEER), peer(), t0);
+    let t = g.t0 + hints::SETTLE;
+    g.e.resolve_at(g.addr, &by_name("node-b", 1), 1, t);
+    let (_, to) = sent_query(&g.e.take_effects());
+    assert_eq!(to, Some(peer()));
+    let (mut group_at, mut answered_at) = (None, None);
+    for ms in (100..=3_000).step_by(100) {
+        let now = t + Duration::from_millis(ms);
+        g.e.on_timers(now);
+        let fx = g.e.take_effects();
+        if sent_queries(&fx).iter().any(|(_, to)| to.is_none()) {
+            group_at.get_or_insert(ms);
+        }
+        if !fx.replies.is_empty() {
+            assert_eq!(fx.replies[0].msg.status(), ACM_STATUS_ETIMEDOUT as u8);
+            assert_eq!(answered_at.replace(ms), None, "answered once");
+        }
+    }
+    assert_eq!(group_at, Some(500));
+    assert_eq!(answered_at, Some(1_500), "at the stage's end");
+}

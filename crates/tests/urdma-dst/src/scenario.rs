@@ -321,8 +321,11 @@ pub fn fleet(hosts: usize, peers: usize, seed: u64) -> Fleet {
         sim.schedule(0, Event::Start { host: h });
     }
     sim.record = true;
-    // Like one load generator per host: its requests a little apart.
-    for (phase, by_name) in [(200, true), (2_000, false)] {
+    // Like one load generator per host: its requests a little apart,
+    // once every host's announcements were heard and the hints settled
+    // (the bench waits as long after its daemons are up).
+    let names_at = ibacm_urdma::discovery::HINT_SETTLE.as_millis() as u64 + 200;
+    for (phase, by_name) in [(names_at, true), (names_at + 2_000, false)] {
         for h in 0..hosts {
             for (k, dest) in (1..=peers).map(|k| (h + k) % hosts).enumerate() {
                 let at = phase * MS + k as u64 * 100_000;
@@ -337,7 +340,7 @@ pub fn fleet(hosts: usize, peers: usize, seed: u64) -> Fleet {
             }
         }
     }
-    sim.run_until(10_000 * MS);
+    sim.run_until(12_000 * MS);
     assert!(sim.violations.is_empty(), "{:?}", sim.violations);
     Fleet {
         hosts,
