@@ -503,6 +503,20 @@ impl Discovery {
         if claims_pending {
             return;
         }
+        let group = l.probes().iter().copied().find(|t| {
+            self.inflight
+                .probe(*t)
+                .is_some_and(|p| p.purpose == Purpose::Lookup && p.to.is_none())
+        });
+        if let (Some(g), false) = (group, l.confirmed.is_empty()) {
+            // Whoever else holds the name answers the group query within
+            // its try, and must be heard: the first host to confirm may be
+            // the one that lies, fastest. The query ends then (`probe_due`).
+            if let Some(p) = self.inflight.probe_mut(g) {
+                p.answered = true;
+            }
+            return;
+        }
         if let Some((_, first)) = l.confirmed.first() {
             let first = first.clone();
             if l.confirmed.iter().all(|(_, c)| c.gid == first.gid) {

@@ -123,9 +123,21 @@ fn learn_peer_name(f: &mut Fixture, tid: u64) {
     assert_ne!(confirm.txid(), group.txid(), "with a fresh transaction id");
     let found = reply_bytes(&confirm, Answer::Found(peer_record(PEER)));
     f.e.on_datagram(peer(), None, &found, f.t0);
-    let fx = f.e.take_effects();
+    let fx = after_claims(f);
     assert_eq!(fx.replies.len(), 1, "{fx:?}");
     assert_eq!(dgid(&fx.replies[0].msg), PEER.parse().unwrap());
+}
+
+/// The effects once the group query's try is over: a name claimed and
+/// confirmed is decided only then, when every holder had its chance to
+/// answer.
+fn after_claims(f: &mut Fixture) -> Effects {
+    assert!(
+        f.e.take_effects().replies.is_empty(),
+        "not before other holders could answer"
+    );
+    f.e.on_timers(f.t0 + Duration::from_millis(600));
+    f.e.take_effects()
 }
 
 /// Names asked of the segment only, so a lookup that fails there fails.
@@ -828,7 +840,7 @@ fn a_claim_counts_only_once_its_host_confirms_it() {
         &reply_bytes(&confirm, Answer::Found(peer_record(PEER))),
         f.t0,
     );
-    let fx = f.e.take_effects();
+    let fx = after_claims(&mut f);
     assert_eq!(dgid(&fx.replies[0].msg), PEER.parse().unwrap());
 
     // A name B does not hold, claimed in B's name: B refuses, and the
@@ -893,7 +905,7 @@ fn a_name_two_hosts_confirm_with_different_gids_gets_no_answer() {
         };
         f.e.on_datagram(from, None, &reply_bytes(q, Answer::Found(record)), f.t0);
     }
-    let fx = f.e.take_effects();
+    let fx = after_claims(&mut f);
     assert_eq!(fx.replies.len(), 1);
     assert_eq!(fx.replies[0].msg.status(), ACM_STATUS_ENODATA as u8);
     assert_eq!(bound_gid(&f.e, &node_b()), None);

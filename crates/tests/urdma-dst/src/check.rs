@@ -67,7 +67,13 @@ impl Sim {
             let up = self.history[p.dest]
                 .iter()
                 .any(|&(_, from, until)| from <= since && until.is_none());
-            if up {
+            // A name an impostor claims too gets no answer, by design: two
+            // hosts claim it, and which one is right cannot be told.
+            let stolen = self
+                .stolen
+                .iter()
+                .any(|a| a.to_string() == self.hosts[p.dest].name);
+            if up && !stolen {
                 self.violation(format!(
                     "host {} was told host {} does not exist (ENODATA), which has been up \
                      all along (request {id})",

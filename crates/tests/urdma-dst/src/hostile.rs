@@ -6,8 +6,21 @@ use ibacm_urdma::addr::{Address, Gid};
 use ibacm_urdma::discovery::wire::{
     Announce, Answer, EndpointRecord, Message, Query, Reply, WireAddress,
 };
-use std::net::{IpAddr, SocketAddr};
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::num::NonZeroU64;
+
+/// Where the impostor receives unicast: an address of the segment that no
+/// simulated host holds.
+pub const IMPOSTOR_IP: Ipv4Addr = Ipv4Addr::new(10, 0, 255, 66);
+
+/// The impostor's record for a name it steals.
+fn impostor_record(name: &Address) -> Option<EndpointRecord> {
+    let addrs = vec![
+        WireAddress::from(IMPOSTOR_IP),
+        WireAddress::new(name.clone()).ok()?,
+    ];
+    EndpointRecord::new(attacker_gid(), 0, 5, 16, vec![0xffff], addrs).ok()
+}
 
 /// What the forger wants clients to use for other hosts.
 pub fn attacker_gid() -> Gid {
@@ -44,6 +57,58 @@ impl Sim {
         datagrams.push(Message::from(Query::new(txid, asked, record)).encode());
         for bytes in datagrams {
             self.route(None, from, to, bytes);
+        }
+    }
+
+    /// An impostor on the segment announces `claimed`'s name as its own,
+    /// on the group, from its own address, and from then on answers every
+    /// query for the name it receives (to the groups: a claim; to its
+    /// address: a confirmation) with the attacker's GID. It has no key.
+    pub(crate) fn impersonate(&mut self, claimed: usize) {
+        let Some(name) = Address::name(&self.hosts[claimed].name) else {
+            return;
+        };
+        let Some(record) = impostor_record(&name) else {
+            return;
+        };
+        self.stolen.push(name);
+        let Ok(a) = Announce::new(vec![record], false) else {
+            return;
+        };
+        let bytes = Message::from(a).encode();
+        let from = SocketAddr::new(IpAddr::V4(IMPOSTOR_IP), PORT);
+        let group = IpAddr::V4(ibacm_urdma::discovery::wire::V4_GROUP);
+        for to in 0..self.hosts.len() {
+            if self.hosts[to].engine.is_some() {
+                for delay in self.net.fate(&mut self.rng) {
+                    let ev = Event::Deliver {
+                        to,
+                        from,
+                        to_ip: group,
+                        bytes: bytes.clone(),
+                    };
+                    self.queue.push(self.now + delay, ev);
+                }
+            }
+        }
+    }
+
+    /// A datagram the impostor received, from `from`: a query for a name
+    /// it steals is answered FOUND with the attacker's GID.
+    pub(crate) fn impostor_hears(&mut self, from: SocketAddr, bytes: &[u8]) {
+        let Ok(Message::Query(q)) = Message::decode(bytes) else {
+            return;
+        };
+        let target = q.target().address();
+        if !self.stolen.contains(target) {
+            return;
+        }
+        let Some(record) = impostor_record(target) else {
+            return;
+        };
+        if let Ok(r) = q.reply(Answer::Found(record)) {
+            let src = SocketAddr::new(IpAddr::V4(IMPOSTOR_IP), PORT);
+            self.route(None, src, from, Message::from(r).encode());
         }
     }
 

@@ -350,3 +350,65 @@ pub fn fleet(hosts: usize, peers: usize, seed: u64) -> Fleet {
         asked: sim.answers.len() as u64,
     }
 }
+
+/// What an impostor achieved ([`impostor`]).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Impostor {
+    /// Answers that named the attacker's GID: wrong answers.
+    pub wrong: u64,
+    /// Requests for the stolen name, and those answered at all.
+    pub stolen_asked: u64,
+    pub stolen_answered: u64,
+    /// Requests for another name, and those resolved to its host's GID.
+    pub others_asked: u64,
+    pub others_right: u64,
+}
+
+/// Eight hosts on a segment without loss start at once; a ninth starts
+/// 5 s later, so it never heard their announcements. 300 ms after that an
+/// impostor, with an address of its own, announces host 3's name on the
+/// group as its own and from then on answers every query for it. Every
+/// host then asks for host 3 and host 5 by name, twice, 2 s apart.
+pub fn impostor(seed: u64) -> Impostor {
+    let net = Conditions {
+        loss: 0.0,
+        duplication: 0.0,
+        ..Conditions::default()
+    };
+    let mut sim = Sim::new(9, seed, net, Tuning::default());
+    for h in 0..8 {
+        sim.schedule(0, Event::Start { host: h });
+    }
+    sim.schedule(5_000 * MS, Event::Start { host: 8 });
+    sim.schedule(5_300 * MS, Event::Impostor { claimed: 3 });
+    sim.record = true;
+    for round in [7_000, 9_000] {
+        for host in 0..9 {
+            for dest in [3, 5].into_iter().filter(|d| *d != host) {
+                let ev = Event::Request {
+                    host,
+                    dest,
+                    by_name: true,
+                };
+                sim.schedule((round + host as u64) * MS, ev);
+            }
+        }
+    }
+    sim.run_until(12_000 * MS);
+    let attacker = Some(crate::hostile::attacker_gid());
+    let mut o = Impostor {
+        wrong: sim.answers.iter().filter(|a| a.3 == attacker).count() as u64,
+        ..Impostor::default()
+    };
+    for &(_, dest, _, gid) in &sim.answers {
+        if dest == 3 {
+            o.stolen_answered += 1;
+        } else if gid == Some(sim.gid_of(dest)) {
+            o.others_right += 1;
+        }
+    }
+    o.stolen_asked =
+        o.stolen_answered + sim.pending.values().filter(|p| p.dest == 3).count() as u64;
+    o.others_asked = 2 * 8;
+    o
+}

@@ -7,7 +7,7 @@
 use ibacm_urdma::buggify::Fault;
 use ibacm_urdma::config::Derivation;
 use urdma_dst::net::Conditions;
-use urdma_dst::scenario::{mixed, overload, Mixed, Outcome};
+use urdma_dst::scenario::{impostor, mixed, overload, Mixed, Outcome};
 use urdma_dst::sim::{Authenticated, Faults, Stack, Tuning};
 
 fn env(name: &str, default: u64) -> u64 {
@@ -277,4 +277,20 @@ fn derivations_resolve_hosts_whose_daemon_is_down_to_the_gid_of_their_nic() {
     // from what was learned before.
     let o = clean_and_busy(&Mixed::new(100, 3_000, 51));
     assert!(o.resolved_while_down < o.succeeded / 50, "{o:?}");
+}
+
+#[test]
+fn an_impostor_announcing_a_name_on_the_group_never_gets_it_answered_with_its_gid() {
+    // The hosts that heard the holder see two endpoints for the name; the
+    // one that started late hears the impostor first, then the holder
+    // contradicting it: both ask the groups, where the impostor's claim
+    // meets the holder's and the name gets no answer (ENODATA) rather
+    // than a wrong one. Other names are unaffected.
+    for seed in 1..=4 {
+        let o = impostor(seed);
+        assert_eq!(o.wrong, 0, "seed {seed}: {o:?}");
+        assert_eq!(o.stolen_answered, o.stolen_asked, "seed {seed}: {o:?}");
+        assert_eq!(o.stolen_asked, 2 * 8, "seed {seed}: {o:?}");
+        assert_eq!(o.others_right, o.others_asked, "seed {seed}: {o:?}");
+    }
 }

@@ -82,6 +82,10 @@ pub enum Event {
         victim: usize,
         claimed: usize,
     },
+    /// An impostor announces host `claimed`'s name and answers for it.
+    Impostor {
+        claimed: usize,
+    },
     /// The segment splits in two halves for `heal_ms`.
     Partition {
         heal_ms: u64,
@@ -152,6 +156,8 @@ pub struct Sim {
     /// GID answered (`None`: an error), kept when `record` is on.
     pub answers: Vec<(usize, usize, u64, Option<Gid>)>,
     pub record: bool,
+    /// Names the impostor answers for (`hostile.rs`).
+    pub(crate) stolen: Vec<Address>,
     /// Hosts whose events are printed (`URDMA_DST_TRACE`).
     pub(crate) trace: Option<Vec<usize>>,
     /// Virtual time in ns, for the hosts' wall clocks.
@@ -227,6 +233,7 @@ impl Sim {
             resolved_while_down: 0,
             answers: Vec::new(),
             record: false,
+            stolen: Vec::new(),
             clock: stack::clock(),
             replayed_by_the_gone: 0,
             skews: HashMap::new(),
@@ -401,6 +408,7 @@ impl Sim {
                 by_name,
             } => self.request(host, dest, by_name),
             Event::Forge { victim, claimed } => self.forge(victim, claimed),
+            Event::Impostor { claimed } => self.impersonate(claimed),
             Event::Partition { heal_ms } => {
                 self.partitioned = true;
                 self.schedule(self.now + heal_ms * MS, Event::Heal);
@@ -509,6 +517,12 @@ impl Sim {
         to: SocketAddr,
         bytes: Vec<u8>,
     ) {
+        if to.ip() == IpAddr::V4(crate::hostile::IMPOSTOR_IP) {
+            if to.port() == PORT && !self.net.fate(&mut self.rng).is_empty() {
+                self.impostor_hears(from, &bytes);
+            }
+            return;
+        }
         let Some(&dest) = self.by_ip.get(&to.ip()) else {
             return;
         };

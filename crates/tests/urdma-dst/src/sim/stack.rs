@@ -177,6 +177,9 @@ impl Sim {
                 };
                 let from = SocketAddr::new(from, PORT);
                 let bytes = seal(bytes, self);
+                if !self.stolen.is_empty() {
+                    self.impostor_hears(from, &bytes);
+                }
                 for to in 0..self.hosts.len() {
                     if to != h && self.hosts[to].engine.is_some() && self.reachable(h, to) {
                         // (No draw without group loss: every other run
