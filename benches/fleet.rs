@@ -21,7 +21,7 @@ use ibacm_urdma::metrics::parse;
 use std::collections::BTreeMap;
 use std::fs;
 use std::time::{Duration, Instant};
-use urdma_harness::load::{try_load_summary, verbose_dgids};
+use urdma_harness::load::{try_load_summary, verbose_dgids, verbose_us};
 use urdma_harness::neigh_limits::NeighbourLimits;
 use urdma_harness::{Host, HostConfig, Net};
 
@@ -34,6 +34,14 @@ struct Round {
     by_status: BTreeMap<String, u64>,
     /// Why the round has no result, if it has none.
     broken: Option<String>,
+    /// How long each lookup took, in microseconds.
+    us: Vec<u64>,
+}
+
+/// The `q`-quantile of `sorted`, in seconds.
+fn quantile(sorted: &[u64], q: f64) -> f64 {
+    let i = ((sorted.len() as f64 * q).ceil() as usize).clamp(1, sorted.len().max(1)) - 1;
+    sorted.get(i).map_or(0.0, |us| *us as f64 / 1e6)
 }
 
 /// Host `n`'s NIC; a restart with new hardware is generation 1.
@@ -136,6 +144,7 @@ fn main() {
     let mut failed = 0;
     let mut by_status: BTreeMap<String, u64> = BTreeMap::new();
     let mut broken = Vec::new();
+    let mut took: Vec<(&str, Vec<u64>)> = Vec::new();
     for (flag, name) in [("n", true), ("i", false)] {
         let results: Vec<Round> = std::thread::scope(|s| {
             let handles: Vec<_> = fleet
@@ -197,6 +206,7 @@ fn main() {
                             wrong: bad,
                             by_status: statuses,
                             broken: None,
+                            us: verbose_us(&out),
                         }
                     })
                 })
@@ -206,6 +216,9 @@ fn main() {
                 .map(|h| h.join().expect("load"))
                 .collect()
         });
+        let mut us: Vec<u64> = results.iter().flat_map(|r| r.us.iter().copied()).collect();
+        us.sort_unstable();
+        took.push((if name { "by name" } else { "by address" }, us));
         for r in results {
             failed += r.failed;
             wrong += r.wrong;
@@ -272,6 +285,14 @@ fn main() {
         sent.iter().max().unwrap_or(&0),
         predicted.sent_per_host
     );
+    for (how, us) in &took {
+        println!(
+            "| one lookup {how}: p50 / p99 / slowest | {:.3} / {:.3} / {:.3} s | - |",
+            quantile(us, 0.5),
+            quantile(us, 0.99),
+            quantile(us, 1.0)
+        );
+    }
     println!("| daemons' RSS, all together | {} MiB | - |", rss_kb / 1024);
     let statuses: Vec<String> = by_status
         .iter()

@@ -88,6 +88,15 @@ pub fn resolve_all(
 }
 
 /// `dest -> dgid` from the `--verbose` lines of `urdma-load`.
+/// The time each request of a `--verbose` run took, in microseconds.
+pub fn verbose_us(out: &str) -> Vec<u64> {
+    out.lines()
+        .filter(|l| l.starts_with("tid="))
+        .filter_map(|l| l.split_whitespace().find_map(|kv| kv.strip_prefix("us=")))
+        .filter_map(|us| us.parse().ok())
+        .collect()
+}
+
 pub fn verbose_dgids(out: &str) -> BTreeMap<String, Vec<String>> {
     let mut by_dest: BTreeMap<String, Vec<String>> = BTreeMap::new();
     for l in out.lines().filter(|l| l.starts_with("tid=")) {

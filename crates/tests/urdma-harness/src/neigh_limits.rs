@@ -3,8 +3,12 @@
 //! is what a fleet of daemons in namespaces of their own reaches first:
 //! 64 hosts that each talk to all others need 4,032 entries per family.
 //! Past it the kernel drops datagrams to hosts it cannot add, which looks
-//! like loss to the provider. A bench that needs more raises the limits for
-//! its run, says so, and puts them back, also when it is interrupted.
+//! like loss to the provider. Every broadcast on the fleet's bridge (an
+//! ARP request) is queued once per namespace, at once, on the sending
+//! CPU's backlog (`net.core.netdev_max_backlog`, 1000 by default): 256
+//! hosts resolving each other overflow it, and the kernel drops ARP and
+//! discovery datagrams alike. A bench that needs more raises the limits
+//! for its run, says so, and puts them back, also when it is interrupted.
 
 use crate::interrupt::{forget_undo, undo_on_signal};
 use std::fs;
@@ -46,6 +50,21 @@ impl NeighbourLimits {
                     }
                     Err(e) => println!("(neighbour table: cannot raise {p} from {was}: {e})"),
                 }
+            }
+        }
+        // Room for the copies of as many broadcasts at once as there are
+        // namespaces (entries: about one per pair of them).
+        let backlog = "/proc/sys/net/core/netdev_max_backlog".to_string();
+        let want = entries.min(1 << 20);
+        if let Some(was) = read(&backlog).filter(|w| *w < want) {
+            match fs::write(&backlog, want.to_string()) {
+                Ok(()) => {
+                    println!(
+                        "(neighbour table: {backlog} raised from {was} to {want} for this run)"
+                    );
+                    saved.push((backlog, was));
+                }
+                Err(e) => println!("(neighbour table: cannot raise {backlog} from {was}: {e})"),
             }
         }
         let undo_saved = saved.clone();
