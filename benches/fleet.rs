@@ -80,16 +80,65 @@ fn ip4(n: usize) -> String {
     format!("10.0.{}.{}", n / 250, n % 250 + 1)
 }
 
-/// Datagrams the provider of `host` says it sent.
-fn sent(host: &Host) -> u64 {
+/// The samples of metric `name` in the metrics file of `host`, by their
+/// labels.
+fn samples(host: &Host, name: &str) -> Vec<(String, u64)> {
     let text = fs::read_to_string(host.path("run/ibacm-urdma.prom")).unwrap_or_default();
     parse(&text)
         .unwrap_or_default()
         .iter()
-        .filter(|f| f.name == "urdma_datagrams_sent_total")
+        .filter(|f| f.name == name)
         .flat_map(|f| &f.samples)
-        .map(|s| s.value as u64)
+        .map(|s| {
+            let labels: Vec<String> = s.labels.iter().map(|(_, v)| v.clone()).collect();
+            (labels.join(","), s.value as u64)
+        })
+        .collect()
+}
+
+/// Datagrams the provider of `host` says it sent.
+fn sent(host: &Host) -> u64 {
+    samples(host, "urdma_datagrams_sent_total")
+        .iter()
+        .map(|(_, v)| v)
         .sum()
+}
+
+/// Datagrams the kernel of `host`'s namespace dropped for a full socket
+/// receive buffer, IPv4 and IPv6.
+fn rcvbuf_errors(host: &Host) -> u64 {
+    let (_, v4) = host.exec(&["cat", "/proc/net/snmp"]);
+    let udp: Vec<&str> = v4.lines().filter(|l| l.starts_with("Udp:")).collect();
+    let v4_errors = match udp[..] {
+        [names, values, ..] => names
+            .split_whitespace()
+            .position(|n| n == "RcvbufErrors")
+            .and_then(|i| values.split_whitespace().nth(i))
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0),
+        _ => 0,
+    };
+    let (_, v6) = host.exec(&["cat", "/proc/net/snmp6"]);
+    let v6_errors: u64 = v6
+        .lines()
+        .find_map(|l| l.strip_prefix("Udp6RcvbufErrors"))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or(0);
+    v4_errors + v6_errors
+}
+
+/// Metric `name` summed over the fleet, per label set, where not 0.
+fn fleet_totals(fleet: &[Host], name: &str) -> String {
+    let mut sum: BTreeMap<String, u64> = BTreeMap::new();
+    for (k, v) in fleet.iter().flat_map(|h| samples(h, name)) {
+        *sum.entry(k).or_default() += v;
+    }
+    let parts: Vec<String> = sum
+        .iter()
+        .filter(|(_, v)| **v > 0)
+        .map(|(k, v)| format!("{k} {v}"))
+        .collect();
+    parts.join(", ")
 }
 
 fn main() {
@@ -113,23 +162,29 @@ fn main() {
     let _limits = NeighbourLimits::at_least(hosts as u64 * per_host);
     let net = Net::new();
     let started = Instant::now();
-    let fleet: Vec<Host> = std::thread::scope(|s| {
+    // Each daemon, and when it was up (for the simulation to replay).
+    let (fleet, up_at): (Vec<Host>, Vec<u64>) = std::thread::scope(|s| {
         let handles: Vec<_> = (0..hosts)
             .map(|n| {
                 let net = &net;
-                s.spawn(move || Host::start_on(net, "eth0", config(n)))
+                s.spawn(move || {
+                    let host = Host::start_on(net, "eth0", config(n));
+                    (host, started.elapsed().as_millis() as u64)
+                })
             })
             .collect();
         handles
             .into_iter()
             .map(|h| h.join().expect("start"))
-            .collect()
+            .unzip()
     });
     let up = started.elapsed();
     let rss_kb: u64 = fleet.iter().map(|h| h.daemon_rss_kb()).sum();
-    // A job starts on daemons that run: the last one's announcement heard
-    // and settled, its name is asked of it alone (docs/protocol.md).
-    let settle = ibacm_urdma::discovery::HINT_SETTLE + Duration::from_millis(100);
+    // A job starts on daemons that run: the last one's announcement heard,
+    // the others' answering ones too (at most a second apart, in 200 ms),
+    // and settled; then every name is asked of its host alone
+    // (docs/protocol.md, Name hints).
+    let settle = ibacm_urdma::discovery::HINT_SETTLE + Duration::from_millis(1_500);
     eprintln!(
         "daemons up in {:.1} s; lookups start {:.1} s later",
         up.as_secs_f64(),
@@ -255,7 +310,8 @@ fn main() {
         storm(&fleet, restart);
     }
     let simulated = Instant::now();
-    let predicted = urdma_dst::scenario::fleet(hosts, peers, 1);
+    let names_at = (up + settle).as_millis() as u64;
+    let predicted = urdma_dst::scenario::fleet_timed(&up_at, peers, names_at, 1);
     eprintln!("simulation: {:.0} s", simulated.elapsed().as_secs_f64());
 
     let pairs = hosts * peers;
@@ -294,6 +350,17 @@ fn main() {
         );
     }
     println!("| daemons' RSS, all together | {} MiB | - |", rss_kb / 1024);
+    for (what, metric) in [
+        ("sent", "urdma_datagrams_sent_total"),
+        ("dropped", "urdma_datagrams_dropped_total"),
+    ] {
+        println!(
+            "\ndatagrams {what}, all daemons: {}",
+            fleet_totals(&fleet, metric)
+        );
+    }
+    let full: u64 = fleet.iter().map(rcvbuf_errors).sum();
+    println!("\ndatagrams the kernel dropped for a full receive buffer, all daemons: {full}");
     let statuses: Vec<String> = by_status
         .iter()
         .filter(|(_, v)| **v > 0)

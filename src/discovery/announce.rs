@@ -31,6 +31,15 @@ const DEFEND_AGAIN: Duration = Duration::from_secs(60);
 /// Endpoints remembered as answered; more (forged GIDs) share the pace of
 /// [`DEFEND_DELAY`].
 const MAX_DEFENDED: usize = 1024;
+/// Hosts announce themselves to a host that joined within this time, each
+/// at a time of its own in it.
+pub(super) const WELCOME_WITHIN: Duration = Duration::from_millis(200);
+/// At most this often: a forger announcing new endpoints makes each host
+/// announce itself at most once a second, and only in [`WELCOME_FOR`].
+const WELCOME_EVERY: Duration = Duration::from_secs(1);
+/// For this long after a host started (its endpoints changed): a boot storm
+/// of a whole cluster takes tens of seconds.
+const WELCOME_FOR: Duration = Duration::from_secs(30);
 /// How long withdrawals wait to be sent together.
 const WITHDRAW_DELAY: Duration = Duration::from_millis(20);
 
@@ -63,6 +72,12 @@ pub(super) struct Announcer {
     /// one of its names, and when it last did.
     defend_at: Option<Instant>,
     defended_at: Option<Instant>,
+    /// When this host announces itself because a host that cannot have
+    /// heard its announcements joined, and when it last did.
+    welcome_at: Option<Instant>,
+    welcomed_at: Option<Instant>,
+    /// When this host's endpoints last changed (its announcements began).
+    changed_at: Option<Instant>,
     /// Endpoints answered so, lately.
     defended: Expiring<Gid, ()>,
 }
@@ -79,6 +94,9 @@ impl Default for Announcer {
             withdraw_asked: false,
             defend_at: None,
             defended_at: None,
+            welcome_at: None,
+            welcomed_at: None,
+            changed_at: None,
             defended: Expiring::new(MAX_DEFENDED),
         }
     }
@@ -137,6 +155,7 @@ impl Announcer {
             paced,
             self.withdraw_at,
             self.defend_at,
+            self.welcome_at,
         ]
         .into_iter()
         .flatten()
@@ -153,6 +172,7 @@ impl Announcer {
         out: &mut Vec<Datagram>,
     ) -> usize {
         if std::mem::take(&mut self.asked) {
+            self.changed_at = Some(now);
             self.at = DELAYS_MS
                 .iter()
                 .map(|ms| now + Duration::from_millis(*ms))
@@ -164,18 +184,24 @@ impl Announcer {
         if self.withdraw_at.is_some_and(|t| t <= now) {
             self.send_withdrawals();
         }
-        let defend = self.defend_at.is_some_and(|t| t <= now);
-        if defend {
-            self.defend_at = None;
-            self.defended_at = Some(now);
-        }
-        if self.at.first().is_some_and(|&t| t <= now) {
+        // One announcement of ours answers every reason for one.
+        let scheduled = self.at.first().is_some_and(|&t| t <= now);
+        let soon = [self.defend_at, self.welcome_at]
+            .iter()
+            .any(|t| t.is_some_and(|t| t <= now));
+        if scheduled {
             self.at.remove(0);
+        }
+        if scheduled || soon {
+            if soon {
+                self.defended_at = Some(now);
+                self.welcomed_at = Some(now);
+            }
+            self.defend_at = None;
+            self.welcome_at = None;
             if families.any() {
                 self.announce(local);
             }
-        } else if defend && families.any() {
-            self.announce(local);
         }
         if !self.queue.is_empty() && self.queue_at.is_none_or(|t| t <= now) {
             let n = self.queue.len().min(BATCH);
@@ -201,6 +227,25 @@ impl Announcer {
             self.defend_at = Some(paced.map_or(now, |t| t.max(now)));
         }
         true
+    }
+
+    /// An endpoint not heard before announced itself: a host that just
+    /// started, which heard none of this host's announcements if they are
+    /// all out. Within [`WELCOME_FOR`] of its own start, this host
+    /// announces itself `after` from now (a share of [`WELCOME_WITHIN`],
+    /// so that the segment's answers do not arrive at once), at most once
+    /// per [`WELCOME_EVERY`]: hosts started together, over seconds, learn
+    /// each other's names without asking the groups. Later, a host that
+    /// joins asks the groups for the names it needs, which costs the
+    /// segment less than every host announcing itself to it.
+    pub fn welcome(&mut self, after: Duration, now: Instant) {
+        let starting = self.changed_at.is_some_and(|c| now <= c + WELCOME_FOR);
+        if !starting || !self.at.is_empty() || self.welcome_at.is_some() {
+            return;
+        }
+        let at = now + after.min(WELCOME_WITHIN);
+        let paced = self.welcomed_at.map(|t| t + WELCOME_EVERY);
+        self.welcome_at = Some(paced.map_or(at, |t| t.max(at)));
     }
 
     /// Queues an announcement of every port's endpoints.

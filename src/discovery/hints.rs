@@ -46,6 +46,8 @@ enum Hint {
 /// `urdma_addr_timeout` after it was last heard.
 pub struct Hints {
     table: Expiring<Address, Hint>,
+    /// The endpoints heard announcing names, kept as long as hints.
+    endpoints: Expiring<Gid, ()>,
     lifetime: Option<Duration>,
     /// Names found announced by two endpoints.
     pub disputed: u64,
@@ -55,15 +57,19 @@ impl Hints {
     pub fn new(cap: usize, lifetime: Option<Duration>) -> Hints {
         Hints {
             table: Expiring::new(cap),
+            endpoints: Expiring::new(cap),
             lifetime,
             disputed: 0,
         }
     }
 
     /// An announcement heard on a group: the endpoint `gid` holds `name`,
-    /// and the announcement came from `from`, one of its addresses.
-    pub fn heard(&mut self, name: &Address, gid: Gid, from: IpAddr, now: Instant) {
+    /// and the announcement came from `from`, one of its addresses. True
+    /// if no announcement of that endpoint was heard before.
+    pub fn heard(&mut self, name: &Address, gid: Gid, from: IpAddr, now: Instant) -> bool {
         let expires = self.lifetime.map(|d| now + d);
+        let new = self.endpoints.get_live(&gid, now).is_none();
+        self.endpoints.insert(gid, (), expires);
         let next = match self.table.get_live(name, now).cloned() {
             None => Hint::Held {
                 gid,
@@ -101,6 +107,7 @@ impl Hints {
             Some(Hint::Disputed) => Hint::Disputed,
         };
         self.table.insert(name.clone(), next, expires);
+        new
     }
 
     /// An announcement heard on a group withdrew `name` from endpoint
@@ -137,6 +144,7 @@ impl Hints {
 
     pub fn sweep(&mut self, now: Instant) {
         self.table.sweep(now, |_, _| {});
+        self.endpoints.sweep(now, |_, _| {});
     }
 }
 

@@ -13,6 +13,7 @@
 //!   ([`Purpose::Check`]), and only its reply moves the binding; a refusal
 //!   or no answer removes it.
 
+use super::announce::WELCOME_WITHIN;
 use super::counts::DropCounts;
 use super::state::{Learned, Probe, Purpose, MAX_CHECKS, MAX_CLAIMS};
 use super::wire::{Announce, Answer, Message, Query, Reply};
@@ -392,7 +393,10 @@ impl Discovery {
                     self.hints.withdrawn(key, record.gid());
                     continue;
                 }
-                self.hints.heard(key, record.gid(), from.ip(), now);
+                if self.hints.heard(key, record.gid(), from.ip(), now) {
+                    let jitter = self.inflight.new_txid().get() % WELCOME_WITHIN.as_millis() as u64;
+                    self.announcer.welcome(Duration::from_millis(jitter), now);
+                }
                 if local.holder(key).is_some() && self.announcer.defend(record.gid(), now) {
                     log::info!(
                         "discovery: {key} is ours, but {} at {from} announced it; announcing ours",

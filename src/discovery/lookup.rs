@@ -415,9 +415,11 @@ impl Discovery {
             self.inflight.end_probe(txid, now);
             return self.lookup_probe_ended(local, &key, Some(UNKNOWN), now);
         }
-        if p.purpose == Purpose::Claim {
-            // A hinted host silent for a whole try may be gone: the groups
-            // are asked beside it.
+        if p.purpose == Purpose::Claim && p.tries >= self.cfg.retries.max(1) {
+            // A hinted host silent for all tries but its last may be gone:
+            // the groups are asked beside it, with a try's time left. Not
+            // sooner: a host slow under load answers the groups no faster,
+            // and every group query costs every host of the segment.
             let key = p.key.clone();
             self.ask_groups(local, &key, now);
         }
@@ -541,8 +543,8 @@ impl Discovery {
     }
 
     /// A name asked of the host its announcements named, which refused
-    /// it or let a try go unanswered: asks the groups too, within the
-    /// stage's time. A refusal means the name moved, and the hint goes.
+    /// it or left all tries but its last unanswered: asks the groups too,
+    /// within the stage's time. A refusal means the name moved, and the hint goes.
     /// False if the lookup was not hinted, or the groups could not be
     /// asked.
     fn ask_groups(&mut self, local: &Local, key: &Address, now: Instant) -> bool {

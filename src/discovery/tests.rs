@@ -1847,8 +1847,8 @@ fn a_host_that_refuses_its_hint_or_stays_silent_sends_the_name_to_the_groups() {
     assert_eq!(fx.replies.len(), 1, "{fx:?}");
     assert_eq!(dgid(&fx.replies[0].msg), "fe80::c".parse().unwrap());
 
-    // A hinted host that never answers: the groups are asked after its
-    // first try, within the one stage's time.
+    // A hinted host that never answers: the groups are asked when one try
+    // is left, within the one stage's time.
     let mut g = fixture(segment_only());
     let t0 = g.t0;
     heard_on_group(&mut g, peer_record(PEER), peer(), t0);
@@ -1869,6 +1869,48 @@ fn a_host_that_refuses_its_hint_or_stays_silent_sends_the_name_to_the_groups() {
             assert_eq!(answered_at.replace(ms), None, "answered once");
         }
     }
-    assert_eq!(group_at, Some(500));
+    assert_eq!(group_at, Some(1_000));
     assert_eq!(answered_at, Some(1_500), "at the stage's end");
+}
+
+#[test]
+fn a_host_announces_itself_to_a_host_that_joined_after_its_announcements() {
+    let mut f = fixture(Config::default());
+    // While its own announcements are still to come, they are enough.
+    f.e.on_timers(f.t0);
+    let t0 = f.t0;
+    heard_on_group(&mut f, peer_record(PEER), peer(), t0);
+    f.e.on_timers(f.t0 + Duration::from_millis(50));
+    assert_eq!(
+        sent_announcements(&f.e.take_effects()).len(),
+        1,
+        "the first of three"
+    );
+    for ms in [1_000, 3_000] {
+        f.e.on_timers(f.t0 + Duration::from_millis(ms));
+    }
+    f.e.take_effects();
+    // All out: a host heard for the first time gets one, soon.
+    let t = f.t0 + Duration::from_secs(5);
+    let c = SocketAddr::new(IpAddr::V4([10, 0, 0, 3].into()), 6126);
+    heard_on_group(&mut f, holding("fe80::c", [10, 0, 0, 3], "node-c"), c, t);
+    f.e.on_timers(t + announce::WELCOME_WITHIN);
+    let ours = sent_announcements(&f.e.take_effects());
+    assert_eq!(ours.len(), 1);
+    assert_eq!(ours[0].records()[0].gid(), OWN.parse().unwrap());
+    // A host heard before does not; another new one, within a second of
+    // the last, waits for the second to pass.
+    heard_on_group(&mut f, peer_record(PEER), peer(), t);
+    let d = SocketAddr::new(IpAddr::V4([10, 0, 0, 4].into()), 6126);
+    heard_on_group(&mut f, holding("fe80::d", [10, 0, 0, 4], "node-d"), d, t);
+    f.e.on_timers(t + Duration::from_millis(900));
+    assert!(sent_announcements(&f.e.take_effects()).is_empty());
+    f.e.on_timers(t + Duration::from_millis(1_300));
+    assert_eq!(sent_announcements(&f.e.take_effects()).len(), 1);
+    // Long after its own start, a host that joins asks the groups instead.
+    let late = f.t0 + Duration::from_secs(40);
+    let e = SocketAddr::new(IpAddr::V4([10, 0, 0, 5].into()), 6126);
+    heard_on_group(&mut f, holding("fe80::e", [10, 0, 0, 5], "node-e"), e, late);
+    f.e.on_timers(late + Duration::from_secs(2));
+    assert!(sent_announcements(&f.e.take_effects()).is_empty());
 }

@@ -311,21 +311,29 @@ pub struct Fleet {
 }
 
 pub fn fleet(hosts: usize, peers: usize, seed: u64) -> Fleet {
+    // The lookups once every host's announcements were heard and the
+    // hints settled, as the bench waits after its daemons are up.
+    let names_at = ibacm_urdma::discovery::HINT_SETTLE.as_millis() as u64 + 200;
+    fleet_timed(&vec![0; hosts], peers, names_at, seed)
+}
+
+/// [`fleet`] with the timing of a real run: host `h` starts at
+/// `starts_ms[h]`, the lookups by name at `names_at_ms` (by address 2 s
+/// later, the real bench's rounds being apart by about that).
+pub fn fleet_timed(starts_ms: &[u64], peers: usize, names_at_ms: u64, seed: u64) -> Fleet {
+    let hosts = starts_ms.len();
     let net = Conditions {
         loss: 0.0,
         duplication: 0.0,
         ..Conditions::default()
     };
     let mut sim = Sim::new(hosts, seed, net, Tuning::default());
-    for h in 0..hosts {
-        sim.schedule(0, Event::Start { host: h });
+    for (h, at) in starts_ms.iter().enumerate() {
+        sim.schedule(at * MS, Event::Start { host: h });
     }
     sim.record = true;
-    // Like one load generator per host: its requests a little apart,
-    // once every host's announcements were heard and the hints settled
-    // (the bench waits as long after its daemons are up).
-    let names_at = ibacm_urdma::discovery::HINT_SETTLE.as_millis() as u64 + 200;
-    for (phase, by_name) in [(names_at, true), (names_at + 2_000, false)] {
+    // Like one load generator per host: its requests a little apart.
+    for (phase, by_name) in [(names_at_ms, true), (names_at_ms + 2_000, false)] {
         for h in 0..hosts {
             for (k, dest) in (1..=peers).map(|k| (h + k) % hosts).enumerate() {
                 let at = phase * MS + k as u64 * 100_000;
@@ -340,7 +348,7 @@ pub fn fleet(hosts: usize, peers: usize, seed: u64) -> Fleet {
             }
         }
     }
-    sim.run_until(12_000 * MS);
+    sim.run_until((names_at_ms + 10_000) * MS);
     assert!(sim.violations.is_empty(), "{:?}", sim.violations);
     Fleet {
         hosts,

@@ -39,6 +39,10 @@ pub(crate) fn run_with_timeout(
         .stderr(out);
     let mut child = cmd.spawn().expect("spawn client");
     let deadline = Instant::now() + timeout;
+    // Quick clients are seen at once; slow ones are looked at less often,
+    // so that hundreds of them (the fleet bench) do not keep two cores
+    // busy waking their waiters.
+    let mut pause = Duration::from_millis(1);
     let code = loop {
         match child.try_wait() {
             Ok(Some(status)) => break status.code().unwrap_or(-1),
@@ -49,7 +53,10 @@ pub(crate) fn run_with_timeout(
                 text.push_str(&format!("\n[killed after {timeout:?}]\n"));
                 return (-1, text);
             }
-            Ok(None) => sleep(Duration::from_millis(5)),
+            Ok(None) => {
+                sleep(pause);
+                pause = (pause * 2).min(Duration::from_millis(50));
+            }
             Err(e) => panic!("wait: {e}"),
         }
     };
