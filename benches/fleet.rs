@@ -20,8 +20,8 @@ use ibacm_urdma::discovery::eui64_gid;
 use ibacm_urdma::metrics::parse;
 use std::collections::BTreeMap;
 use std::fs;
-use std::time::{Duration, Instant};
-use urdma_harness::load::{try_load_summary, verbose_dgids, verbose_us};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use urdma_harness::load::{try_load_summary, verbose_dgids, verbose_timeline, verbose_us};
 use urdma_harness::neigh_limits::NeighbourLimits;
 use urdma_harness::{Host, HostConfig, Net};
 
@@ -414,22 +414,23 @@ fn storm(fleet: &[Host], restart: usize) {
         .iter()
         .map(|&d| eui64_gid(mac_of(d, 1)).to_string())
         .collect();
-    std::thread::scope(|s| {
-        for &d in &gone {
-            let host = &fleet[d];
-            s.spawn(move || host.restart(&config_of(d, 1)));
-        }
-    });
-    let back = Instant::now();
+    let epoch_ms = || {
+        SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| d.as_millis() as u64)
+    };
+    // Every survivor asks for the restarted ones in a steady trickle, one
+    // every 10 ms (each of them every 0.32 s), from before the restart
+    // until well after, and notes when each answer came: one load
+    // generator each, so that starting processes does not count.
     let follow: Vec<Option<Duration>> = std::thread::scope(|s| {
-        let handles: Vec<_> = fleet[restart..]
+        let asking: Vec<_> = fleet[restart..]
             .iter()
             .map(|host| {
-                let (dests, new_gids) = (&dests, &new_gids);
+                let dests = &dests;
                 s.spawn(move || {
                     let file = host.path("dests-restarted");
                     fs::write(&file, dests.join("\n") + "\n").expect("dest file");
-                    let count = dests.len().to_string();
                     let args = [
                         "-f",
                         "i",
@@ -437,30 +438,33 @@ fn storm(fleet: &[Host], restart: usize) {
                         file.to_str().unwrap(),
                         "-c",
                         "1",
-                        "-n",
-                        &count,
+                        "--duration",
+                        "20",
+                        "--interval-ms",
+                        "10",
                         "--timeout",
                         "10",
                         "--verbose",
                     ];
-                    while back.elapsed() < 10 * FOLLOW_BOUND {
-                        let (_, out) = host.load(&args, Duration::from_secs(60));
-                        let answers = verbose_dgids(&out);
-                        let followed = dests.iter().zip(new_gids).all(|(d, g)| {
-                            answers.get(d).is_some_and(|got| got.iter().all(|x| x == g))
-                        });
-                        if followed {
-                            return Some(back.elapsed());
-                        }
-                        std::thread::sleep(Duration::from_millis(100));
-                    }
-                    None
+                    host.load(&args, Duration::from_secs(120)).1
                 })
             })
             .collect();
-        handles
+        std::thread::sleep(Duration::from_secs(2));
+        std::thread::scope(|r| {
+            for &d in &gone {
+                let host = &fleet[d];
+                r.spawn(move || host.restart(&config_of(d, 1)));
+            }
+        });
+        let back_ms = epoch_ms();
+        asking
             .into_iter()
-            .map(|h| h.join().expect("survivor"))
+            .map(|h| {
+                let out = h.join().expect("survivor");
+                followed_at(&verbose_timeline(&out), &dests, &new_gids)
+                    .map(|at| Duration::from_millis(at.saturating_sub(back_ms)))
+            })
             .collect()
     });
     let mut took: Vec<Duration> = follow.iter().flatten().copied().collect();
@@ -487,4 +491,27 @@ fn storm(fleet: &[Host], restart: usize) {
         FOLLOW_BOUND.as_secs_f64(),
         took.len() == hosts - restart && took.last().is_none_or(|d| *d <= FOLLOW_BOUND)
     );
+}
+
+/// When a survivor's answers (`timeline`) named the new GID of every one of
+/// `dests` for good: for each, the first answer after its last one that
+/// did not (an old GID or a failure); the latest of those. `None` if some
+/// destination never had its new GID in the end.
+fn followed_at(
+    timeline: &[(String, String, u64)],
+    dests: &[String],
+    new: &[String],
+) -> Option<u64> {
+    let mut latest = 0;
+    for (d, g) in dests.iter().zip(new) {
+        let answers: Vec<&(String, String, u64)> =
+            timeline.iter().filter(|(dest, _, _)| dest == d).collect();
+        let last_other = answers.iter().rposition(|(_, gid, _)| gid != g);
+        let first_new = match last_other {
+            Some(i) => answers.get(i + 1)?,
+            None => answers.first()?,
+        };
+        latest = latest.max(first_new.2);
+    }
+    Some(latest)
 }

@@ -97,6 +97,19 @@ pub fn verbose_us(out: &str) -> Vec<u64> {
         .collect()
 }
 
+/// The replies of a `--verbose` run in the order they came: destination,
+/// DGID (`-` for a failure) and wall-clock time in ms since the epoch.
+pub fn verbose_timeline(out: &str) -> Vec<(String, String, u64)> {
+    out.lines()
+        .filter(|l| l.starts_with("tid="))
+        .filter_map(|l| {
+            let field = |k: &str| l.split_whitespace().find_map(|kv| kv.strip_prefix(k));
+            let at = field("at=")?.parse().ok()?;
+            Some((field("dest=")?.to_string(), field("dgid=")?.to_string(), at))
+        })
+        .collect()
+}
+
 pub fn verbose_dgids(out: &str) -> BTreeMap<String, Vec<String>> {
     let mut by_dest: BTreeMap<String, Vec<String>> = BTreeMap::new();
     for l in out.lines().filter(|l| l.starts_with("tid=")) {

@@ -6,7 +6,7 @@ use std::time::Duration;
 pub const USAGE: &str =
     "usage: urdma-load [-S PATH] [-s SRC] (-d DEST | --dest-file FILE | --range PREFIX N)...
                   [-f i|n] [-c N] [-n COUNT | --duration SECS] [--window W] [--nodelay]
-                  [--timeout SECS] [--verbose] [--abandon] [--poll]";
+                  [--timeout SECS] [--verbose] [--abandon] [--poll] [--interval-ms MS]";
 
 #[derive(Clone, Debug)]
 pub struct Addr {
@@ -36,6 +36,8 @@ pub struct Config {
     pub verbose: bool,
     pub abandon: bool,
     pub poll: bool,
+    /// Each connection sends a request at most this often.
+    pub interval: Option<Duration>,
 }
 
 pub fn parse_addr(text: &str, format: Format) -> Result<Addr, String> {
@@ -82,6 +84,7 @@ pub fn parse_args(args: &[String]) -> Result<Option<Config>, String> {
     let mut verbose = false;
     let mut abandon = false;
     let mut poll = false;
+    let mut interval = None;
 
     let mut it = args.iter();
     while let Some(arg) = it.next() {
@@ -130,6 +133,10 @@ pub fn parse_args(args: &[String]) -> Result<Option<Config>, String> {
             "-v" | "--verbose" => verbose = true,
             "--abandon" => abandon = true,
             "--poll" => poll = true,
+            "--interval-ms" => {
+                let ms: u64 = parse_num("--interval-ms", &value("--interval-ms")?)?;
+                interval = Some(Duration::from_millis(ms));
+            }
             other => return Err(format!("unknown argument '{other}'")),
         }
     }
@@ -142,6 +149,11 @@ pub fn parse_args(args: &[String]) -> Result<Option<Config>, String> {
     }
     if count.is_some() && duration.is_some() {
         return Err("-n and --duration exclude each other".into());
+    }
+    if interval.is_some() && (poll || abandon) {
+        return Err(
+            "--interval-ms paces threaded connections: not with --poll or --abandon".into(),
+        );
     }
     if count == Some(0) {
         return Err("-n must be at least 1".into());
@@ -167,5 +179,6 @@ pub fn parse_args(args: &[String]) -> Result<Option<Config>, String> {
         verbose,
         abandon,
         poll,
+        interval,
     }))
 }

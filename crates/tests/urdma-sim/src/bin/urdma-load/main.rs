@@ -1,6 +1,6 @@
 //! `urdma-load [-S PATH] [-s SRC] (-d DEST | --dest-file FILE | --range PREFIX N)...
 //!            [-f i|n] [-c N] [-n COUNT | --duration SECS] [--window W] [--nodelay]
-//!            [--timeout SECS] [--verbose] [--abandon] [--poll]`
+//!            [--timeout SECS] [--verbose] [--abandon] [--poll] [--interval-ms MS]`
 //!
 //! A load generator that speaks the daemon's client socket protocol itself
 //! (RESOLVE `struct acm_msg`s over `/run/ibacm-unix.sock`), so a test can put
@@ -10,11 +10,16 @@
 //! from one shared counter so a slow connection does not hold back the run.
 //!
 //! Output: with `--verbose` one line per reply or missing request
-//! (`tid=0x... conn=N dest=... status=N us=N dgid=...`), then one summary
+//! (`tid=0x... conn=N dest=... status=N us=N dgid=... at=MS`, `at` the
+//! wall-clock time of the reply in ms since the epoch), then one summary
 //! line of `key=value` pairs whose keys and order never change (see
 //! `print_summary`). Exit 0 when every planned request got exactly one
 //! reply, whatever its status, and nothing else went wrong; 1 otherwise;
 //! 2 on bad usage.
+//!
+//! `--interval-ms MS`: each connection sends a request at most every MS
+//! milliseconds: a steady trickle whose answers are watched over time
+//! (`--verbose`'s `at=`).
 //!
 //! `--poll`: all connections on one thread, multiplexed with poll(2),
 //! instead of a thread each. With many connections on few cores, 64
@@ -226,8 +231,11 @@ impl Conn<'_> {
             let dgid = path
                 .map(|p| Ipv6Addr::from(msg::path_dgid(p)).to_string())
                 .unwrap_or_else(|| "-".into());
+            let at = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_millis());
             println!(
-                "tid={tid:#x} conn={} dest={} status={status} us={us} dgid={dgid}",
+                "tid={tid:#x} conn={} dest={} status={status} us={us} dgid={dgid} at={at}",
                 self.id, self.sh.cfg.dests[p.dest].text
             );
         }
@@ -322,8 +330,13 @@ impl Conn<'_> {
             };
             let mut framer = Framer::new();
             let replies_before = self.stats.replies;
+            let mut last_sent: Option<Instant> = None;
             loop {
                 while self.outstanding.len() < cfg.window && !exhausted {
+                    if let (Some(iv), Some(t)) = (cfg.interval, last_sent) {
+                        thread::sleep((t + iv).saturating_duration_since(Instant::now()));
+                    }
+                    last_sent = Some(Instant::now());
                     let Some(i) = sh.work.take() else {
                         exhausted = true;
                         break;
