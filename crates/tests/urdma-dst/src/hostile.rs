@@ -1,17 +1,13 @@
 //! The hostile parts of a run: forged traffic, and the trace that explains
 //! a failing seed.
 
-use crate::sim::{gid, Event, Sim, PORT};
+use crate::sim::{gid, Event, Sim, IMPOSTOR_IP, PORT};
 use ibacm_urdma::addr::{Address, Gid};
 use ibacm_urdma::discovery::wire::{
     Announce, Answer, EndpointRecord, Message, Query, Reply, WireAddress,
 };
-use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::net::{IpAddr, SocketAddr};
 use std::num::NonZeroU64;
-
-/// Where the impostor receives unicast: an address of the segment that no
-/// simulated host holds.
-pub const IMPOSTOR_IP: Ipv4Addr = Ipv4Addr::new(10, 0, 255, 66);
 
 /// The impostor's record for a name it steals.
 fn impostor_record(name: &Address) -> Option<EndpointRecord> {
@@ -78,19 +74,7 @@ impl Sim {
         let bytes = Message::from(a).encode();
         let from = SocketAddr::new(IpAddr::V4(IMPOSTOR_IP), PORT);
         let group = IpAddr::V4(ibacm_urdma::discovery::wire::V4_GROUP);
-        for to in 0..self.hosts.len() {
-            if self.hosts[to].engine.is_some() {
-                for delay in self.net.fate(&mut self.rng) {
-                    let ev = Event::Deliver {
-                        to,
-                        from,
-                        to_ip: group,
-                        bytes: bytes.clone(),
-                    };
-                    self.queue.push(self.now + delay, ev);
-                }
-            }
-        }
+        self.send_to_group(None, from, group, &bytes);
     }
 
     /// A datagram the impostor received, from `from`: a query for a name

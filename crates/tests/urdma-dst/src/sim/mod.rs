@@ -28,6 +28,9 @@ use std::time::{Duration, Instant};
 pub use tuning::{Faults, Tuning};
 
 pub const PORT: u16 = 6126;
+/// Where the impostor (`hostile.rs`) receives unicast: an address of the
+/// segment that no simulated host holds.
+pub const IMPOSTOR_IP: Ipv4Addr = Ipv4Addr::new(10, 0, 255, 66);
 pub(crate) const MS: u64 = 1_000_000;
 /// How long the system's resolver takes to say it knows no such name.
 pub(crate) const NSS_DELAY: u64 = MS;
@@ -517,7 +520,7 @@ impl Sim {
         to: SocketAddr,
         bytes: Vec<u8>,
     ) {
-        if to.ip() == IpAddr::V4(crate::hostile::IMPOSTOR_IP) {
+        if to.ip() == IpAddr::V4(IMPOSTOR_IP) {
             if to.port() == PORT && !self.net.fate(&mut self.rng).is_empty() {
                 self.impostor_hears(from, &bytes);
             }

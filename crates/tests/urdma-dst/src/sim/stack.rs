@@ -180,25 +180,40 @@ impl Sim {
                 if !self.stolen.is_empty() {
                     self.impostor_hears(from, &bytes);
                 }
-                for to in 0..self.hosts.len() {
-                    if to != h && self.hosts[to].engine.is_some() && self.reachable(h, to) {
-                        // (No draw without group loss: every other run
-                        // replays as it did.)
-                        let loss = self.net.group_loss;
-                        if loss > 0.0 && self.rng.chance(loss) {
-                            continue;
-                        }
-                        for delay in self.net.fate(&mut self.rng) {
-                            let ev = Event::Deliver {
-                                to,
-                                from,
-                                to_ip: group,
-                                bytes: bytes.clone(),
-                            };
-                            self.queue.push(self.now + delay, ev);
-                        }
-                    }
-                }
+                self.send_to_group(Some(h), from, group, &bytes);
+            }
+        }
+    }
+
+    /// Delivers a datagram sent to `group` from `from` to every host that
+    /// is up, but its sender (if a host, only those it can reach), each
+    /// copy to its own fate.
+    pub(crate) fn send_to_group(
+        &mut self,
+        sender: Option<usize>,
+        from: SocketAddr,
+        group: IpAddr,
+        bytes: &[u8],
+    ) {
+        for to in 0..self.hosts.len() {
+            let reaches = sender.is_none_or(|h| to != h && self.reachable(h, to));
+            if !reaches || self.hosts[to].engine.is_none() {
+                continue;
+            }
+            // (No draw without group loss: every other run replays as it
+            // did.)
+            let loss = self.net.group_loss;
+            if loss > 0.0 && self.rng.chance(loss) {
+                continue;
+            }
+            for delay in self.net.fate(&mut self.rng) {
+                let ev = Event::Deliver {
+                    to,
+                    from,
+                    to_ip: group,
+                    bytes: bytes.to_vec(),
+                };
+                self.queue.push(self.now + delay, ev);
             }
         }
     }
