@@ -311,6 +311,12 @@ fn a_host_restarting_with_a_new_gid_is_followed_by_its_peers() {
     );
     let took = poll_until_resolved(&a, &["-f", "i", "-d", "10.0.0.3"], &new.gid());
     eprintln!("A followed C to its new GID after {took:?}");
+    // C announces itself 50 ms after its port is up, and A checks at once.
+    // (Its worker slept through its first second: 530 ms here.)
+    assert!(
+        took < Duration::from_millis(400),
+        "A followed C only after {took:?}: C's first announcement was late"
+    );
     resolve_node(&a, Node::A, new, &["-f", "i", "-d", "10.0.0.3"]);
     // The announcement moved C's other names with it.
     resolve_node(

@@ -86,7 +86,10 @@ impl<D: Daemon + Copy + 'static> Runtime<D> {
             engine: Mutex::new(Engine::new(daemon, cfg, hosts)),
             daemon,
             outbox: Mutex::default(),
-            worker_due: AtomicU64::new(0),
+            // Until the worker says when it wakes, any deadline is
+            // earlier: its first sleep (a second, with no deadline yet)
+            // held back the first announcement after a start by up to that.
+            worker_due: AtomicU64::new(u64::MAX),
             epoch: Instant::now(),
             net: OnceLock::new(),
             hosts_loaded: stamp,
