@@ -444,7 +444,7 @@ fn storm(fleet: &[Host], restart: usize) {
                         "--duration",
                         "25",
                         "--interval-ms",
-                        "40",
+                        "160",
                         "--timeout",
                         "10",
                         "--verbose",
