@@ -420,12 +420,14 @@ fn storm(fleet: &[Host], restart: usize) {
             .map_or(0, |d| d.as_millis() as u64)
     };
     // Every survivor asks for the restarted ones in a steady trickle, on
-    // four connections one every 40 ms each (every one of them every
-    // 0.32 s; a connection waiting for a lookup holds up a quarter of
-    // them), from before the restart until well after, and notes when
-    // each answer came: one load generator each, so that starting
-    // processes does not count. (A connection per restarted daemon, 7,168
-    // at 256 daemons, was more than the machine could start.)
+    // four connections one every 160 ms each (every one of them about every
+    // 1.3 s; a connection waiting for a lookup holds up a quarter of them),
+    // from before the restart until well after, and notes when each answer
+    // came: one load generator each, so that starting processes does not
+    // count. (A connection per restarted daemon, 7,168 at 256 daemons, was
+    // more than the machine could start; one request every 40 ms each,
+    // 22,400 a second from 224 survivors, left the restarted daemons' own
+    // replies seconds late on two cores.)
     let follow: Vec<Option<Duration>> = std::thread::scope(|s| {
         let asking: Vec<_> = fleet[restart..]
             .iter()
