@@ -107,8 +107,8 @@ fn sent(host: &Host) -> u64 {
 /// Datagrams the kernel of `host`'s namespace dropped for a full socket
 /// receive buffer, IPv4 and IPv6.
 fn rcvbuf_errors(host: &Host) -> u64 {
-    let (_, v4) = host.exec(&["cat", "/proc/net/snmp"]);
-    let udp: Vec<&str> = v4.lines().filter(|l| l.starts_with("Udp:")).collect();
+    let (_, text) = host.exec(&["cat", "/proc/net/snmp", "/proc/net/snmp6"]);
+    let udp: Vec<&str> = text.lines().filter(|l| l.starts_with("Udp:")).collect();
     let v4_errors = match udp[..] {
         [names, values, ..] => names
             .split_whitespace()
@@ -118,8 +118,7 @@ fn rcvbuf_errors(host: &Host) -> u64 {
             .unwrap_or(0),
         _ => 0,
     };
-    let (_, v6) = host.exec(&["cat", "/proc/net/snmp6"]);
-    let v6_errors: u64 = v6
+    let v6_errors: u64 = text
         .lines()
         .find_map(|l| l.strip_prefix("Udp6RcvbufErrors"))
         .and_then(|v| v.trim().parse().ok())
@@ -482,10 +481,12 @@ fn storm(fleet: &[Host], restart: usize) {
             })
             .collect()
     });
-    let mut took: Vec<Duration> = follow.iter().flatten().copied().collect();
-    took.sort();
-    let pct =
-        |p: f64| took.get(((took.len() as f64 * p) as usize).min(took.len().saturating_sub(1)));
+    let mut took: Vec<u64> = follow
+        .iter()
+        .flatten()
+        .map(|d| d.as_micros() as u64)
+        .collect();
+    took.sort_unstable();
     println!(
         "## restart storm: {restart} daemons back at once with new GIDs, {} survivors asking\n",
         hosts - restart
@@ -496,15 +497,18 @@ fn storm(fleet: &[Host], restart: usize) {
         took.len(),
         hosts - restart
     );
-    for (what, d) in [("p50", pct(0.5)), ("p99", pct(0.99)), ("last", took.last())] {
-        if let Some(d) = d {
-            println!("| followed, {what} | {:.2} s |", d.as_secs_f64());
+    if !took.is_empty() {
+        for (what, q) in [("p50", 0.5), ("p99", 0.99), ("last", 1.0)] {
+            println!("| followed, {what} | {:.2} s |", quantile(&took, q));
         }
     }
     println!(
         "| within the bound ({:.0} s) | {} |\n",
         FOLLOW_BOUND.as_secs_f64(),
-        took.len() == hosts - restart && took.last().is_none_or(|d| *d <= FOLLOW_BOUND)
+        took.len() == hosts - restart
+            && took
+                .last()
+                .is_none_or(|us| *us <= FOLLOW_BOUND.as_micros() as u64)
     );
 }
 

@@ -69,13 +69,13 @@ pub(super) struct Announcer {
     /// Withdrawals are waiting; their time is set at the next timer.
     withdraw_asked: bool,
     /// When this host announces itself because another endpoint announced
-    /// one of its names, and when it last did.
+    /// one of its names, or because a host that cannot have heard its
+    /// announcements joined.
     defend_at: Option<Instant>,
-    defended_at: Option<Instant>,
-    /// When this host announces itself because a host that cannot have
-    /// heard its announcements joined, and when it last did.
     welcome_at: Option<Instant>,
-    welcomed_at: Option<Instant>,
+    /// When it last announced itself for either (one announcement answers
+    /// both, so their paces count from it).
+    answered_at: Option<Instant>,
     /// When this host's endpoints last changed (its announcements began).
     changed_at: Option<Instant>,
     /// Endpoints answered so, lately.
@@ -93,9 +93,8 @@ impl Default for Announcer {
             queue_at: None,
             withdraw_asked: false,
             defend_at: None,
-            defended_at: None,
             welcome_at: None,
-            welcomed_at: None,
+            answered_at: None,
             changed_at: None,
             defended: Expiring::new(MAX_DEFENDED),
         }
@@ -194,8 +193,7 @@ impl Announcer {
         }
         if scheduled || soon {
             if soon {
-                self.defended_at = Some(now);
-                self.welcomed_at = Some(now);
+                self.answered_at = Some(now);
             }
             self.defend_at = None;
             self.welcome_at = None;
@@ -223,7 +221,7 @@ impl Announcer {
         }
         self.defended.insert(gid, (), Some(now + DEFEND_AGAIN));
         if self.defend_at.is_none() {
-            let paced = self.defended_at.map(|t| t + DEFEND_DELAY);
+            let paced = self.answered_at.map(|t| t + DEFEND_DELAY);
             self.defend_at = Some(paced.map_or(now, |t| t.max(now)));
         }
         true
@@ -244,7 +242,7 @@ impl Announcer {
             return;
         }
         let at = now + after.min(WELCOME_WITHIN);
-        let paced = self.welcomed_at.map(|t| t + WELCOME_EVERY);
+        let paced = self.answered_at.map(|t| t + WELCOME_EVERY);
         self.welcome_at = Some(paced.map_or(at, |t| t.max(at)));
     }
 

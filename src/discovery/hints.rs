@@ -63,13 +63,19 @@ impl Hints {
         }
     }
 
-    /// An announcement heard on a group: the endpoint `gid` holds `name`,
-    /// and the announcement came from `from`, one of its addresses. True
-    /// if no announcement of that endpoint was heard before.
-    pub fn heard(&mut self, name: &Address, gid: Gid, from: IpAddr, now: Instant) -> bool {
-        let expires = self.lifetime.map(|d| now + d);
+    /// Endpoint `gid` announced names on a group; true if none of its
+    /// announcements was heard before.
+    pub fn endpoint_heard(&mut self, gid: Gid, now: Instant) -> bool {
         let new = self.endpoints.get_live(&gid, now).is_none();
-        self.endpoints.insert(gid, (), expires);
+        self.endpoints
+            .insert(gid, (), self.lifetime.map(|d| now + d));
+        new
+    }
+
+    /// An announcement heard on a group: the endpoint `gid` holds `name`,
+    /// and the announcement came from `from`, one of its addresses.
+    pub fn heard(&mut self, name: &Address, gid: Gid, from: IpAddr, now: Instant) {
+        let expires = self.lifetime.map(|d| now + d);
         let next = match self.table.get_live(name, now).cloned() {
             None => Hint::Held {
                 gid,
@@ -107,7 +113,6 @@ impl Hints {
             Some(Hint::Disputed) => Hint::Disputed,
         };
         self.table.insert(name.clone(), next, expires);
-        new
     }
 
     /// An announcement heard on a group withdrew `name` from endpoint

@@ -376,6 +376,18 @@ impl Discovery {
                 continue;
             }
             let from_record = group && record.addresses().iter().any(|w| *w.address() == source);
+            let names = record
+                .addresses()
+                .iter()
+                .any(|w| matches!(w.address(), Address::Name(_)));
+            if from_record
+                && names
+                && !a.withdrawn()
+                && self.hints.endpoint_heard(record.gid(), now)
+            {
+                let jitter = self.inflight.new_txid().get() % WELCOME_WITHIN.as_millis() as u64;
+                self.announcer.welcome(Duration::from_millis(jitter), now);
+            }
             for w in record.addresses() {
                 let key = w.address();
                 let hint = match self.state.learned.get(key) {
@@ -393,10 +405,7 @@ impl Discovery {
                     self.hints.withdrawn(key, record.gid());
                     continue;
                 }
-                if self.hints.heard(key, record.gid(), from.ip(), now) {
-                    let jitter = self.inflight.new_txid().get() % WELCOME_WITHIN.as_millis() as u64;
-                    self.announcer.welcome(Duration::from_millis(jitter), now);
-                }
+                self.hints.heard(key, record.gid(), from.ip(), now);
                 if local.holder(key).is_some() && self.announcer.defend(record.gid(), now) {
                     log::info!(
                         "discovery: {key} is ours, but {} at {from} announced it; announcing ours",

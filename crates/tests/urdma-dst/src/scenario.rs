@@ -415,8 +415,8 @@ pub fn impostor(seed: u64) -> Impostor {
             o.others_right += 1;
         }
     }
-    o.stolen_asked =
-        o.stolen_answered + sim.pending.values().filter(|p| p.dest == 3).count() as u64;
-    o.others_asked = 2 * 8;
+    let pending = |dest| sim.pending.values().filter(|p| p.dest == dest).count() as u64;
+    o.stolen_asked = o.stolen_answered + pending(3);
+    o.others_asked = sim.answers.iter().filter(|a| a.1 == 5).count() as u64 + pending(5);
     o
 }

@@ -291,6 +291,7 @@ fn an_impostor_announcing_a_name_on_the_group_never_gets_it_answered_with_its_gi
         assert_eq!(o.wrong, 0, "seed {seed}: {o:?}");
         assert_eq!(o.stolen_answered, o.stolen_asked, "seed {seed}: {o:?}");
         assert_eq!(o.stolen_asked, 2 * 8, "seed {seed}: {o:?}");
+        assert_eq!(o.others_asked, 2 * 8, "seed {seed}: {o:?}");
         assert_eq!(o.others_right, o.others_asked, "seed {seed}: {o:?}");
     }
 }

@@ -87,42 +87,47 @@ pub fn resolve_all(
     load_ok(host, &args, Duration::from_secs(60), &want)
 }
 
-/// `dest -> dgid` from the `--verbose` lines of `urdma-load`.
+/// The per-request lines of a `--verbose` run of `urdma-load`.
+fn verbose_lines(out: &str) -> impl Iterator<Item = &str> {
+    out.lines().filter(|l| l.starts_with("tid="))
+}
+
+/// The value of `key=` (`key` given with its `=`) in a `--verbose` line.
+fn field<'a>(line: &'a str, key: &str) -> Option<&'a str> {
+    line.split_whitespace().find_map(|kv| kv.strip_prefix(key))
+}
+
 /// The time each request of a `--verbose` run took, in microseconds.
 pub fn verbose_us(out: &str) -> Vec<u64> {
-    out.lines()
-        .filter(|l| l.starts_with("tid="))
-        .filter_map(|l| l.split_whitespace().find_map(|kv| kv.strip_prefix("us=")))
-        .filter_map(|us| us.parse().ok())
+    verbose_lines(out)
+        .filter_map(|l| field(l, "us=")?.parse().ok())
         .collect()
 }
 
 /// The replies of a `--verbose` run in the order they came: destination,
 /// DGID (`-` for a failure) and wall-clock time in ms since the epoch.
 pub fn verbose_timeline(out: &str) -> Vec<(String, String, u64)> {
-    out.lines()
-        .filter(|l| l.starts_with("tid="))
+    verbose_lines(out)
         .filter_map(|l| {
-            let field = |k: &str| l.split_whitespace().find_map(|kv| kv.strip_prefix(k));
-            let at = field("at=")?.parse().ok()?;
-            Some((field("dest=")?.to_string(), field("dgid=")?.to_string(), at))
+            let at = field(l, "at=")?.parse().ok()?;
+            Some((
+                field(l, "dest=")?.to_string(),
+                field(l, "dgid=")?.to_string(),
+                at,
+            ))
         })
         .collect()
 }
 
+/// `dest -> dgid` from the `--verbose` lines of `urdma-load`.
 pub fn verbose_dgids(out: &str) -> BTreeMap<String, Vec<String>> {
     let mut by_dest: BTreeMap<String, Vec<String>> = BTreeMap::new();
-    for l in out.lines().filter(|l| l.starts_with("tid=")) {
-        let field = |k: &str| {
-            l.split_whitespace()
-                .find_map(|kv| kv.strip_prefix(k))
-                .unwrap_or("")
-                .to_string()
-        };
+    for l in verbose_lines(out) {
+        let value = |k: &str| field(l, k).unwrap_or("").to_string();
         by_dest
-            .entry(field("dest="))
+            .entry(value("dest="))
             .or_default()
-            .push(field("dgid="));
+            .push(value("dgid="));
     }
     by_dest
 }

@@ -32,39 +32,36 @@ pub struct NeighbourLimits {
 
 impl NeighbourLimits {
     /// Room for `entries` neighbours per family: `gc_thresh3` at least
-    /// twice that and `gc_thresh2` at least `entries`, never lowered.
-    /// Prints what it changed.
+    /// twice that and `gc_thresh2` at least `entries`, and a backlog of as
+    /// many, never lowered. Prints what it changed.
     pub fn at_least(entries: u64) -> NeighbourLimits {
-        let mut saved = Vec::new();
-        for family in FAMILIES {
-            for (knob, want) in KNOBS.iter().zip([entries, 2 * entries]) {
-                let p = path(family, knob);
-                let Some(was) = read(&p) else { continue };
-                if was >= want {
-                    continue;
-                }
-                match fs::write(&p, want.to_string()) {
-                    Ok(()) => {
-                        println!("(neighbour table: {p} raised from {was} to {want} for this run)");
-                        saved.push((p, was));
-                    }
-                    Err(e) => println!("(neighbour table: cannot raise {p} from {was}: {e})"),
-                }
-            }
-        }
+        let mut wanted: Vec<(String, u64)> = FAMILIES
+            .iter()
+            .flat_map(|family| {
+                KNOBS
+                    .iter()
+                    .zip([entries, 2 * entries])
+                    .map(move |(knob, want)| (path(family, knob), want))
+            })
+            .collect();
         // Room for the copies of as many broadcasts at once as there are
         // namespaces (entries: about one per pair of them).
-        let backlog = "/proc/sys/net/core/netdev_max_backlog".to_string();
-        let want = entries.min(1 << 20);
-        if let Some(was) = read(&backlog).filter(|w| *w < want) {
-            match fs::write(&backlog, want.to_string()) {
+        wanted.push((
+            "/proc/sys/net/core/netdev_max_backlog".to_string(),
+            entries.min(1 << 20),
+        ));
+        let mut saved = Vec::new();
+        for (p, want) in wanted {
+            let Some(was) = read(&p) else { continue };
+            if was >= want {
+                continue;
+            }
+            match fs::write(&p, want.to_string()) {
                 Ok(()) => {
-                    println!(
-                        "(neighbour table: {backlog} raised from {was} to {want} for this run)"
-                    );
-                    saved.push((backlog, was));
+                    println!("(neighbour table: {p} raised from {was} to {want} for this run)");
+                    saved.push((p, was));
                 }
-                Err(e) => println!("(neighbour table: cannot raise {backlog} from {was}: {e})"),
+                Err(e) => println!("(neighbour table: cannot raise {p} from {was}: {e})"),
             }
         }
         let undo_saved = saved.clone();
