@@ -87,7 +87,7 @@ fn hits(e: &mut Engine<NullDaemon>, addr: AddressId, n: u32, iters: u64) {
         i = (i + 40_503) % n;
         msg.0[24..28].copy_from_slice(&ip(i));
         msg.0[8..16].copy_from_slice(&tid.to_ne_bytes());
-        let answered = e.resolve_in_place(addr, black_box(&mut msg), tid, Instant::now());
+        let answered = e.resolve_in_place(addr, black_box(&mut msg), tid, Instant::now);
         black_box(answered);
     }
 }

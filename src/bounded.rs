@@ -75,6 +75,11 @@ impl<K> Order<K> {
         self.items.len()
     }
 
+    /// Every item, live or stale, oldest first.
+    pub fn items(&self) -> impl Iterator<Item = &(u64, K)> {
+        self.items.iter()
+    }
+
     pub fn is_empty(&self) -> bool {
         self.items.is_empty()
     }

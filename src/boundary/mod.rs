@@ -372,7 +372,7 @@ unsafe extern "C" fn resolve(addr_context: *mut c_void, msg: *mut acm_msg, id: u
         answer(
             "resolve",
             msg,
-            |e, m| e.resolve_in_place(from_ctx(addr_context), m, id, Instant::now()),
+            |e, m| e.resolve_in_place(from_ctx(addr_context), m, id, Instant::now),
             |m| m.make_resolve_error(ACM_STATUS_ENOMEM as u8),
             |d, reply| d.resolve_response(id, reply),
         )

@@ -148,6 +148,7 @@ impl<D: Daemon> Engine<D> {
         let [lookup, announce] = self.discovery.deadlines(self.clock);
         self.timers.set(Timer::Lookup, lookup);
         self.timers.set(Timer::Announce, announce);
+        self.timers.set(Timer::Review, self.cache.next_review());
         Effects {
             replies: std::mem::take(&mut self.replies),
             datagrams: self.discovery.take_datagrams(),
@@ -378,9 +379,21 @@ impl<D: Daemon> Engine<D> {
         self.discovery.disable();
     }
 
+    /// Says whether whatever runs the engine calls [`Engine::on_timers`]
+    /// by each deadline it reports. Until it says so, every cache hit
+    /// reads the clock; from then on, a hit on a path far from the end of
+    /// its lifetimes does not (the timers take it off that way in time).
+    pub fn set_timers_run(&mut self, run: bool, now: Instant) {
+        self.input(now);
+        self.cache.set_reviewed(run, now);
+    }
+
     /// Retries, stage changes, announcements and sweeps that are due.
     pub fn on_timers(&mut self, now: Instant) {
         self.input(now);
+        if self.timers.get(Timer::Review).is_some_and(|t| now >= t) {
+            self.cache.review(now);
+        }
         self.discovery.on_timers(&self.local, now);
         self.apply(now);
         if self.timers.get(Timer::Sweep).is_none_or(|t| now >= t) {

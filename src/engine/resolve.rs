@@ -63,13 +63,17 @@ impl<D: Daemon> Engine<D> {
         now: Instant,
     ) -> Option<MsgBuf> {
         let mut msg = req.clone();
-        self.resolve_in_place(addr, &mut msg, id, now)
+        self.resolve_in_place(addr, &mut msg, id, || now)
             .then_some(msg)
     }
 
     /// [`Engine::resolve`] without copies: `msg` is the request and, when
     /// this returns true, the reply to send. False: the engine holds a copy
     /// of the request and answers it later.
+    ///
+    /// `now` is read only if the request is not a hit on a fresh path (see
+    /// [`crate::request::cache::Cache`]): the clock is the largest cost a
+    /// hit would have had.
     ///
     /// Inlined into the daemon's callback, its one caller there: one call
     /// frame less per request.
@@ -79,31 +83,33 @@ impl<D: Daemon> Engine<D> {
         addr: AddressId,
         msg: &mut MsgBuf,
         id: u64,
-        now: Instant,
+        now: impl FnOnce() -> Instant,
     ) -> bool {
         let Some((ep, slot)) = self.source(addr) else {
             log::error!("resolve for an address context this provider does not know");
             msg.make_resolve_error(ACM_STATUS_ESRCADDR as u8);
             return true;
         };
-        let parsed = ResolveRequest::parse(msg);
         // Most requests: an address whose path is cached. Its encoding goes
         // from the entry straight into the reply (a success: nothing for
-        // count_status to count). Read where the parser left it: moving the
-        // request out first copied all of it.
+        // count_status to count). Nothing of this parse outlives the hit: the
+        // rest parses again rather than have every hit keep the whole
+        // request on its stack.
         if let Ok(ResolveRequest {
             target: Target::Address(a),
             echo_source,
             ..
-        }) = &parsed
+        }) = ResolveRequest::parse(msg)
         {
-            if let Some(e) = self.cache.hit_entry(ep, *a, now) {
-                msg.make_resolve_success(&e.wire, *echo_source);
+            if let Some(e) = self.cache.fresh_entry(ep, a) {
+                msg.make_resolve_success(&e.wire, echo_source);
                 self.bump_hit(slot);
                 return true;
             }
         }
+        let parsed = ResolveRequest::parse(msg);
         self.bump(slot, Counter::Resolve);
+        let now = now();
         self.input(now);
         match parsed {
             Ok(r) => match (r.echo_source, self.route(ep, r, Some((id, msg)), now)) {
@@ -304,7 +310,7 @@ impl<D: Daemon> Engine<D> {
             self.cfg.route_timeout.duration().map(|d| now + d),
         );
         let wire = entry.wire;
-        self.cache.insert(ep, key, entry);
+        self.cache.insert(ep, key, entry, now);
         Ok((path, wire))
     }
 

@@ -35,6 +35,8 @@ fn fixture_with(cfg: Config, port0: PortInfo) -> Fixture {
     let (hosts, d) = Hosts::parse(hosts, "hosts");
     assert!(d.is_empty());
     let mut e = Engine::new(FakeDaemon::default(), cfg, hosts);
+    // As the runtime's worker and the simulation do.
+    e.set_timers_run(true, Instant::now());
     let dev = e.open_device(0x505400fffe123456);
     let port0 = e.open_port(dev, port0).unwrap();
     let ep = e.open_endpoint(port0, 0xffff).unwrap();
@@ -500,4 +502,44 @@ impl<D: Daemon> Engine<D> {
     pub(crate) fn next_wake(&mut self) -> Option<Instant> {
         self.polled().deadline
     }
+}
+
+#[test]
+fn a_hit_reads_no_clock_and_no_path_outlives_its_lifetime() {
+    let cfg = Config {
+        addr_timeout: Lifetime::Minutes(1),
+        ..Config::default()
+    };
+    let mut f = fixture_with(cfg, port(GID0));
+    let t0 = Instant::now();
+    let req = request(&[dest(ACM_ADDRESS_NAME, b"node3")], false, 1);
+    let at = |e: &mut Engine<FakeDaemon>, secs: f64| {
+        let mut m = req.clone();
+        assert!(e.resolve_in_place(f.ip, &mut m, 1, || t0 + Duration::from_secs_f64(secs)));
+        reply_path(&Response(m))
+    };
+    let first = at(&mut f.e, 0.0);
+    let deadline = f.e.poll().and_then(|fx| fx.deadline);
+    let review = f.e.timers.get(Timer::Review);
+    assert_eq!(
+        review,
+        Some(t0 + Duration::from_secs(59)),
+        "the lead before 60 s"
+    );
+    assert!(deadline.is_some_and(|d| d <= t0 + Duration::from_secs(59)));
+    let mut m = req.clone();
+    let blind =
+        f.e.resolve_in_place(f.ip, &mut m, 1, || unreachable!("a hit read the clock"));
+    assert!(blind);
+    assert_eq!(reply_path(&Response(m)), first);
+    // The worker runs the review; from then on the clock decides.
+    f.e.on_timers(t0 + Duration::from_secs(59));
+    assert_eq!(at(&mut f.e, 59.5), first, "still cached at 59.5 s");
+    assert_eq!(f.e.counters(f.ep).unwrap()[Counter::AddrQuery as usize], 1);
+    at(&mut f.e, 60.5);
+    assert_eq!(
+        f.e.counters(f.ep).unwrap()[Counter::AddrQuery as usize],
+        2,
+        "looked up again once the address lifetime ended"
+    );
 }

@@ -14,9 +14,12 @@ pub enum Timer {
     Announce,
     /// What expired leaves the destination cache and discovery's tables.
     Sweep,
+    /// Cached paths near the end of a lifetime stop being hits without
+    /// the clock.
+    Review,
 }
 
-const TIMERS: usize = 3;
+const TIMERS: usize = 4;
 
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Timers([Option<Instant>; TIMERS]);

@@ -6,7 +6,15 @@ use crate::bounded::Order;
 use crate::fastmap::Map;
 use crate::handle::EndpointId;
 use crate::request::path::{Dest, PathRecord, PATH_RECORD_LEN};
-use std::time::Instant;
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
+use std::time::{Duration, Instant};
+
+/// How long before either lifetime of an entry ends a hit stops answering
+/// it without reading the clock. The engine's timers take the entry off
+/// that path by then ([`Cache::review`]); what runs them may be this late
+/// and still no path is answered past its lifetime.
+pub const REVIEW_LEAD: Duration = Duration::from_secs(1);
 
 #[derive(Clone, Debug)]
 pub struct CacheEntry {
@@ -22,6 +30,9 @@ pub struct CacheEntry {
     pub route_expires: Option<Instant>,
     /// Its place in the cache's insertion order.
     seq: u64,
+    /// A hit may answer it without reading the clock: neither lifetime
+    /// ends within [`REVIEW_LEAD`] of the last review.
+    fresh: bool,
 }
 
 impl CacheEntry {
@@ -39,6 +50,7 @@ impl CacheEntry {
             addr_expires,
             route_expires,
             seq: 0,
+            fresh: false,
         }
     }
 }
@@ -87,6 +99,13 @@ impl Table {
         self.names.get(std::str::from_utf8(lower).ok()?)
     }
 
+    fn get_mut(&mut self, a: &Address) -> Option<&mut CacheEntry> {
+        match key(a) {
+            Ok(k) => self.fixed.get_mut(&k),
+            Err(n) => self.names.get_mut(n),
+        }
+    }
+
     fn remove(&mut self, a: &Address) -> Option<CacheEntry> {
         match key(a) {
             Ok(k) => self.fixed.remove(&k),
@@ -110,6 +129,31 @@ impl Table {
     }
 }
 
+/// When an entry must be taken off the clockless path: the first of its
+/// lifetimes' ends, [`REVIEW_LEAD`] early.
+struct Review {
+    at: Instant,
+    seq: u64,
+    key: (EndpointId, Address),
+}
+
+impl PartialEq for Review {
+    fn eq(&self, o: &Review) -> bool {
+        (self.at, self.seq) == (o.at, o.seq)
+    }
+}
+impl Eq for Review {}
+impl PartialOrd for Review {
+    fn partial_cmp(&self, o: &Review) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(o))
+    }
+}
+impl Ord for Review {
+    fn cmp(&self, o: &Review) -> std::cmp::Ordering {
+        (self.at, self.seq).cmp(&(o.at, o.seq))
+    }
+}
+
 /// What a lookup found.
 #[derive(Debug, PartialEq)]
 pub enum CacheLookup {
@@ -128,9 +172,17 @@ pub enum CacheLookup {
 /// is expiry order, the address lifetime being one configured value), so
 /// the sweep removes what expired in time proportional to what it removes,
 /// and a full cache drops its oldest entry. Hits never touch the order.
+///
+/// Hits do not read the clock: an entry is answered as a hit while it is
+/// *fresh*, and the engine's timers end that ([`Cache::next_review`],
+/// [`Cache::review`]) [`REVIEW_LEAD`] before either of its lifetimes does;
+/// from then on [`Cache::lookup`] decides with the time. Without anything
+/// to run the timers ([`Cache::set_reviewed`] false) no entry is fresh.
 pub struct Cache {
     per_endpoint: Vec<(EndpointId, Table)>,
     order: Order<(EndpointId, Address)>,
+    reviews: BinaryHeap<Reverse<Review>>,
+    reviewed: bool,
     len: usize,
     cap: usize,
     /// Entries dropped to make room.
@@ -148,6 +200,8 @@ impl Cache {
         Cache {
             per_endpoint: Vec::new(),
             order: Order::default(),
+            reviews: BinaryHeap::new(),
+            reviewed: false,
             len: 0,
             cap: cap.max(1),
             evicted: 0,
@@ -166,17 +220,90 @@ impl Cache {
             .filter(|e| live(e.addr_expires, now) && live(e.route_expires, now))
     }
 
-    /// [`Cache::hit`] for the destination of a request, as it carries it.
+    /// The fresh entry of `ep` for the destination of a request, as it
+    /// carries it: a hit that needs no clock. Anything else (absent, or
+    /// near or past the end of a lifetime) is for [`Cache::lookup`].
     #[inline]
-    pub fn hit_entry(
-        &self,
-        ep: EndpointId,
-        dest: EntryAddress<'_>,
-        now: Instant,
-    ) -> Option<&CacheEntry> {
+    pub fn fresh_entry(&self, ep: EndpointId, dest: EntryAddress<'_>) -> Option<&CacheEntry> {
         let (_, map) = self.per_endpoint.iter().find(|(k, _)| *k == ep)?;
-        map.get_entry(dest)
-            .filter(|e| live(e.addr_expires, now) && live(e.route_expires, now))
+        map.get_entry(dest).filter(|e| e.fresh)
+    }
+
+    /// Whether the engine's timers run [`Cache::review`] by each
+    /// [`Cache::next_review`] from `now` on; while they do not, no entry is
+    /// fresh.
+    pub fn set_reviewed(&mut self, reviewed: bool, now: Instant) {
+        self.reviewed = reviewed;
+        self.reviews.clear();
+        for (_, t) in &mut self.per_endpoint {
+            t.fixed.values_mut().for_each(|e| e.fresh = false);
+            t.names.values_mut().for_each(|e| e.fresh = false);
+        }
+        if reviewed {
+            let live: Vec<_> = {
+                let tables = &self.per_endpoint;
+                self.order
+                    .items()
+                    .filter(|(seq, k)| Self::is_at(tables, *seq, k))
+                    .map(|(_, k)| k.clone())
+                    .collect()
+            };
+            for (ep, a) in live {
+                self.schedule(ep, &a, now);
+            }
+        }
+    }
+
+    /// Makes the entry of `ep` for `a` fresh if neither of its lifetimes
+    /// ends within [`REVIEW_LEAD`] of `now`, and schedules its review.
+    fn schedule(&mut self, ep: EndpointId, a: &Address, now: Instant) {
+        if !self.reviewed {
+            return;
+        }
+        let Some((_, t)) = self.per_endpoint.iter_mut().find(|(k, _)| *k == ep) else {
+            return;
+        };
+        let Some(e) = t.get_mut(a) else { return };
+        let ends = [e.addr_expires, e.route_expires];
+        // None: lifetimes without an end; Some(None): too early to tell.
+        let review = ends
+            .into_iter()
+            .flatten()
+            .min()
+            .map(|t| t.checked_sub(REVIEW_LEAD));
+        e.fresh = review.is_none_or(|t| t.is_some_and(|t| t > now));
+        if let (true, Some(Some(at))) = (e.fresh, review) {
+            let seq = e.seq;
+            self.reviews.push(Reverse(Review {
+                at,
+                seq,
+                key: (ep, a.clone()),
+            }));
+        }
+    }
+
+    /// When [`Cache::review`] next has an entry to take off the clockless
+    /// path (or an item of one since replaced: a harmless early call).
+    pub fn next_review(&self) -> Option<Instant> {
+        self.reviews.peek().map(|Reverse(r)| r.at)
+    }
+
+    /// Takes off the clockless path every entry whose review is due.
+    pub fn review(&mut self, now: Instant) {
+        while let Some(Reverse(r)) = self.reviews.peek() {
+            if r.at > now {
+                break;
+            }
+            let Some(Reverse(r)) = self.reviews.pop() else {
+                break;
+            };
+            let (ep, a) = &r.key;
+            if let Some((_, t)) = self.per_endpoint.iter_mut().find(|(k, _)| k == ep) {
+                if let Some(e) = t.get_mut(a).filter(|e| e.seq == r.seq) {
+                    e.fresh = false;
+                }
+            }
+        }
     }
 
     pub fn lookup(&mut self, ep: EndpointId, dest: &Address, now: Instant) -> CacheLookup {
@@ -198,7 +325,9 @@ impl Cache {
         }
     }
 
-    pub fn insert(&mut self, ep: EndpointId, dest: Address, mut entry: CacheEntry) {
+    /// Caches `entry` at `now`; fresh if the timers are run and neither
+    /// lifetime ends within [`REVIEW_LEAD`].
+    pub fn insert(&mut self, ep: EndpointId, dest: Address, mut entry: CacheEntry, now: Instant) {
         let i = match self.per_endpoint.iter().position(|(k, _)| *k == ep) {
             Some(i) => i,
             None => {
@@ -207,6 +336,7 @@ impl Cache {
             }
         };
         entry.seq = self.order.stamp((ep, dest.clone()));
+        let key = self.reviewed.then(|| dest.clone());
         if self.per_endpoint[i].1.insert(dest, entry).is_none() {
             self.len += 1;
             if self.len > self.cap && self.remove_oldest() {
@@ -216,6 +346,13 @@ impl Cache {
         let tables = &self.per_endpoint;
         self.order
             .compact(self.len, |seq, k| Self::is_at(tables, seq, k));
+        if self.reviews.len() > 2 * self.len + 64 {
+            self.reviews
+                .retain(|Reverse(r)| Self::is_at(tables, r.seq, &r.key));
+        }
+        if let Some(a) = key {
+            self.schedule(ep, &a, now);
+        }
     }
 
     /// The entry of `ep` for `a`.
@@ -293,6 +430,7 @@ impl Cache {
     pub fn flush_all(&mut self) {
         self.per_endpoint.clear();
         self.order.clear();
+        self.reviews.clear();
         self.len = 0;
     }
 
@@ -343,6 +481,7 @@ mod tests {
                 Some(now + Duration::from_secs(60)),
                 Some(now + Duration::from_secs(10)),
             ),
+            now,
         );
         assert_eq!(
             c.hit(ep(1), &dest, now).map(|e| e.wire),
@@ -369,14 +508,29 @@ mod tests {
             CacheLookup::Miss
         );
         assert!(c.is_empty(), "an expired binding is dropped");
-        c.insert(ep(1), dest.clone(), CacheEntry::new(path, to, None, None));
+        c.insert(
+            ep(1),
+            dest.clone(),
+            CacheEntry::new(path, to, None, None),
+            now,
+        );
         assert_eq!(
             c.lookup(ep(1), &dest, now + Duration::from_secs(1 << 30)),
             CacheLookup::Route(path, path.encode())
         );
-        c.insert(ep(2), dest.clone(), CacheEntry::new(path, to, None, None));
+        c.insert(
+            ep(2),
+            dest.clone(),
+            CacheEntry::new(path, to, None, None),
+            now,
+        );
         assert_eq!(c.evict(&dest), 2);
-        c.insert(ep(1), dest.clone(), CacheEntry::new(path, to, None, None));
+        c.insert(
+            ep(1),
+            dest.clone(),
+            CacheEntry::new(path, to, None, None),
+            now,
+        );
         assert_eq!(c.flush_endpoint(ep(1)), 1);
         assert_eq!(c.lookup(ep(1), &dest, now), CacheLookup::Miss);
     }
@@ -393,6 +547,7 @@ mod tests {
             Address::name("node2").unwrap(),
         ];
         let mut c = Cache::new(16);
+        c.set_reviewed(true, now);
         for (i, k) in keys.iter().enumerate() {
             let to = Dest {
                 gid: Default::default(),
@@ -404,6 +559,7 @@ mod tests {
                 ep(1),
                 k.clone(),
                 CacheEntry::new(PathRecord::default(), to, None, None),
+                now,
             );
         }
         assert_eq!(c.len(), keys.len());
@@ -422,15 +578,12 @@ mod tests {
         for (i, (k, (kind, info))) in keys.iter().zip(&entries).enumerate() {
             assert_eq!(c.hit(ep(1), k, now).map(|e| e.dest.lid), Some(i as u16));
             let e = EntryAddress::check(*kind, info).unwrap();
-            assert_eq!(
-                c.hit_entry(ep(1), e, now).map(|e| e.dest.lid),
-                Some(i as u16)
-            );
-            assert!(c.hit_entry(ep(2), e, now).is_none(), "keyed by endpoint");
+            assert_eq!(c.fresh_entry(ep(1), e).map(|e| e.dest.lid), Some(i as u16));
+            assert!(c.fresh_entry(ep(2), e).is_none(), "keyed by endpoint");
         }
         let (kind, info) = wire(acm_prov_sys::ACM_ADDRESS_NAME, b"node3");
         let other = EntryAddress::check(kind, &info).unwrap();
-        assert!(c.hit_entry(ep(1), other, now).is_none());
+        assert!(c.fresh_entry(ep(1), other).is_none());
         assert_eq!(c.evict(&Address::name("NODE2").unwrap()), 1);
         assert_eq!(c.evict(&keys[3]), 1);
         assert_eq!(c.len(), 3);
@@ -461,6 +614,7 @@ mod tests {
                 ep(1),
                 Address::Ip4([10, 0, 0, i].into()),
                 entry(u64::from(i) + 1),
+                now,
             );
         }
         assert_eq!((c.len(), c.evicted), (3, 2), "the two oldest made room");
@@ -475,8 +629,77 @@ mod tests {
         assert_eq!((c.len(), c.expired), (0, 2));
         // Replacing one destination again and again keeps the order small.
         for _ in 0..10_000 {
-            c.insert(ep(2), Address::Lid(5), entry(1000));
+            c.insert(ep(2), Address::Lid(5), entry(1000), now);
         }
         assert!(c.order.len() <= 2 * c.len() + 65);
+    }
+
+    /// The entry a request for `a` finds without a clock, if fresh.
+    fn fresh(c: &Cache, a: &Address) -> Option<u16> {
+        let (kind, info) = match a {
+            Address::Ip4(ip) => {
+                let mut info = [0; crate::addr::ADDR_LEN];
+                info[..4].copy_from_slice(&ip.octets());
+                (acm_prov_sys::ACM_ADDRESS_IP, info)
+            }
+            _ => unreachable!("IPv4 only here"),
+        };
+        let e = EntryAddress::check(kind, &info).unwrap();
+        c.fresh_entry(ep(1), e).map(|e| e.dest.lid)
+    }
+
+    #[test]
+    fn hits_skip_the_clock_only_until_a_review_near_the_end_of_a_lifetime() {
+        let now = Instant::now();
+        let secs = Duration::from_secs;
+        let entry = |lid: u16, addr: Option<u64>, route: Option<u64>| {
+            let to = Dest {
+                gid: Default::default(),
+                lid,
+                mtu: None,
+                rate: None,
+            };
+            CacheEntry::new(
+                PathRecord::default(),
+                to,
+                addr.map(|s| now + secs(s)),
+                route.map(|s| now + secs(s)),
+            )
+        };
+        let ip = |n: u8| Address::Ip4([10, 0, 0, n].into());
+        let mut c = Cache::new(64);
+        c.insert(ep(1), ip(1), entry(1, Some(60), Some(10)), now);
+        assert_eq!(fresh(&c, &ip(1)), None, "nothing runs the reviews yet");
+        c.set_reviewed(true, now);
+        assert_eq!(fresh(&c, &ip(1)), Some(1), "made fresh when they run");
+        assert_eq!(c.next_review(), Some(now + secs(10) - REVIEW_LEAD));
+        c.insert(ep(1), ip(2), entry(2, Some(3600), None), now);
+        c.insert(ep(1), ip(3), entry(3, None, None), now);
+        // A lifetime that ends within the lead is never answered blind.
+        c.insert(ep(1), ip(4), entry(4, Some(1), None), now);
+        assert_eq!(fresh(&c, &ip(4)), None);
+        c.review(now + secs(8));
+        assert_eq!(fresh(&c, &ip(1)), Some(1), "not due yet");
+        c.review(now + secs(9));
+        assert_eq!(fresh(&c, &ip(1)), None, "the route ends within the lead");
+        assert_eq!(
+            c.lookup(ep(1), &ip(1), now + secs(9)),
+            CacheLookup::Route(PathRecord::default(), PathRecord::default().encode()),
+            "still good when the clock is read"
+        );
+        assert_eq!(c.next_review(), Some(now + secs(3600) - REVIEW_LEAD));
+        // A replaced entry is not reviewed by its predecessor's item.
+        c.insert(ep(1), ip(2), entry(22, Some(7200), None), now);
+        c.review(now + secs(3600));
+        assert_eq!(fresh(&c, &ip(2)), Some(22));
+        assert_eq!(fresh(&c, &ip(3)), Some(3), "no end, no review");
+        // Replacing one entry again and again keeps the reviews few.
+        for _ in 0..10_000 {
+            c.insert(ep(1), ip(5), entry(5, Some(100), None), now);
+        }
+        assert!(c.reviews.len() <= 2 * c.len() + 65);
+        c.set_reviewed(false, now);
+        assert_eq!((fresh(&c, &ip(2)), fresh(&c, &ip(3))), (None, None));
+        assert_eq!(c.next_review(), None);
     }
 }

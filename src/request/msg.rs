@@ -75,10 +75,9 @@ impl<'a> ResolveRequest<'a> {
     /// already; the provider checks again rather than trust a length or an
     /// index it is about to use.
     ///
-    /// Inlined into the engine's request path, its one caller there: the
-    /// request is then built where it is used instead of being returned
-    /// through memory.
-    #[inline]
+    /// Inlined into the engine's request path: the request is then built
+    /// where it is used instead of being returned through memory.
+    #[inline(always)]
     pub fn parse(msg: &'a MsgBuf) -> Result<ResolveRequest<'a>, Rejected> {
         let count = check_shape(msg)?;
         if msg.entry_kind(0) == PATH_TYPE {

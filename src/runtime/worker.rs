@@ -49,6 +49,8 @@ pub fn spawn<D: Daemon + Copy + 'static>(
 fn recover<D: Daemon + Copy>(rt: &'static Runtime<D>, net: &Net) {
     let fx = {
         let mut e = lock(&rt.engine);
+        // Until the thread is back, nothing runs the timers.
+        e.set_timers_run(false, Instant::now());
         let answered = e.abandon_all(ACM_STATUS_ENOMEM as u8);
         log::error!("discovery thread: {answered} waiting requests answered with an error");
         let mut fx = rt.take_outbox();
@@ -67,6 +69,7 @@ fn run<D: Daemon + Copy>(
     let mut deadline = None;
     // Neighbour lookups waiting for their time (the kernel resolving).
     let mut neighbours: Vec<NeighbourJob> = Vec::new();
+    lock(&rt.engine).set_timers_run(true, Instant::now());
     while !stop.requested() {
         let now = Instant::now();
         let timeout = deadline
@@ -121,4 +124,5 @@ fn run<D: Daemon + Copy>(
         }
         perform(rt.daemon(), Some(net), &fx);
     }
+    lock(&rt.engine).set_timers_run(false, Instant::now());
 }

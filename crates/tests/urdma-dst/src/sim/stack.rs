@@ -96,6 +96,8 @@ impl Sim {
             e.set_buggify(Buggify::new(seed, &f.enabled, f.percent));
         }
         e.set_discovery_up(stack.families(), self.instant(self.now));
+        // Every deadline the engine reports gets its Event::Timer.
+        e.set_timers_run(true, self.instant(self.now));
         self.hosts[host].source = Some(source.expect("an address"));
         self.hosts[host].engine = Some(e);
         self.hosts[host].timer_at = None;
