@@ -11,7 +11,7 @@ use std::net::{Ipv4Addr, Ipv6Addr};
 pub const ADDR_LEN: usize = ACM_MAX_ADDRESS as usize;
 
 /// A 128-bit GID in network byte order.
-#[derive(Clone, Copy, PartialEq, Eq, Hash, Default)]
+#[derive(Clone, Copy, PartialEq, Eq, Hash, Default, PartialOrd, Ord)]
 pub struct Gid(pub [u8; 16]);
 
 impl Gid {
@@ -56,8 +56,9 @@ impl std::str::FromStr for Gid {
 }
 
 /// A resolvable address. Names compare case-insensitively, as the daemon
-/// matches them, so they are stored lower-cased.
-#[derive(Clone, PartialEq, Eq, Debug)]
+/// matches them, so they are stored lower-cased. Ordered only so that
+/// tables can sort by it.
+#[derive(Clone, PartialEq, Eq, Debug, PartialOrd, Ord)]
 pub enum Address {
     Name(Box<str>),
     Ip4(Ipv4Addr),

@@ -41,7 +41,7 @@ impl Discovery {
                 let learned = Learned::derived(eui64_gid(mac));
                 self.succeed(&job.dest.clone(), learned, now);
             }
-            None if now < l.deadline => {
+            None if now < l.deadline() => {
                 if !job.poked {
                     self.datagrams.push(Datagram::Unicast {
                         to: SocketAddr::new(job.ip, POKE_PORT),

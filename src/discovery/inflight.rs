@@ -8,7 +8,11 @@
 //! - ending a probe unlists it; ending a lookup ends its probes;
 //! - a probe that ended with a reply possibly still on its way is
 //!   remembered for one discovery stage, so that reply counts as late
-//!   ([`InFlight::is_late`]) rather than unsolicited.
+//!   ([`InFlight::is_late`]) rather than unsolicited;
+//! - every lookup's and probe's deadline is in one ordered index, so the
+//!   next one and the due ones are found without looking at the others
+//!   (a scan of every lookup at each poll made a burst of misses cost
+//!   time quadratic in its size).
 
 use super::state::{Learned, Probe, Purpose, Stage, MAX_CLAIMS};
 use crate::addr::Address;
@@ -17,6 +21,7 @@ use crate::config::Config;
 use crate::entropy::Seed;
 use crate::fastmap::Map;
 use crate::handle::EndpointId;
+use std::collections::BTreeSet;
 use std::net::SocketAddr;
 use std::num::NonZeroU64;
 use std::time::{Duration, Instant};
@@ -26,7 +31,8 @@ pub struct Lookup {
     pub stage: Stage,
     /// When the stage gives up: for discovery, `urdma_timeout ×
     /// (urdma_retries + 1)` after it began, however many hosts answered.
-    pub deadline: Instant,
+    /// Set through [`InFlight::set_lookup_deadline`], which indexes it.
+    deadline: Instant,
     /// The endpoint whose record the queries carry.
     pub endpoint: EndpointId,
     /// How the current stage ends if nothing binds: ENODATA while every
@@ -69,11 +75,26 @@ impl Lookup {
     pub fn probes(&self) -> &[NonZeroU64] {
         &self.probes
     }
+
+    pub fn deadline(&self) -> Instant {
+        self.deadline
+    }
+}
+
+/// A probe with its deadline: when it is sent again or given up. Set
+/// through [`InFlight::set_probe_deadline`], which indexes it.
+struct Timed {
+    probe: Probe,
+    deadline: Instant,
 }
 
 pub struct InFlight {
     lookups: Map<Address, Lookup>,
-    probes: Map<NonZeroU64, Probe>,
+    probes: Map<NonZeroU64, Timed>,
+    /// Every lookup's deadline, and every probe's: exactly those of the
+    /// tables.
+    lookup_deadlines: BTreeSet<(Instant, Address)>,
+    probe_deadlines: BTreeSet<(Instant, NonZeroU64)>,
     /// Checks in flight, by the address checked.
     checking: Map<Address, NonZeroU64>,
     ended: Expiring<NonZeroU64, ()>,
@@ -94,6 +115,8 @@ impl InFlight {
         InFlight {
             lookups: Map::default(),
             probes: Map::default(),
+            lookup_deadlines: BTreeSet::new(),
+            probe_deadlines: BTreeSet::new(),
             checking: Map::default(),
             ended: Expiring::new(cfg.max_lookups.saturating_mul(MAX_CLAIMS + 1)),
             late_window: timeout * (cfg.retries + 1),
@@ -143,15 +166,34 @@ impl InFlight {
     }
 
     pub fn start(&mut self, key: Address, lookup: Lookup) {
-        self.lookups.insert(key, lookup);
+        self.lookup_deadlines.insert((lookup.deadline, key.clone()));
+        if let Some(old) = self.lookups.insert(key.clone(), lookup) {
+            self.lookup_deadlines.remove(&(old.deadline, key));
+        }
+    }
+
+    pub fn set_lookup_deadline(&mut self, key: &Address, at: Instant) {
+        if let Some(l) = self.lookups.get_mut(key) {
+            let old = std::mem::replace(&mut l.deadline, at);
+            self.lookup_deadlines.remove(&(old, key.clone()));
+            self.lookup_deadlines.insert((at, key.clone()));
+        }
     }
 
     pub fn probe(&self, txid: NonZeroU64) -> Option<&Probe> {
-        self.probes.get(&txid)
+        self.probes.get(&txid).map(|t| &t.probe)
     }
 
     pub fn probe_mut(&mut self, txid: NonZeroU64) -> Option<&mut Probe> {
-        self.probes.get_mut(&txid)
+        self.probes.get_mut(&txid).map(|t| &mut t.probe)
+    }
+
+    pub fn set_probe_deadline(&mut self, txid: NonZeroU64, at: Instant) {
+        if let Some(t) = self.probes.get_mut(&txid) {
+            let old = std::mem::replace(&mut t.deadline, at);
+            self.probe_deadlines.remove(&(old, txid));
+            self.probe_deadlines.insert((at, txid));
+        }
     }
 
     pub fn checking(&self, key: &Address) -> bool {
@@ -162,9 +204,9 @@ impl InFlight {
         self.checking.len()
     }
 
-    /// Adds a probe, listed by the lookup it works for (a check: under the
-    /// address it checks).
-    pub fn add_probe(&mut self, txid: NonZeroU64, probe: Probe) {
+    /// Adds a probe due at `deadline`, listed by the lookup it works for (a
+    /// check: under the address it checks).
+    pub fn add_probe(&mut self, txid: NonZeroU64, probe: Probe, deadline: Instant) {
         match probe.purpose {
             Purpose::Check => {
                 self.checking.insert(probe.target.clone(), txid);
@@ -175,13 +217,16 @@ impl InFlight {
                 }
             }
         }
-        self.probes.insert(txid, probe);
+        self.probe_deadlines.insert((deadline, txid));
+        if let Some(old) = self.probes.insert(txid, Timed { probe, deadline }) {
+            self.probe_deadlines.remove(&(old.deadline, txid));
+        }
     }
 
     /// Ends a probe that was never answered and never will be (never sent,
     /// or its endpoint gone).
     pub fn remove_probe(&mut self, txid: NonZeroU64) -> Option<Probe> {
-        let p = self.probes.remove(&txid)?;
+        let p = self.take_probe(txid)?;
         match p.purpose {
             Purpose::Check => {
                 if self.checking.get(&p.target) == Some(&txid) {
@@ -212,17 +257,25 @@ impl InFlight {
             .map(|l| std::mem::take(&mut l.probes))
             .unwrap_or_default();
         for t in txids {
-            self.probes.remove(&t);
+            self.take_probe(t);
             self.remember_ended(t, now);
         }
+    }
+
+    /// Takes probe `txid` out of the table and the index, and nothing else.
+    fn take_probe(&mut self, txid: NonZeroU64) -> Option<Probe> {
+        let t = self.probes.remove(&txid)?;
+        self.probe_deadlines.remove(&(t.deadline, txid));
+        Some(t.probe)
     }
 
     /// Ends a lookup with its probes, none of which can be answered any
     /// more (its endpoint closed).
     pub fn remove_lookup(&mut self, key: &Address) -> Option<Lookup> {
         let l = self.lookups.remove(key)?;
+        self.lookup_deadlines.remove(&(l.deadline, key.clone()));
         for t in &l.probes {
-            self.probes.remove(t);
+            self.take_probe(*t);
         }
         Some(l)
     }
@@ -250,6 +303,8 @@ impl InFlight {
     pub fn clear(&mut self) {
         self.lookups.clear();
         self.probes.clear();
+        self.lookup_deadlines.clear();
+        self.probe_deadlines.clear();
         self.checking.clear();
     }
 
@@ -271,8 +326,8 @@ impl InFlight {
                 Some(to) => {
                     l.endpoint = to;
                     for t in &l.probes {
-                        if let Some(p) = self.probes.get_mut(t) {
-                            p.endpoint = to;
+                        if let Some(t) = self.probes.get_mut(t) {
+                            t.probe.endpoint = to;
                         }
                     }
                 }
@@ -285,11 +340,11 @@ impl InFlight {
         let checks: Vec<NonZeroU64> = self
             .probes
             .iter()
-            .filter(|(_, p)| p.endpoint == ep)
+            .filter(|(_, t)| t.probe.endpoint == ep)
             .map(|(t, _)| *t)
             .collect();
         for t in checks {
-            match (other, self.probes.get_mut(&t)) {
+            match (other, self.probe_mut(t)) {
                 (Some(e), Some(p)) => p.endpoint = e,
                 _ => {
                     self.remove_probe(t);
@@ -298,26 +353,28 @@ impl InFlight {
         }
     }
 
+    /// The probes due by `now`, earliest first.
     pub fn due_probes(&self, now: Instant) -> Vec<NonZeroU64> {
-        self.probes
+        self.probe_deadlines
             .iter()
-            .filter(|(_, p)| p.deadline <= now)
-            .map(|(t, _)| *t)
+            .take_while(|(at, _)| *at <= now)
+            .map(|(_, t)| *t)
             .collect()
     }
 
+    /// The lookups whose stage is over by `now`, earliest first.
     pub fn due_lookups(&self, now: Instant) -> Vec<Address> {
-        self.lookups
+        self.lookup_deadlines
             .iter()
-            .filter(|(_, l)| l.deadline <= now)
-            .map(|(k, _)| k.clone())
+            .take_while(|(at, _)| *at <= now)
+            .map(|(_, k)| k.clone())
             .collect()
     }
 
     pub fn next_deadline(&self) -> Option<Instant> {
-        let lookups = self.lookups.values().map(|l| l.deadline);
-        let probes = self.probes.values().map(|p| p.deadline);
-        lookups.chain(probes).min()
+        let lookup = self.lookup_deadlines.first().map(|(at, _)| *at);
+        let probe = self.probe_deadlines.first().map(|(at, _)| *at);
+        lookup.into_iter().chain(probe).min()
     }
 
     pub fn sweep(&mut self, now: Instant) {
@@ -341,6 +398,7 @@ impl InFlight {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::handle::Handle;
 
     #[test]
     fn txids_are_unique_and_not_sequential() {
@@ -349,5 +407,75 @@ mod tests {
         let b = f.new_txid();
         assert_ne!(a, b);
         assert_ne!(b.get().wrapping_sub(a.get()), 1);
+    }
+
+    /// What the index must say, found by looking at every entry.
+    fn scanned(f: &InFlight, now: Instant) -> (Option<Instant>, Vec<NonZeroU64>, Vec<Address>) {
+        let all = f.lookups.values().map(|l| l.deadline);
+        let next = all.chain(f.probes.values().map(|t| t.deadline)).min();
+        let due_probes = f.probes.iter().filter(|(_, t)| t.deadline <= now);
+        let mut probes: Vec<_> = due_probes.map(|(k, _)| *k).collect();
+        probes.sort();
+        let due_lookups = f.lookups.iter().filter(|(_, l)| l.deadline <= now);
+        let mut lookups: Vec<_> = due_lookups.map(|(k, _)| k.clone()).collect();
+        lookups.sort();
+        (next, probes, lookups)
+    }
+
+    #[test]
+    fn the_deadline_index_holds_exactly_the_deadlines_of_the_tables() {
+        let t0 = Instant::now();
+        let ms = |n: u64| t0 + Duration::from_millis(n);
+        let ep = EndpointId::from_raw(1);
+        let key = |n: u64| Address::Ip4([10, 0, (n >> 8) as u8, n as u8].into());
+        let mut f = InFlight::new(&Config::default(), Seed::from_u64(7));
+        let rng = Seed::from_u64(11);
+        let mut txids = Vec::new();
+        for step in 0..3_000u64 {
+            let r = rng.value(b"op", step);
+            let k = key(r % 64);
+            let at = ms((r >> 8) % 5_000);
+            match (r >> 24) % 7 {
+                0 if !f.has_lookup(&k) => f.start(k, Lookup::new(Stage::Discover, ep, 0, at)),
+                1 => f.set_lookup_deadline(&k, at),
+                2 if f.has_lookup(&k) => {
+                    let txid = f.new_txid();
+                    let probe = Probe {
+                        target: k.clone(),
+                        key: k,
+                        to: None,
+                        purpose: Purpose::Lookup,
+                        tries: 0,
+                        endpoint: ep,
+                        answered: false,
+                    };
+                    f.add_probe(txid, probe, at);
+                    txids.push(txid);
+                }
+                3 => {
+                    if let Some(&t) = txids.get((r >> 32) as usize % txids.len().max(1)) {
+                        f.set_probe_deadline(t, at);
+                    }
+                }
+                4 => {
+                    if let Some(&t) = txids.get((r >> 32) as usize % txids.len().max(1)) {
+                        f.end_probe(t, at);
+                    }
+                }
+                5 => {
+                    f.end_lookup(&k, at);
+                }
+                _ => f.end_probes_of(&k, at),
+            }
+            let now = ms((r >> 40) % 5_000);
+            let (next, mut probes, mut lookups) =
+                (f.next_deadline(), f.due_probes(now), f.due_lookups(now));
+            probes.sort();
+            lookups.sort();
+            assert_eq!((next, probes, lookups), scanned(&f, now), "step {step}");
+            assert_eq!(f.lookup_deadlines.len(), f.lookups.len());
+            assert_eq!(f.probe_deadlines.len(), f.probes.len());
+        }
+        assert!(!f.lookups.is_empty() && !f.probes.is_empty(), "a mixed run");
     }
 }

@@ -143,9 +143,10 @@ impl Discovery {
                 }
                 if let Some(l) = self.inflight.lookup_mut(&key) {
                     l.stage = Stage::Discover;
-                    l.deadline = now + discovery_time;
                     l.hinted = hinted.is_some();
                 }
+                self.inflight
+                    .set_lookup_deadline(&key, now + discovery_time);
             }
             Stage::Nss => {
                 let Address::Name(name) = &key else {
@@ -159,9 +160,9 @@ impl Discovery {
                 });
                 if let Some(l) = self.inflight.lookup_mut(&key) {
                     l.stage = Stage::Nss;
-                    l.deadline = deadline;
                     l.resolving = true;
                 }
+                self.inflight.set_lookup_deadline(&key, deadline);
             }
             Stage::Derive(i) => match self.cfg.derive.get(i).copied() {
                 None => self.fail(&key, if unsure { UNKNOWN } else { NO }, now),
@@ -176,8 +177,8 @@ impl Discovery {
                     Some(ip) => {
                         if let Some(l) = self.inflight.lookup_mut(&key) {
                             l.stage = Stage::Derive(i);
-                            l.deadline = now + timeout;
                         }
+                        self.inflight.set_lookup_deadline(&key, now + timeout);
                         // The query (if any) already made the kernel
                         // resolve the neighbour.
                         let poked = self.is_up();
@@ -215,11 +216,10 @@ impl Discovery {
             to,
             purpose,
             tries: 0,
-            deadline: now,
             endpoint: ep,
             answered: false,
         };
-        self.inflight.add_probe(txid, probe);
+        self.inflight.add_probe(txid, probe, now);
         if self.transmit(local, txid, now) {
             Some(txid)
         } else {
@@ -259,8 +259,8 @@ impl Discovery {
         }
         if let Some(p) = self.inflight.probe_mut(txid) {
             p.tries += 1;
-            p.deadline = now + timeout;
         }
+        self.inflight.set_probe_deadline(txid, now + timeout);
         true
     }
 
@@ -404,7 +404,7 @@ impl Discovery {
             _ => self
                 .inflight
                 .lookup(&p.key)
-                .is_some_and(|l| l.deadline > now),
+                .is_some_and(|l| l.deadline() > now),
         };
         if p.answered {
             // A group query some host answered: the claims decide now. Its

@@ -142,8 +142,6 @@ pub struct Probe {
     pub purpose: Purpose,
     /// Sends so far.
     pub tries: u32,
-    /// When it is sent again or given up.
-    pub deadline: Instant,
     /// The endpoint whose record the query carries.
     pub endpoint: EndpointId,
     /// A group query that some host answered: it is not sent again.
