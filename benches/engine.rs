@@ -42,11 +42,17 @@ fn hosts_text(n: u32) -> String {
 }
 
 /// An engine with one port and endpoint, `n` hosts-file entries, all of
-/// them already resolved once (so cached).
+/// them already resolved once (so cached: the cache holds them all), its
+/// timers run as the worker runs them.
 fn engine(n: u32, discovery: bool) -> (Engine<NullDaemon>, AddressId) {
     let (hosts, diags) = Hosts::parse(hosts_text(n), "bench");
     assert!(diags.is_empty());
-    let mut e = Engine::new(NullDaemon, Config::default(), hosts);
+    let cfg = Config {
+        max_cached: Config::default().max_cached.max(n as usize),
+        ..Config::default()
+    };
+    let mut e = Engine::new(NullDaemon, cfg, hosts);
+    e.set_timers_run(true, Instant::now());
     let dev = e.open_device(1);
     let info = PortInfo {
         active_mtu: 5,
