@@ -71,7 +71,7 @@ impl<D: Daemon> Engine<D> {
     /// this returns true, the reply to send. False: the engine holds a copy
     /// of the request and answers it later.
     ///
-    /// `now` is read only if the request is not a hit on a fresh path (see
+    /// `now` is not called for a hit on a fresh path (see
     /// [`crate::request::cache::Cache`]): the clock is the largest cost a
     /// hit would have had.
     ///
@@ -83,7 +83,7 @@ impl<D: Daemon> Engine<D> {
         addr: AddressId,
         msg: &mut MsgBuf,
         id: u64,
-        now: impl FnOnce() -> Instant,
+        now: impl Fn() -> Instant,
     ) -> bool {
         let Some((ep, slot)) = self.source(addr) else {
             log::error!("resolve for an address context this provider does not know");
@@ -101,7 +101,7 @@ impl<D: Daemon> Engine<D> {
             ..
         }) = ResolveRequest::parse(msg)
         {
-            if let Some(e) = self.cache.fresh_entry(ep, a) {
+            if let Some(e) = self.cache.hit_entry(ep, a, &now) {
                 msg.make_resolve_success(&e.wire, echo_source);
                 self.bump_hit(slot);
                 return true;

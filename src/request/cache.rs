@@ -173,11 +173,11 @@ pub enum CacheLookup {
 /// the sweep removes what expired in time proportional to what it removes,
 /// and a full cache drops its oldest entry. Hits never touch the order.
 ///
-/// Hits do not read the clock: an entry is answered as a hit while it is
-/// *fresh*, and the engine's timers end that ([`Cache::next_review`],
+/// Most hits do not read the clock: an entry is answered as a hit while it
+/// is *fresh*, and the engine's timers end that ([`Cache::next_review`],
 /// [`Cache::review`]) [`REVIEW_LEAD`] before either of its lifetimes does;
-/// from then on [`Cache::lookup`] decides with the time. Without anything
-/// to run the timers ([`Cache::set_reviewed`] false) no entry is fresh.
+/// from then on the time decides, as it decides for every entry where
+/// nothing runs the timers ([`Cache::set_reviewed`] false).
 pub struct Cache {
     per_endpoint: Vec<(EndpointId, Table)>,
     order: Order<(EndpointId, Address)>,
@@ -220,13 +220,30 @@ impl Cache {
             .filter(|e| live(e.addr_expires, now) && live(e.route_expires, now))
     }
 
-    /// The fresh entry of `ep` for the destination of a request, as it
-    /// carries it: a hit that needs no clock. Anything else (absent, or
-    /// near or past the end of a lifetime) is for [`Cache::lookup`].
+    /// The entry of `ep` for the destination of a request, as it carries
+    /// it, if neither of its lifetimes ended: what [`Cache::lookup`]
+    /// reports as [`CacheLookup::Route`]. A fresh entry is answered
+    /// without calling `now`; any other is decided by it.
     #[inline]
-    pub fn fresh_entry(&self, ep: EndpointId, dest: EntryAddress<'_>) -> Option<&CacheEntry> {
+    pub fn hit_entry(
+        &self,
+        ep: EndpointId,
+        dest: EntryAddress<'_>,
+        now: impl FnOnce() -> Instant,
+    ) -> Option<&CacheEntry> {
         let (_, map) = self.per_endpoint.iter().find(|(k, _)| *k == ep)?;
-        map.get_entry(dest).filter(|e| e.fresh)
+        let e = map.get_entry(dest)?;
+        if e.fresh {
+            return Some(e);
+        }
+        Self::live_entry(e, now())
+    }
+
+    /// Out of line: the hits that read the clock are the few near the end
+    /// of a lifetime, or all of them where nothing runs the timers.
+    #[inline(never)]
+    fn live_entry(e: &CacheEntry, now: Instant) -> Option<&CacheEntry> {
+        (live(e.addr_expires, now) && live(e.route_expires, now)).then_some(e)
     }
 
     /// Whether the engine's timers run [`Cache::review`] by each
@@ -578,12 +595,21 @@ mod tests {
         for (i, (k, (kind, info))) in keys.iter().zip(&entries).enumerate() {
             assert_eq!(c.hit(ep(1), k, now).map(|e| e.dest.lid), Some(i as u16));
             let e = EntryAddress::check(*kind, info).unwrap();
-            assert_eq!(c.fresh_entry(ep(1), e).map(|e| e.dest.lid), Some(i as u16));
-            assert!(c.fresh_entry(ep(2), e).is_none(), "keyed by endpoint");
+            assert_eq!(
+                c.hit_entry(ep(1), e, || unreachable!("fresh"))
+                    .map(|e| e.dest.lid),
+                Some(i as u16)
+            );
+            assert!(
+                c.hit_entry(ep(2), e, || unreachable!("absent")).is_none(),
+                "keyed by endpoint"
+            );
         }
         let (kind, info) = wire(acm_prov_sys::ACM_ADDRESS_NAME, b"node3");
         let other = EntryAddress::check(kind, &info).unwrap();
-        assert!(c.fresh_entry(ep(1), other).is_none());
+        assert!(c
+            .hit_entry(ep(1), other, || unreachable!("absent"))
+            .is_none());
         assert_eq!(c.evict(&Address::name("NODE2").unwrap()), 1);
         assert_eq!(c.evict(&keys[3]), 1);
         assert_eq!(c.len(), 3);
@@ -645,7 +671,13 @@ mod tests {
             _ => unreachable!("IPv4 only here"),
         };
         let e = EntryAddress::check(kind, &info).unwrap();
-        c.fresh_entry(ep(1), e).map(|e| e.dest.lid)
+        let read = std::cell::Cell::new(false);
+        let far = Instant::now() + Duration::from_secs(1 << 20);
+        let hit = c.hit_entry(ep(1), e, || {
+            read.set(true);
+            far
+        });
+        hit.filter(|_| !read.get()).map(|e| e.dest.lid)
     }
 
     #[test]
@@ -682,6 +714,15 @@ mod tests {
         assert_eq!(fresh(&c, &ip(1)), Some(1), "not due yet");
         c.review(now + secs(9));
         assert_eq!(fresh(&c, &ip(1)), None, "the route ends within the lead");
+        let mut info = [0; crate::addr::ADDR_LEN];
+        info[..4].copy_from_slice(&[10, 0, 0, 1]);
+        let e1 = EntryAddress::check(acm_prov_sys::ACM_ADDRESS_IP, &info).unwrap();
+        let at = |s: f64| now + Duration::from_secs_f64(s);
+        assert!(
+            c.hit_entry(ep(1), e1, || at(9.5)).is_some(),
+            "the clock decides"
+        );
+        assert!(c.hit_entry(ep(1), e1, || at(10.0)).is_none(), "route over");
         assert_eq!(
             c.lookup(ep(1), &ip(1), now + secs(9)),
             CacheLookup::Route(PathRecord::default(), PathRecord::default().encode()),
