@@ -322,6 +322,12 @@ impl Discovery {
         self.conflicts
     }
 
+    /// Names heard announced by two endpoints, since: each is asked of the
+    /// groups, not of one host (docs/protocol.md, *Name hints*).
+    pub fn disputed_names(&self) -> u64 {
+        self.hints.disputed
+    }
+
     pub fn traffic(&self) -> &Traffic {
         &self.traffic
     }

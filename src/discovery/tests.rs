@@ -1754,6 +1754,7 @@ fn a_name_announced_by_two_endpoints_is_asked_of_the_groups() {
     );
     let (_, to) = sent_query(&f.e.take_effects());
     assert_eq!(to, None);
+    assert_eq!(f.e.discovery().disputed_names(), 1, "counted once");
     // Announced to this host alone, or naming another address than its
     // source: no hint at all.
     let mut g = fixture(segment_only());
@@ -1765,6 +1766,7 @@ fn a_name_announced_by_two_endpoints_is_asked_of_the_groups() {
     assert_eq!(g.e.resolve_at(g.addr, &by_name("node-b", 1), 1, t), None);
     let (_, to) = sent_query(&g.e.take_effects());
     assert_eq!(to, None);
+    assert_eq!(g.e.discovery().disputed_names(), 0, "nothing disputed");
 }
 
 #[test]

@@ -162,6 +162,11 @@ impl<D: Daemon> Engine<D> {
                 "Names left unanswered because hosts with different GIDs confirmed them.",
                 d.conflicts(),
             ),
+            (
+                "urdma_names_disputed_total",
+                "Names heard announced by two endpoints, so asked of the groups rather than of one host.",
+                d.disputed_names(),
+            ),
         ];
         for (name, help, v) in counters {
             e.single(name, help, Kind::Counter, v);
