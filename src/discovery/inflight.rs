@@ -166,10 +166,11 @@ impl InFlight {
     }
 
     pub fn start(&mut self, key: Address, lookup: Lookup) {
-        self.lookup_deadlines.insert((lookup.deadline, key.clone()));
+        let at = lookup.deadline;
         if let Some(old) = self.lookups.insert(key.clone(), lookup) {
-            self.lookup_deadlines.remove(&(old.deadline, key));
+            self.lookup_deadlines.remove(&(old.deadline, key.clone()));
         }
+        self.lookup_deadlines.insert((at, key));
     }
 
     pub fn set_lookup_deadline(&mut self, key: &Address, at: Instant) {
@@ -217,10 +218,10 @@ impl InFlight {
                 }
             }
         }
-        self.probe_deadlines.insert((deadline, txid));
         if let Some(old) = self.probes.insert(txid, Timed { probe, deadline }) {
             self.probe_deadlines.remove(&(old.deadline, txid));
         }
+        self.probe_deadlines.insert((deadline, txid));
     }
 
     /// Ends a probe that was never answered and never will be (never sent,
@@ -436,7 +437,14 @@ mod tests {
             let k = key(r % 64);
             let at = ms((r >> 8) % 5_000);
             match (r >> 24) % 7 {
-                0 if !f.has_lookup(&k) => f.start(k, Lookup::new(Stage::Discover, ep, 0, at)),
+                // Also a lookup started again, at the same time or not.
+                0 => {
+                    let at = f
+                        .lookup(&k)
+                        .filter(|_| r & 1 == 0)
+                        .map_or(at, |l| l.deadline);
+                    f.start(k, Lookup::new(Stage::Discover, ep, 0, at));
+                }
                 1 => f.set_lookup_deadline(&k, at),
                 2 if f.has_lookup(&k) => {
                     let txid = f.new_txid();
@@ -451,6 +459,15 @@ mod tests {
                     };
                     f.add_probe(txid, probe, at);
                     txids.push(txid);
+                }
+                // A probe added again under its txid, due as it was.
+                2 if r & 1 == 0 => {
+                    if let Some(&t) = txids.get((r >> 32) as usize % txids.len().max(1)) {
+                        if let Some(Timed { probe, deadline }) = f.probes.get(&t) {
+                            let (probe, deadline) = (probe.clone(), *deadline);
+                            f.add_probe(t, probe, deadline);
+                        }
+                    }
                 }
                 3 => {
                     if let Some(&t) = txids.get((r >> 32) as usize % txids.len().max(1)) {

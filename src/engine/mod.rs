@@ -391,9 +391,10 @@ impl<D: Daemon> Engine<D> {
     /// Retries, stage changes, announcements and sweeps that are due.
     pub fn on_timers(&mut self, now: Instant) {
         self.input(now);
-        if self.timers.get(Timer::Review).is_some_and(|t| now >= t) {
-            self.cache.review(now);
-        }
+        // Not gated on the timer table: an entry cached since the last
+        // poll may be due before the deadline the table still holds, and
+        // a review with nothing due is a look at the heap's top.
+        self.cache.review(now);
         self.discovery.on_timers(&self.local, now);
         self.apply(now);
         if self.timers.get(Timer::Sweep).is_none_or(|t| now >= t) {
