@@ -7,10 +7,10 @@
 # tests/loss.rs), valgrind and python3 (make memcheck), dnsmasq (the DNS
 # server of tests/names.rs), man (tests/man_pages.rs), cargo-fuzz (the fuzz
 # smoke), cargo-deb, lintian and rpm (make dist and its checks), debootstrap
-# (the compatibility matrix), Debian's kernel headers, QEMU, busybox, cpio
-# and ibverbs-utils (make urdma and its guest tier), and zig with
-# cargo-zigbuild (the glibc 2.28 build; scripts/zigbuild.sh installs those
-# from PyPI itself).
+# (the compatibility matrix), Debian's kernel headers, QEMU, busybox, cpio,
+# ibverbs-utils and kmod (depmod, modprobe: make urdma and its guest tier),
+# and zig with cargo-zigbuild (the glibc 2.28 build; scripts/zigbuild.sh
+# installs those from PyPI itself).
 set -euo pipefail
 
 packages=(ibacm libibverbs-dev libibumad-dev librdmacm-dev libclang-dev gcc iproute2 util-linux)
@@ -19,7 +19,7 @@ test=false
 if $test; then
     packages+=(g++ binutils make man-db groff-base nftables valgrind python3 dnsmasq-base
                lintian rpm debootstrap linux-headers-amd64 qemu-system-x86 busybox-static cpio
-               ibverbs-utils)
+               ibverbs-utils kmod)
 fi
 missing=()
 for p in "${packages[@]}"; do

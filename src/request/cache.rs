@@ -53,6 +53,14 @@ impl CacheEntry {
             fresh: false,
         }
     }
+
+    /// Neither lifetime ended by `now`: the path may be answered as it is.
+    /// Out of line: on the hit path it is for the few entries near the end
+    /// of a lifetime, or for all where nothing runs the timers.
+    #[inline(never)]
+    fn live_at(&self, now: Instant) -> bool {
+        live(self.addr_expires, now) && live(self.route_expires, now)
+    }
 }
 
 /// The destinations of one endpoint. Addresses of a fixed size are keyed
@@ -130,28 +138,12 @@ impl Table {
 }
 
 /// When an entry must be taken off the clockless path: the first of its
-/// lifetimes' ends, [`REVIEW_LEAD`] early.
+/// lifetimes' ends, [`REVIEW_LEAD`] early. Ordered by that time first.
+#[derive(PartialEq, Eq, PartialOrd, Ord)]
 struct Review {
     at: Instant,
     seq: u64,
     key: (EndpointId, Address),
-}
-
-impl PartialEq for Review {
-    fn eq(&self, o: &Review) -> bool {
-        (self.at, self.seq) == (o.at, o.seq)
-    }
-}
-impl Eq for Review {}
-impl PartialOrd for Review {
-    fn partial_cmp(&self, o: &Review) -> Option<std::cmp::Ordering> {
-        Some(self.cmp(o))
-    }
-}
-impl Ord for Review {
-    fn cmp(&self, o: &Review) -> std::cmp::Ordering {
-        (self.at, self.seq).cmp(&(o.at, o.seq))
-    }
 }
 
 /// What a lookup found.
@@ -216,8 +208,7 @@ impl Cache {
     #[inline]
     pub fn hit(&self, ep: EndpointId, dest: &Address, now: Instant) -> Option<&CacheEntry> {
         let (_, map) = self.per_endpoint.iter().find(|(k, _)| *k == ep)?;
-        map.get(dest)
-            .filter(|e| live(e.addr_expires, now) && live(e.route_expires, now))
+        map.get(dest).filter(|e| e.live_at(now))
     }
 
     /// The entry of `ep` for the destination of a request, as it carries
@@ -232,18 +223,7 @@ impl Cache {
         now: impl FnOnce() -> Instant,
     ) -> Option<&CacheEntry> {
         let (_, map) = self.per_endpoint.iter().find(|(k, _)| *k == ep)?;
-        let e = map.get_entry(dest)?;
-        if e.fresh {
-            return Some(e);
-        }
-        Self::live_entry(e, now())
-    }
-
-    /// Out of line: the hits that read the clock are the few near the end
-    /// of a lifetime, or all of them where nothing runs the timers.
-    #[inline(never)]
-    fn live_entry(e: &CacheEntry, now: Instant) -> Option<&CacheEntry> {
-        (live(e.addr_expires, now) && live(e.route_expires, now)).then_some(e)
+        map.get_entry(dest).filter(|e| e.fresh || e.live_at(now()))
     }
 
     /// Whether the engine's timers run [`Cache::review`] by each
@@ -328,9 +308,7 @@ impl Cache {
             return CacheLookup::Miss;
         };
         match map.get(dest) {
-            Some(e) if live(e.addr_expires, now) && live(e.route_expires, now) => {
-                CacheLookup::Route(e.path, e.wire)
-            }
+            Some(e) if e.live_at(now) => CacheLookup::Route(e.path, e.wire),
             Some(e) if live(e.addr_expires, now) => CacheLookup::Address(e.dest),
             Some(_) => {
                 map.remove(dest);
