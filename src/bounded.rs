@@ -101,10 +101,22 @@ pub struct Expiring<K, V> {
     map: Map<K, Slot<V>>,
     order: Order<K>,
     cap: usize,
+    /// No entry expires before this (`None`: none expires): the next
+    /// expiry, or earlier if the entry that was due was removed or renewed
+    /// since. Kept on insert, set exactly by each sweep.
+    sweep_at: Option<Instant>,
     /// Entries dropped to make room for new ones.
     pub evicted: u64,
     /// Entries removed by [`Expiring::sweep`] or found expired.
     pub expired: u64,
+}
+
+/// The earlier of two times, where `None` is never.
+pub fn earliest(a: Option<Instant>, b: Option<Instant>) -> Option<Instant> {
+    match (a, b) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+    }
 }
 
 /// Whether `seq` is the stamp of `k`'s entry in `map`.
@@ -118,9 +130,20 @@ impl<K: Hash + Eq + Clone, V> Expiring<K, V> {
             map: Map::default(),
             order: Order::default(),
             cap: cap.max(1),
+            sweep_at: None,
             evicted: 0,
             expired: 0,
         }
+    }
+
+    /// When a sweep may have something to remove (`None`: never, until an
+    /// entry with a lifetime comes): the engine sleeps until then.
+    pub fn sweep_due(&self) -> Option<Instant> {
+        self.sweep_at
+    }
+
+    fn due_by(&mut self, expires: Option<Instant>) {
+        self.sweep_at = earliest(self.sweep_at, expires);
     }
 
     pub fn capacity(&self) -> usize {
@@ -185,6 +208,7 @@ impl<K: Hash + Eq + Clone, V> Expiring<K, V> {
                 seq,
             },
         );
+        self.due_by(expires);
         self.compact();
         dropped
     }
@@ -197,6 +221,7 @@ impl<K: Hash + Eq + Clone, V> Expiring<K, V> {
                 s.expires = expires;
                 s.seq = seq;
             }
+            self.due_by(expires);
             self.compact();
         }
     }
@@ -215,6 +240,7 @@ impl<K: Hash + Eq + Clone, V> Expiring<K, V> {
             self.expired += 1;
             gone(k, v);
         }
+        self.sweep_at = self.next_expiry();
     }
 
     /// When the oldest live entry expires (for the sweep's timer).
@@ -235,6 +261,7 @@ impl<K: Hash + Eq + Clone, V> Expiring<K, V> {
     pub fn clear(&mut self) {
         self.map.clear();
         self.order.clear();
+        self.sweep_at = None;
     }
 
     fn remove_oldest(&mut self) -> Option<(K, V)> {
@@ -284,7 +311,10 @@ mod tests {
         t.sweep(t0 + s * 7, |k, _| gone.push(k));
         assert_eq!(gone, [1, 2, 3, 4, 6, 7], "0 was renewed, 5 removed");
         assert_eq!(t.next_expiry(), Some(t0 + s * 8));
+        assert_eq!(t.sweep_due(), Some(t0 + s * 8), "set by the sweep");
         assert_eq!(t.expired, 6);
+        t.insert(20, 20, Some(t0 + s * 7));
+        assert_eq!(t.sweep_due(), Some(t0 + s * 7), "an entry due sooner");
         assert!(t.get_live(&8, t0 + s * 9).is_none(), "expired on sight too");
     }
 

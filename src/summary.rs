@@ -25,4 +25,10 @@ impl<T: PartialEq + Clone> Summary<T> {
         self.at = Some(now);
         true
     }
+
+    /// When `value` is to be logged, if it differs from what was said:
+    /// at once (`now`) or once [`EVERY`] has passed since.
+    pub fn due_at(&self, value: &T, now: Instant) -> Option<Instant> {
+        (*value != self.said).then(|| self.at.map_or(now, |t| (t + EVERY).max(now)))
+    }
 }

@@ -10,6 +10,7 @@ use super::wire::{
 use super::{Datagram, Families};
 use crate::addr::{Address, Gid};
 use crate::bounded::Expiring;
+use crate::entropy::Seed;
 use crate::fastmap::Set;
 use crate::handle::EndpointId;
 use crate::local::{ip_of, Local};
@@ -31,15 +32,50 @@ const DEFEND_AGAIN: Duration = Duration::from_secs(60);
 /// Endpoints remembered as answered; more (forged GIDs) share the pace of
 /// [`DEFEND_DELAY`].
 const MAX_DEFENDED: usize = 1024;
-/// Hosts announce themselves to a host that joined within this time, each
-/// at a time of its own in it.
-pub(super) const WELCOME_WITHIN: Duration = Duration::from_millis(200);
-/// At most this often: a forger announcing new endpoints makes each host
-/// announce itself at most once a second, and only in [`WELCOME_FOR`].
+/// Hosts answer a host that joined with an announcement each, at a time of
+/// their own within this, at least: spread so that the newcomer's receive
+/// buffer takes them all.
+const WELCOME_WITHIN: Duration = Duration::from_millis(200);
+/// At most this often, at least: one announcement of a host answers every
+/// host that joined meanwhile, and a forger announcing new endpoints makes
+/// each host announce itself at most this often.
 const WELCOME_EVERY: Duration = Duration::from_secs(1);
-/// For this long after a host started (its endpoints changed): a boot storm
-/// of a whole cluster takes tens of seconds.
-const WELCOME_FOR: Duration = Duration::from_secs(30);
+/// What the two grow by per endpoint heard on the segment, so that what a
+/// host receives of welcomes stays the same whatever the segment's size:
+/// N hosts answering a newcomer send N announcements, spread over N × this
+/// (a newcomer receives at most 5,000 a second per family), and each host
+/// answers at most once per N × this (every host receives at most 100
+/// welcomes a second per family, however often hosts join).
+const WELCOME_WITHIN_PER_HOST: Duration = Duration::from_micros(200);
+const WELCOME_EVERY_PER_HOST: Duration = Duration::from_millis(10);
+/// The spread of welcomes has this ceiling: a newcomer on a segment of
+/// 50,000 hosts hears them all within 10 s.
+const WELCOME_WITHIN_MAX: Duration = Duration::from_secs(10);
+
+/// Within how long, and at most how often, a host welcomes a newcomer on
+/// a segment where it heard `hosts` endpoints.
+pub(super) fn welcome_pace(hosts: usize) -> (Duration, Duration) {
+    let n = u32::try_from(hosts).unwrap_or(u32::MAX);
+    let within =
+        (WELCOME_WITHIN_PER_HOST.saturating_mul(n)).clamp(WELCOME_WITHIN, WELCOME_WITHIN_MAX);
+    let every = WELCOME_EVERY_PER_HOST.saturating_mul(n).max(WELCOME_EVERY);
+    (within, every)
+}
+
+/// A host announces its endpoints again, unchanged, every this share of
+/// `urdma_addr_timeout` (how long its peers keep what it announced), give
+/// or take a tenth: two renewals may be lost before a peer forgets it.
+const RENEW_SHARE: (u32, u32) = (2, 5);
+/// Start queries are sent with this many of the announcements that follow
+/// a start (the first may be lost).
+const START_QUERIES: u8 = 2;
+
+/// How often a host whose peers keep its announcements `lifetime` renews
+/// them (`None`: they are kept for ever, and never renewed).
+pub(super) fn renew_every(lifetime: Option<Duration>) -> Option<Duration> {
+    lifetime.map(|l| l * RENEW_SHARE.0 / RENEW_SHARE.1)
+}
+
 /// How long withdrawals wait to be sent together.
 const WITHDRAW_DELAY: Duration = Duration::from_millis(20);
 
@@ -76,14 +112,26 @@ pub(super) struct Announcer {
     /// When it last announced itself for either (one announcement answers
     /// both, so their paces count from it).
     answered_at: Option<Instant>,
-    /// When this host's endpoints last changed (its announcements began).
-    changed_at: Option<Instant>,
     /// Endpoints answered so, lately.
     defended: Expiring<Gid, ()>,
+    /// How often the endpoints are announced again unchanged, and when
+    /// next: what peers heard of them expires, and a peer that forgot
+    /// would ask the groups.
+    renew_every: Option<Duration>,
+    renew_at: Option<Instant>,
+    /// Start queries still to send with the announcements that follow a
+    /// start, and whether one is due now.
+    start_queries: u8,
+    start_query_due: bool,
+    /// Where the renewals' jitter comes from.
+    jitter: Seed,
+    jitter_n: u64,
 }
 
-impl Default for Announcer {
-    fn default() -> Self {
+impl Announcer {
+    /// An announcer whose peers keep what it announces `lifetime`
+    /// (`urdma_addr_timeout`), its renewals spread by `seed`.
+    pub fn new(lifetime: Option<Duration>, seed: Seed) -> Announcer {
         Announcer {
             asked: false,
             at: Vec::new(),
@@ -95,8 +143,13 @@ impl Default for Announcer {
             defend_at: None,
             welcome_at: None,
             answered_at: None,
-            changed_at: None,
             defended: Expiring::new(MAX_DEFENDED),
+            renew_every: renew_every(lifetime),
+            renew_at: None,
+            start_queries: 0,
+            start_query_due: false,
+            jitter: seed,
+            jitter_n: 0,
         }
     }
 }
@@ -143,6 +196,26 @@ impl Announcer {
         self.asked = true;
     }
 
+    /// This host (its discovery) starts: it knows nothing of the segment.
+    /// Besides its announcements, it sends a start query with the first
+    /// ones, which asks the hosts that hear it to announce themselves.
+    pub fn start(&mut self) {
+        self.schedule();
+        self.start_queries = START_QUERIES;
+    }
+
+    /// Whether this host's own announcements after a change are still to
+    /// come.
+    pub fn announcing(&self) -> bool {
+        !self.at.is_empty()
+    }
+
+    /// Whether a start query is due (once per announcement that carries
+    /// one).
+    pub fn take_start_query(&mut self) -> bool {
+        std::mem::take(&mut self.start_query_due)
+    }
+
     /// When the announcer must run next; `asap` (the time of the latest
     /// input) once announcements or withdrawals were asked for.
     pub fn next_wake(&self, asap: Option<Instant>) -> Option<Instant> {
@@ -155,6 +228,7 @@ impl Announcer {
             self.withdraw_at,
             self.defend_at,
             self.welcome_at,
+            self.renew_at,
         ]
         .into_iter()
         .flatten()
@@ -171,7 +245,6 @@ impl Announcer {
         out: &mut Vec<Datagram>,
     ) -> usize {
         if std::mem::take(&mut self.asked) {
-            self.changed_at = Some(now);
             self.at = DELAYS_MS
                 .iter()
                 .map(|ms| now + Duration::from_millis(*ms))
@@ -188,15 +261,21 @@ impl Announcer {
         let soon = [self.defend_at, self.welcome_at]
             .iter()
             .any(|t| t.is_some_and(|t| t <= now));
+        let renewal = self.renew_at.is_some_and(|t| t <= now);
         if scheduled {
             self.at.remove(0);
+            if self.start_queries > 0 {
+                self.start_queries -= 1;
+                self.start_query_due = families.any();
+            }
         }
-        if scheduled || soon {
+        if scheduled || soon || renewal {
             if soon {
                 self.answered_at = Some(now);
             }
             self.defend_at = None;
             self.welcome_at = None;
+            self.renew_at = self.next_renewal(now);
             if families.any() {
                 self.announce(local);
             }
@@ -227,23 +306,29 @@ impl Announcer {
         true
     }
 
-    /// An endpoint not heard before announced itself: a host that just
-    /// started, which heard none of this host's announcements if they are
-    /// all out. Within [`WELCOME_FOR`] of its own start, this host
-    /// announces itself `after` from now (a share of [`WELCOME_WITHIN`],
-    /// so that the segment's answers do not arrive at once), at most once
-    /// per [`WELCOME_EVERY`]: hosts started together, over seconds, learn
-    /// each other's names without asking the groups. Later, a host that
-    /// joins asks the groups for the names it needs, which costs the
-    /// segment less than every host announcing itself to it.
-    pub fn welcome(&mut self, after: Duration, now: Instant) {
-        let starting = self.changed_at.is_some_and(|c| now <= c + WELCOME_FOR);
-        if !starting || !self.at.is_empty() || self.welcome_at.is_some() {
+    /// A host joined the segment (an endpoint not heard before announced
+    /// itself, or a host sent a start query): it heard none of this host's
+    /// announcements if they are all out. This host announces itself
+    /// `after` from now (a time of its own, so that the segment's answers
+    /// do not arrive at once), at most once per `every`: one announcement
+    /// answers every host that joined meanwhile.
+    pub fn welcome(&mut self, after: Duration, every: Duration, now: Instant) {
+        if !self.at.is_empty() || self.welcome_at.is_some() {
             return;
         }
-        let at = now + after.min(WELCOME_WITHIN);
-        let paced = self.answered_at.map(|t| t + WELCOME_EVERY);
+        let at = now + after;
+        let paced = self.answered_at.map(|t| t + every);
         self.welcome_at = Some(paced.map_or(at, |t| t.max(at)));
+    }
+
+    /// When to renew after an announcement at `now`: a renewal period
+    /// from it, give or take a tenth, so that hosts started together do
+    /// not renew together.
+    fn next_renewal(&mut self, now: Instant) -> Option<Instant> {
+        let every = self.renew_every?;
+        self.jitter_n += 1;
+        let thousandths = 900 + (self.jitter.value(b"renew", self.jitter_n) % 201) as u32;
+        Some(now + every / 1000 * thousandths)
     }
 
     /// Queues an announcement of every port's endpoints.

@@ -62,6 +62,9 @@ pub struct Traffic {
     pub unicast_queries: u64,
     /// Queries to the groups: lookups of names on the segment.
     pub group_queries: u64,
+    /// Start queries: to the groups, when discovery starts, so that the
+    /// hosts of the segment announce themselves.
+    pub start_queries: u64,
     pub replies: u64,
     /// Announcements and withdrawals.
     pub announcements: u64,

@@ -14,9 +14,20 @@
 //! also hears the holder, sees two endpoints, and asks the groups, whose
 //! claims and confirmations detect the conflict as before.
 
+//!
+//! Every host keeps a hint for every name of the segment, so the table is
+//! laid out for size (a simulated segment of 10,000 hosts holds 10^8 of
+//! them): a name is kept as a keyed 64-bit digest, with the endpoint that
+//! announced it (its GID and addresses kept once for all its names) and two
+//! times in tenths of a second. Two names with one digest look like one
+//! name announced by two endpoints: disputed, asked of the groups, never
+//! answered wrong (a host asked for a name it does not hold refuses it).
+
 use crate::addr::{Address, Gid};
-use crate::bounded::Expiring;
-use std::net::IpAddr;
+use crate::fastmap::{Map, Seeded};
+use std::collections::VecDeque;
+use std::hash::BuildHasher;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::time::{Duration, Instant};
 
 /// How long a hint is kept before it is used: time for the name's holder
@@ -25,132 +36,357 @@ pub const SETTLE: Duration = Duration::from_secs(1);
 /// How soon a host answers an announcement of one of its names by another
 /// endpoint with an announcement of its own (well within [`SETTLE`]).
 pub const DEFEND_DELAY: Duration = Duration::from_millis(200);
-/// Addresses kept per hint: an endpoint announces from one address per
-/// family.
-const MAX_ADDRS: usize = 4;
+/// The unit of the times kept: tenths of a second since the table's first
+/// use (13 years fit).
+const TICK_MS: u128 = 100;
 
-#[derive(Clone, Debug, PartialEq, Eq)]
-enum Hint {
-    /// Announced by the endpoint with this GID, from these addresses, first
-    /// heard at `since`.
-    Held {
-        gid: Gid,
-        at: Vec<IpAddr>,
-        since: Instant,
-    },
-    /// Announced by two endpoints: the groups decide.
-    Disputed,
+type Tick = u32;
+
+/// A name's hint: the endpoint that announced it (an index into
+/// [`Hints::endpoints`], [`DISPUTED`] once two endpoints did), when that
+/// was first heard and when last.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct NameHint {
+    endpoint: u32,
+    since: Tick,
+    heard: Tick,
 }
 
-/// What announcements said about names, bounded, each entry kept for
-/// `urdma_addr_timeout` after it was last heard.
+const DISPUTED: u32 = u32::MAX;
+
+/// The addresses an endpoint announced from: it announces from one
+/// address per family; the first of each is kept, and the first heard is
+/// the one asked.
+#[derive(Clone, Copy, Debug, Default)]
+struct Sources {
+    v4: Option<Ipv4Addr>,
+    v6: Option<Ipv6Addr>,
+    v6_first: bool,
+}
+
+impl Sources {
+    fn add(&mut self, ip: IpAddr) {
+        match ip {
+            IpAddr::V4(a) if self.v4.is_none() => {
+                self.v6_first = self.v6.is_some();
+                self.v4 = Some(a);
+            }
+            IpAddr::V6(a) if self.v6.is_none() => {
+                self.v6_first = self.v4.is_none();
+                self.v6 = Some(a);
+            }
+            _ => {}
+        }
+    }
+
+    fn contains(&self, ip: IpAddr) -> bool {
+        match ip {
+            IpAddr::V4(a) => self.v4 == Some(a),
+            IpAddr::V6(a) => self.v6 == Some(a),
+        }
+    }
+
+    fn first(&self) -> Option<IpAddr> {
+        let (v4, v6) = (self.v4.map(IpAddr::V4), self.v6.map(IpAddr::V6));
+        match self.v6_first {
+            true => v6.or(v4),
+            false => v4.or(v6),
+        }
+    }
+}
+
+/// An endpoint heard announcing names: its GID, the addresses it announced
+/// them from, and how many of the names it holds here.
+#[derive(Clone, Debug)]
+struct Endpoint {
+    gid: Gid,
+    at: Sources,
+    names: u32,
+    /// When it was last heard announcing one of them.
+    heard: Tick,
+}
+
+/// What announcements said about names, bounded, each name kept for
+/// `urdma_addr_timeout` after it was last heard, each endpoint as long as
+/// one of its names.
 pub struct Hints {
-    table: Expiring<Address, Hint>,
-    /// The endpoints heard announcing names, kept as long as hints.
-    endpoints: Expiring<Gid, ()>,
-    lifetime: Option<Duration>,
+    names: Map<u64, NameHint>,
+    /// Names in the order they were first heard, each with the time it was
+    /// last heard when queued: the sweep and a full table look at the
+    /// front, and move a name heard again since to the back.
+    order: VecDeque<(Tick, u64)>,
+    endpoints: Vec<Endpoint>,
+    /// Slots of `endpoints` free for reuse.
+    free: Vec<u32>,
+    by_gid: Map<Gid, u32>,
+    digest: Seeded,
+    cap: usize,
+    lifetime: Option<Tick>,
+    epoch: Option<Instant>,
     /// Names found announced by two endpoints.
-    pub disputed: u64,
+    pub disputes: u64,
+    /// Names dropped to make room.
+    pub evicted: u64,
 }
 
 impl Hints {
     pub fn new(cap: usize, lifetime: Option<Duration>) -> Hints {
         Hints {
-            table: Expiring::new(cap),
-            endpoints: Expiring::new(cap),
-            lifetime,
-            disputed: 0,
+            names: Map::default(),
+            order: VecDeque::new(),
+            endpoints: Vec::new(),
+            free: Vec::new(),
+            by_gid: Map::default(),
+            digest: Seeded::default(),
+            cap: cap.max(1),
+            lifetime: lifetime
+                .map(|d| Tick::try_from(d.as_millis() / TICK_MS).unwrap_or(Tick::MAX)),
+            epoch: None,
+            disputes: 0,
+            evicted: 0,
         }
     }
 
-    /// Endpoint `gid` announced names on a group; true if none of its
-    /// announcements was heard before.
+    fn tick(&mut self, now: Instant) -> Tick {
+        let epoch = *self.epoch.get_or_insert(now);
+        let t = now.saturating_duration_since(epoch).as_millis() / TICK_MS;
+        Tick::try_from(t).unwrap_or(Tick::MAX)
+    }
+
+    fn key(&self, name: &Address) -> u64 {
+        self.digest.hash_one(name)
+    }
+
+    /// Whether what was last heard at `heard` is still kept at `now`.
+    fn live(&self, heard: Tick, now: Tick) -> bool {
+        self.lifetime.is_none_or(|l| now < heard.saturating_add(l))
+    }
+
+    /// The hint of `name` if it is still kept; an expired one goes.
+    fn get_live(&mut self, name: &Address, now: Instant) -> Option<(u64, NameHint)> {
+        let (key, t) = (self.key(name), self.tick(now));
+        let hint = *self.names.get(&key)?;
+        if self.live(hint.heard, t) {
+            return Some((key, hint));
+        }
+        self.remove(key);
+        None
+    }
+
+    /// Endpoint `gid` announced names on a group; true if it holds none
+    /// here (none of its announcements was heard, or all expired).
     pub fn endpoint_heard(&mut self, gid: Gid, now: Instant) -> bool {
-        let new = self.endpoints.get_live(&gid, now).is_none();
-        self.endpoints
-            .insert(gid, (), self.lifetime.map(|d| now + d));
-        new
+        let t = self.tick(now);
+        let heard = self
+            .by_gid
+            .get(&gid)
+            .map(|&e| self.endpoints[e as usize].heard);
+        !heard.is_some_and(|h| self.live(h, t))
+    }
+
+    /// How many endpoints were heard announcing names: the size of the
+    /// segment, as far as this host knows.
+    pub fn endpoints_heard(&self) -> usize {
+        self.by_gid.len()
+    }
+
+    /// The slot of endpoint `gid`, made if new, heard at `t` from `from`.
+    fn endpoint(&mut self, gid: Gid, from: IpAddr, t: Tick) -> u32 {
+        let e = match self.by_gid.get(&gid) {
+            Some(&e) => e,
+            None => {
+                let ep = Endpoint {
+                    gid,
+                    at: Sources::default(),
+                    names: 0,
+                    heard: t,
+                };
+                let e = match self.free.pop() {
+                    Some(e) => {
+                        self.endpoints[e as usize] = ep;
+                        e
+                    }
+                    None => {
+                        self.endpoints.push(ep);
+                        (self.endpoints.len() - 1) as u32
+                    }
+                };
+                self.by_gid.insert(gid, e);
+                e
+            }
+        };
+        let ep = &mut self.endpoints[e as usize];
+        ep.heard = ep.heard.max(t);
+        ep.at.add(from);
+        e
+    }
+
+    /// One name fewer for endpoint `e`; it goes with its last.
+    fn release(&mut self, e: u32) {
+        let Some(ep) = self.endpoints.get_mut(e as usize) else {
+            return;
+        };
+        ep.names -= 1;
+        if ep.names == 0 {
+            let gid = ep.gid;
+            self.by_gid.remove(&gid);
+            self.free.push(e);
+        }
+    }
+
+    fn remove(&mut self, key: u64) {
+        if let Some(h) = self.names.remove(&key) {
+            if h.endpoint != DISPUTED {
+                self.release(h.endpoint);
+            }
+        }
     }
 
     /// An announcement heard on a group: the endpoint `gid` holds `name`,
     /// and the announcement came from `from`, one of its addresses.
     pub fn heard(&mut self, name: &Address, gid: Gid, from: IpAddr, now: Instant) {
-        let expires = self.lifetime.map(|d| now + d);
-        let next = match self.table.get_live(name, now).cloned() {
-            None => Hint::Held {
-                gid,
-                at: vec![from],
-                since: now,
-            },
-            Some(Hint::Held {
-                gid: was,
-                mut at,
-                since,
-            }) => {
-                if was == gid {
-                    if !at.contains(&from) && at.len() < MAX_ADDRS {
-                        at.push(from);
-                    }
-                    Hint::Held { gid, at, since }
-                } else if at.contains(&from) {
+        let t = self.tick(now);
+        let old = self.get_live(name, now);
+        let key = old.map_or_else(|| self.key(name), |(k, _)| k);
+        let next = match old.map(|(_, h)| h) {
+            None => {
+                if self.names.len() >= self.cap {
+                    self.evict_oldest();
+                }
+                self.order.push_back((t, key));
+                let e = self.endpoint(gid, from, t);
+                self.endpoints[e as usize].names += 1;
+                NameHint {
+                    endpoint: e,
+                    since: t,
+                    heard: t,
+                }
+            }
+            Some(h) if h.endpoint == DISPUTED => NameHint { heard: t, ..h },
+            Some(h) => {
+                let was = self.endpoints[h.endpoint as usize].clone();
+                if was.gid == gid {
+                    self.endpoint(gid, from, t);
+                    NameHint { heard: t, ..h }
+                } else if was.at.contains(from) {
                     // The host at that address came back with other
                     // hardware; asking the address still reaches it.
-                    Hint::Held {
-                        gid,
-                        at: vec![from],
-                        since,
+                    let e = self.endpoint(gid, from, t);
+                    self.endpoints[e as usize].names += 1;
+                    self.release(h.endpoint);
+                    NameHint {
+                        endpoint: e,
+                        heard: t,
+                        ..h
                     }
                 } else {
                     log::debug!(
-                        "discovery: {name} announced by {gid} at {from} and by {was} at {}; \
+                        "discovery: {name} announced by {gid} at {from} and by {} at {}; \
                          asked of the groups",
-                        at[0]
+                        was.gid,
+                        was.at.first().map_or_else(String::new, |a| a.to_string())
                     );
-                    self.disputed += 1;
-                    Hint::Disputed
+                    self.disputes += 1;
+                    self.release(h.endpoint);
+                    NameHint {
+                        endpoint: DISPUTED,
+                        heard: t,
+                        ..h
+                    }
                 }
             }
-            Some(Hint::Disputed) => Hint::Disputed,
         };
-        self.table.insert(name.clone(), next, expires);
+        self.names.insert(key, next);
+    }
+
+    /// Makes room: drops the name first heard longest ago that was not
+    /// heard again since (those are moved to the back on the way).
+    fn evict_oldest(&mut self) {
+        while let Some((queued, key)) = self.order.pop_front() {
+            match self.names.get(&key) {
+                None => continue,
+                Some(h) if h.heard > queued => self.order.push_back((h.heard, key)),
+                Some(_) => {
+                    self.remove(key);
+                    self.evicted += 1;
+                    return;
+                }
+            }
+        }
     }
 
     /// An announcement heard on a group withdrew `name` from endpoint
     /// `gid`. At worst (forged) the name is asked of the groups again.
     pub fn withdrawn(&mut self, name: &Address, gid: Gid) {
-        if matches!(self.table.get(name), Some(Hint::Held { gid: g, .. }) if *g == gid) {
-            self.table.remove(name);
+        let key = self.key(name);
+        let held_by = |h: &NameHint| h.endpoint != DISPUTED;
+        if let Some(h) = self.names.get(&key).filter(|h| held_by(h)) {
+            if self.endpoints[h.endpoint as usize].gid == gid {
+                self.remove(key);
+            }
         }
     }
 
     /// The host `name` was asked of refused it: it moved.
     pub fn forget(&mut self, name: &Address) {
-        self.table.remove(name);
+        let key = self.key(name);
+        self.remove(key);
     }
 
     /// The address to ask for `name`, if its announcements agree and the
     /// first is old enough.
     pub fn whom(&mut self, name: &Address, now: Instant) -> Option<IpAddr> {
-        match self.table.get_live(name, now)? {
-            Hint::Held { at, since, .. } if *since + SETTLE <= now => at.first().copied(),
+        let (_, h) = self.get_live(name, now)?;
+        let settled = self.tick(now) >= h.since.saturating_add(settle_ticks());
+        match h.endpoint {
+            DISPUTED => None,
+            e if settled => self.endpoints[e as usize].at.first(),
             _ => None,
         }
     }
 
+    /// Whether `name` was announced by two endpoints lately.
+    pub fn disputed(&mut self, name: &Address, now: Instant) -> bool {
+        self.get_live(name, now)
+            .is_some_and(|(_, h)| h.endpoint == DISPUTED)
+    }
+
     #[cfg(test)]
     fn len(&self) -> usize {
-        self.table.len()
+        self.names.len()
     }
 
-    #[cfg(test)]
-    fn evicted(&self) -> u64 {
-        self.table.evicted
-    }
-
+    /// Forgets the names not heard for a lifetime, oldest first: the front
+    /// of the order, a name heard again since moved to the back.
     pub fn sweep(&mut self, now: Instant) {
-        self.table.sweep(now, |_, _| {});
-        self.endpoints.sweep(now, |_, _| {});
+        let Some(life) = self.lifetime else {
+            return;
+        };
+        let t = self.tick(now);
+        while let Some(&(queued, key)) = self.order.front() {
+            if t < queued.saturating_add(life) {
+                break;
+            }
+            self.order.pop_front();
+            match self.names.get(&key) {
+                Some(h) if self.live(h.heard, t) => self.order.push_back((h.heard, key)),
+                Some(_) => self.remove(key),
+                None => {}
+            }
+        }
     }
+
+    /// When [`Hints::sweep`] may have something to remove.
+    pub fn sweep_due(&self) -> Option<Instant> {
+        let (life, epoch) = (self.lifetime?, self.epoch?);
+        let (queued, _) = self.order.front()?;
+        let ms = u64::from(queued.saturating_add(life)) * TICK_MS as u64;
+        Some(epoch + Duration::from_millis(ms))
+    }
+}
+
+fn settle_ticks() -> Tick {
+    (SETTLE.as_millis() / TICK_MS) as Tick
 }
 
 #[cfg(test)]
@@ -189,7 +425,7 @@ mod tests {
         // The first one again does not settle it.
         h.heard(&name("x"), A, ip("10.0.0.1"), t + SETTLE * 2);
         assert_eq!(h.whom(&name("x"), t + SETTLE * 4), None);
-        assert_eq!(h.disputed, 1);
+        assert_eq!(h.disputes, 1);
     }
 
     #[test]
@@ -211,11 +447,62 @@ mod tests {
     fn hints_expire_and_stay_bounded() {
         let t = Instant::now();
         let mut h = Hints::new(2, Some(Duration::from_secs(60)));
+        let gid = |i: u8| Gid([0xfe, 0x80, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, i]);
         for (i, n) in ["x", "y", "z"].iter().enumerate() {
-            h.heard(&name(n), A, ip(&format!("10.0.0.{}", i + 1)), t);
+            h.heard(
+                &name(n),
+                gid(i as u8 + 1),
+                ip(&format!("10.0.0.{}", i + 1)),
+                t,
+            );
         }
-        assert_eq!((h.len(), h.evicted()), (2, 1));
+        assert_eq!((h.len(), h.evicted), (2, 1));
+        assert_eq!(
+            h.endpoints_heard(),
+            2,
+            "the evicted name's endpoint went with it"
+        );
+        assert_eq!(h.whom(&name("x"), t + SETTLE), None);
         assert_eq!(h.whom(&name("z"), t + SETTLE), Some(ip("10.0.0.3")));
-        assert_eq!(h.whom(&name("z"), t + Duration::from_secs(60)), None);
+        // Heard again, a name is kept a lifetime from then; the others go.
+        h.heard(
+            &name("z"),
+            gid(3),
+            ip("10.0.0.3"),
+            t + Duration::from_secs(30),
+        );
+        assert_eq!(h.sweep_due(), Some(t + Duration::from_secs(60)));
+        h.sweep(t + Duration::from_secs(60));
+        assert_eq!((h.len(), h.endpoints_heard()), (1, 1));
+        assert_eq!(
+            h.whom(&name("z"), t + Duration::from_secs(89)),
+            Some(ip("10.0.0.3"))
+        );
+        assert_eq!(h.whom(&name("z"), t + Duration::from_secs(90)), None);
+        assert!(
+            h.endpoint_heard(gid(3), t + Duration::from_secs(90)),
+            "new again"
+        );
+    }
+
+    #[test]
+    fn a_name_keeps_its_place_whatever_its_endpoint_does() {
+        // Many names of one endpoint, a withdrawal of one, a name moved to
+        // the endpoint's new GID: the endpoint's slot lives as long as one
+        // of its names, and a new endpoint reuses a freed slot.
+        let t = Instant::now();
+        let mut h = Hints::new(16, None);
+        h.heard(&name("x"), A, ip("10.0.0.1"), t);
+        h.heard(&name("y"), A, ip("10.0.0.1"), t);
+        h.withdrawn(&name("x"), A);
+        assert!(!h.endpoint_heard(A, t), "y keeps it");
+        h.heard(&name("y"), B, ip("10.0.0.1"), t);
+        assert!(h.endpoint_heard(A, t), "its last name moved to B");
+        assert_eq!(h.whom(&name("y"), t + SETTLE), Some(ip("10.0.0.1")));
+        h.forget(&name("y"));
+        assert_eq!((h.len(), h.endpoints_heard()), (0, 0));
+        h.heard(&name("w"), A, ip("10.0.0.9"), t);
+        assert_eq!(h.endpoints.len(), 2, "a freed slot reused");
+        assert_eq!(h.whom(&name("w"), t + SETTLE), Some(ip("10.0.0.9")));
     }
 }

@@ -13,7 +13,6 @@
 //!   ([`Purpose::Check`]), and only its reply moves the binding; a refusal
 //!   or no answer removes it.
 
-use super::announce::WELCOME_WITHIN;
 use super::counts::DropCounts;
 use super::state::{Learned, Probe, Purpose, MAX_CHECKS, MAX_CLAIMS};
 use super::wire::{Announce, Answer, Message, Query, Reply};
@@ -139,6 +138,10 @@ impl Discovery {
         // Where the socket cannot say, the query may have been a group's:
         // never refuse it then.
         let group = to.is_none_or(|ip| ip.is_multicast());
+        if group && super::welcome::is_start_query(&q) {
+            log::trace!("discovery: {from} started; announcing ourselves");
+            self.welcome(q.sender().gid(), now);
+        }
         let target = q.target().address().clone();
         let answer = match local
             .holder(&target)
@@ -385,8 +388,7 @@ impl Discovery {
                 && !a.withdrawn()
                 && self.hints.endpoint_heard(record.gid(), now)
             {
-                let jitter = self.inflight.new_txid().get() % WELCOME_WITHIN.as_millis() as u64;
-                self.announcer.welcome(Duration::from_millis(jitter), now);
+                self.welcome(record.gid(), now);
             }
             for w in record.addresses() {
                 let key = w.address();

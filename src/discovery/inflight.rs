@@ -52,6 +52,9 @@ pub struct Lookup {
     /// A name asked of the one host its announcements named (`hints.rs`),
     /// not yet of the groups.
     pub hinted: bool,
+    /// A name two endpoints announced: its group query's whole try is
+    /// heard before it is decided.
+    pub disputed: bool,
     pub started: Instant,
 }
 
@@ -68,6 +71,7 @@ impl Lookup {
             confirmed: Vec::new(),
             resolving: false,
             hinted: false,
+            disputed: false,
             started: now,
         }
     }
@@ -189,6 +193,10 @@ impl InFlight {
         self.probes.get_mut(&txid).map(|t| &mut t.probe)
     }
 
+    pub fn probe_deadline(&self, txid: NonZeroU64) -> Option<Instant> {
+        self.probes.get(&txid).map(|t| t.deadline)
+    }
+
     pub fn set_probe_deadline(&mut self, txid: NonZeroU64, at: Instant) {
         if let Some(t) = self.probes.get_mut(&txid) {
             let old = std::mem::replace(&mut t.deadline, at);
@@ -291,7 +299,7 @@ impl InFlight {
     }
 
     /// A reply to probe `txid`, which just ended, is late for one stage.
-    fn remember_ended(&mut self, txid: NonZeroU64, now: Instant) {
+    pub fn remember_ended(&mut self, txid: NonZeroU64, now: Instant) {
         self.ended.insert(txid, (), Some(now + self.late_window));
     }
 
@@ -382,6 +390,11 @@ impl InFlight {
         self.ended.sweep(now, |_, _| {});
     }
 
+    /// When [`InFlight::sweep`] may have something to remove.
+    pub fn sweep_due(&self) -> Option<Instant> {
+        self.ended.sweep_due()
+    }
+
     /// Lookups, probes and checks in flight.
     pub fn sizes(&self) -> [usize; 3] {
         [self.lookups.len(), self.probes.len(), self.checking.len()]
@@ -454,6 +467,7 @@ mod tests {
                         to: None,
                         purpose: Purpose::Lookup,
                         tries: 0,
+                        sent_at: None,
                         endpoint: ep,
                         answered: false,
                     };

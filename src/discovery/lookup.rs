@@ -11,8 +11,9 @@
 //! error, a stage cut short) it fails ETIMEDOUT, which is never
 //! remembered: the next request asks again.
 
+use super::decide::asks;
 use super::inflight::Lookup;
-use super::state::{Learned, NeighbourJob, NssJob, Probe, Purpose, Stage};
+use super::state::{Learned, NeighbourJob, NssJob, Probe, Purpose, Stage, NO, UNKNOWN};
 use super::wire::{Message, Query, WireAddress};
 use super::{Datagram, Discovery, Outcome};
 use crate::addr::{Address, Gid};
@@ -20,28 +21,9 @@ use crate::buggify::Fault;
 use crate::config::{Derivation, NameLookup};
 use crate::handle::EndpointId;
 use crate::local::{ip_of, Local};
-use acm_prov_sys::{ACM_STATUS_ENODATA, ACM_STATUS_ETIMEDOUT};
 use std::net::SocketAddr;
 use std::num::NonZeroU64;
 use std::time::{Duration, Instant};
-
-/// Whether a stage asks hosts, whose confirmations decide it.
-fn asks(stage: Stage) -> bool {
-    matches!(stage, Stage::Discover | Stage::Nss)
-}
-
-const NO: u8 = ACM_STATUS_ENODATA as u8;
-const UNKNOWN: u8 = ACM_STATUS_ETIMEDOUT as u8;
-
-/// Of what two probes of a stage came to, what the stage knows: no only
-/// if both said no.
-fn weakest(a: u8, b: u8) -> u8 {
-    if a == NO && b == NO {
-        NO
-    } else {
-        UNKNOWN
-    }
-}
 
 impl Discovery {
     pub(super) fn timeout(&self) -> Duration {
@@ -141,9 +123,11 @@ impl Discovery {
                     }
                     return self.next_stage(local, &key, UNKNOWN, now);
                 }
+                let disputed = hinted.is_none() && self.hints.disputed(&key, now);
                 if let Some(l) = self.inflight.lookup_mut(&key) {
                     l.stage = Stage::Discover;
                     l.hinted = hinted.is_some();
+                    l.disputed = disputed;
                 }
                 self.inflight
                     .set_lookup_deadline(&key, now + discovery_time);
@@ -216,6 +200,7 @@ impl Discovery {
             to,
             purpose,
             tries: 0,
+            sent_at: None,
             endpoint: ep,
             answered: false,
         };
@@ -259,6 +244,7 @@ impl Discovery {
         }
         if let Some(p) = self.inflight.probe_mut(txid) {
             p.tries += 1;
+            p.sent_at = Some(now);
         }
         self.inflight.set_probe_deadline(txid, now + timeout);
         true
@@ -466,106 +452,5 @@ impl Discovery {
                 self.lookup_probe_ended(local, &p.key, Some(status), now)
             }
         }
-    }
-
-    /// One of a lookup's probes ended without a binding.
-    fn lookup_probe_ended(
-        &mut self,
-        local: &Local,
-        key: &Address,
-        status: Option<u8>,
-        now: Instant,
-    ) {
-        let Some(l) = self.inflight.lookup_mut(key) else {
-            return;
-        };
-        if let Some(s) = status {
-            l.failure = weakest(l.failure, s);
-        }
-        self.settle(local, key, now);
-    }
-
-    /// Decides a lookup's discovery stage once no claim is left to
-    /// confirm: the name goes to the hosts that confirmed it if they agree;
-    /// two hosts claiming one name with different GIDs get no answer (which
-    /// one is right cannot be told, and a wrong answer is worse than none);
-    /// with nothing confirmed and nothing more to wait for, the stage fails.
-    pub(super) fn settle(&mut self, local: &Local, key: &Address, now: Instant) {
-        let Some(l) = self.inflight.lookup(key) else {
-            return;
-        };
-        if !asks(l.stage) || l.resolving {
-            return;
-        }
-        let claims_pending = l
-            .probes()
-            .iter()
-            .filter_map(|t| self.inflight.probe(*t))
-            .any(|p| matches!(p.purpose, Purpose::Claim | Purpose::Address));
-        if claims_pending {
-            return;
-        }
-        let group = l.probes().iter().copied().find(|t| {
-            self.inflight
-                .probe(*t)
-                .is_some_and(|p| p.purpose == Purpose::Lookup && p.to.is_none())
-        });
-        if let (Some(g), false) = (group, l.confirmed.is_empty()) {
-            // Whoever else holds the name answers the group query within
-            // its try, and must be heard: the first host to confirm may be
-            // the one that lies, fastest. The query ends then (`probe_due`).
-            if let Some(p) = self.inflight.probe_mut(g) {
-                p.answered = true;
-            }
-            return;
-        }
-        if let Some((_, first)) = l.confirmed.first() {
-            let first = first.clone();
-            if l.confirmed.iter().all(|(_, c)| c.gid == first.gid) {
-                return self.succeed(key, first, now);
-            }
-            let who: Vec<String> = l
-                .confirmed
-                .iter()
-                .map(|(at, c)| format!("{} at {at}", c.gid))
-                .collect();
-            log::warn!(
-                "lookup {key}: claimed by hosts with different GIDs ({}); not answered",
-                who.join(", ")
-            );
-            self.conflicts += 1;
-            return self.next_stage(local, key, NO, now);
-        }
-        if l.probes().is_empty() && !self.ask_groups(local, key, now) {
-            let status = self.inflight.lookup(key).map_or(UNKNOWN, |l| l.failure);
-            self.next_stage(local, key, status, now);
-        }
-    }
-
-    /// A name asked of the host its announcements named, which refused
-    /// it or left all tries but its last unanswered: asks the groups too,
-    /// within the stage's time. A refusal means the name moved, and the hint goes.
-    /// False if the lookup was not hinted, or the groups could not be
-    /// asked.
-    fn ask_groups(&mut self, local: &Local, key: &Address, now: Instant) -> bool {
-        let Some(l) = self.inflight.lookup_mut(key) else {
-            return false;
-        };
-        if !std::mem::take(&mut l.hinted) || l.stage != Stage::Discover {
-            return false;
-        }
-        let ep = l.endpoint;
-        if l.failure == NO && l.probes().is_empty() {
-            self.hints.forget(key);
-        }
-        log::trace!("lookup {key}: its announcer did not confirm it; asking the groups");
-        let sent = self.send_probe(local, key, key.clone(), None, Purpose::Lookup, ep, now);
-        if sent.is_none() {
-            if let Some(l) = self.inflight.lookup_mut(key) {
-                // Not asked: the stage could not find out.
-                l.failure = UNKNOWN;
-            }
-        }
-        sent.is_some()
     }
 }

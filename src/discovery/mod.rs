@@ -23,6 +23,7 @@
 mod announce;
 pub mod auth;
 pub mod counts;
+mod decide;
 mod derive;
 mod hints;
 mod inbound;
@@ -31,9 +32,11 @@ mod lookup;
 mod names;
 pub mod ratelimit;
 pub mod state;
+mod welcome;
 pub mod wire;
 
-use crate::addr::Address;
+use crate::addr::{Address, Gid};
+use crate::bounded::{earliest, Expiring};
 use crate::buggify::{Buggify, Fault};
 use crate::config::Config;
 use crate::entropy::Seed;
@@ -57,6 +60,9 @@ pub use names::NssError;
 /// host sends each announcement three times, and a flood of forged hints
 /// must not become a flood of queries to the host they name.
 pub const CHECK_HOLDOFF: Duration = Duration::from_secs(1);
+/// Hosts remembered as welcomed (`welcome.rs`); more (a flood of forged
+/// start queries) are welcomed again, at the welcomes' pace.
+const MAX_WELCOMED: usize = 1024;
 /// How often a missing neighbour entry is looked for again.
 pub const NEIGHBOUR_POLL: Duration = Duration::from_millis(20);
 
@@ -165,6 +171,11 @@ pub struct Discovery {
     outcomes: Vec<Outcome>,
     /// Faults to inject into itself (off but in simulations).
     buggify: Buggify,
+    /// Hosts that joined and were answered with an announcement, lately.
+    welcomed: Expiring<Gid, ()>,
+    /// How long claims to an undisputed name are heard, if not
+    /// [`decide::CLAIM_WINDOW_SHARE`] of `urdma_timeout` (simulations).
+    claim_window: Option<Duration>,
 }
 
 /// The record of endpoint `ep`: its port's GID, LID, MTU and rate, its
@@ -199,11 +210,11 @@ impl Discovery {
     pub fn new(cfg: &Config, seed: Seed) -> Discovery {
         Discovery {
             state: State::new(cfg),
-            inflight: InFlight::new(cfg, seed),
+            inflight: InFlight::new(cfg, seed.clone()),
             reply_limit: ratelimit::RateLimiter::new(cfg.reply_rate),
             cfg: cfg.clone(),
             families: Families::NONE,
-            announcer: Announcer::default(),
+            announcer: Announcer::new(cfg.addr_timeout.duration(), seed.clone()),
             hints: hints::Hints::new(cfg.max_learned, cfg.addr_timeout.duration()),
             drops: DropCounts::default(),
             drops_logged: Summary::default(),
@@ -215,7 +226,17 @@ impl Discovery {
             datagrams: Vec::new(),
             outcomes: Vec::new(),
             buggify: Buggify::off(),
+            claim_window: None,
+            welcomed: Expiring::new(MAX_WELCOMED),
         }
+    }
+
+    /// Hears the claims to an undisputed name, without authentication, for
+    /// `window` after its group query left instead of a share of
+    /// `urdma_timeout` (docs/protocol.md, *Trust*): for simulations
+    /// that measure what the window buys (`urdma-dst claim-window`).
+    pub fn set_claim_window(&mut self, window: Duration) {
+        self.claim_window = Some(window);
     }
 
     /// Injects these faults into itself from now on.
@@ -230,9 +251,12 @@ impl Discovery {
     /// Called when the discovery sockets open (for these families) or
     /// close (none).
     pub fn set_up(&mut self, families: Families) {
+        let was_up = self.is_up();
         self.families = families;
-        if self.is_up() {
-            self.schedule_announce();
+        match (was_up, self.is_up()) {
+            (false, true) => self.announcer.start(),
+            (true, true) => self.schedule_announce(),
+            _ => {}
         }
     }
 
@@ -325,7 +349,7 @@ impl Discovery {
     /// Names heard announced by two endpoints, since: each is asked of the
     /// groups, not of one host (docs/protocol.md, *Name hints*).
     pub fn disputed_names(&self) -> u64 {
-        self.hints.disputed
+        self.hints.disputes
     }
 
     pub fn traffic(&self) -> &Traffic {
@@ -402,6 +426,9 @@ impl Discovery {
             .announcer
             .on_timers(local, self.families, now, &mut self.datagrams);
         self.traffic.announcements += sent as u64;
+        if self.announcer.take_start_query() {
+            self.send_start_query(local, now);
+        }
     }
 
     /// Forgets what expired from the tables, and says in the log what was
@@ -412,10 +439,29 @@ impl Discovery {
         self.state.checked.sweep(now, |_, _| {});
         self.state.answered_groups.sweep(now, |_, _| {});
         self.hints.sweep(now);
+        self.welcomed.sweep(now, |_, _| {});
         self.inflight.sweep(now);
         if self.drops_logged.due(&self.drops, now) {
             log::info!("discovery: datagrams dropped so far: {}", self.drops);
         }
+    }
+
+    /// When [`Discovery::sweep`] may have something to do: the first time
+    /// an entry of one of its tables may expire, or its summary of drops
+    /// is due. `None`: nothing, until something changes.
+    pub fn sweep_due(&self, now: Instant) -> Option<Instant> {
+        [
+            self.state.learned.sweep_due(),
+            self.state.failed.sweep_due(),
+            self.state.checked.sweep_due(),
+            self.state.answered_groups.sweep_due(),
+            self.hints.sweep_due(),
+            self.welcomed.sweep_due(),
+            self.inflight.sweep_due(),
+            self.drops_logged.due_at(&self.drops, now),
+        ]
+        .into_iter()
+        .fold(None, earliest)
     }
 
     /// Neighbour lookups for the caller to make, each at its `at` (netlink

@@ -13,6 +13,11 @@ use crate::handle::EndpointId;
 use std::net::{IpAddr, SocketAddr};
 use std::time::Instant;
 
+/// How a stage ends if nothing binds: told no (ENODATA), or could not
+/// find out (ETIMEDOUT).
+pub const NO: u8 = acm_prov_sys::ACM_STATUS_ENODATA as u8;
+pub const UNKNOWN: u8 = acm_prov_sys::ACM_STATUS_ETIMEDOUT as u8;
+
 /// Hosts that may claim one name in answer to a group query and be asked
 /// to confirm it; more claimants than this are dropped.
 pub const MAX_CLAIMS: usize = 4;
@@ -140,8 +145,9 @@ pub struct Probe {
     /// come from there.
     pub to: Option<SocketAddr>,
     pub purpose: Purpose,
-    /// Sends so far.
+    /// Sends so far, and when the last one left.
     pub tries: u32,
+    pub sent_at: Option<Instant>,
     /// The endpoint whose record the query carries.
     pub endpoint: EndpointId,
     /// A group query that some host answered: it is not sent again.

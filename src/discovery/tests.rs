@@ -3,6 +3,7 @@
 
 use super::announce::{BATCH as ANNOUNCE_BATCH, PACE as ANNOUNCE_PACE};
 use super::state::NssJob;
+use super::welcome::WELCOMED_FOR;
 use super::wire::{Announce, Answer, EndpointRecord, Message, Query, WireAddress};
 use super::*;
 use crate::addr::{Address, Gid};
@@ -164,13 +165,33 @@ fn node_b() -> Address {
     Address::name("node-b").unwrap()
 }
 
+fn node_a() -> Address {
+    Address::name("node-a").unwrap()
+}
+
 fn peer_ip() -> Address {
     Address::Ip4(PEER_IP.into())
 }
 
-/// The queries among the effects, with where they went.
-fn sent_queries(fx: &Effects) -> Vec<(Query, Option<SocketAddr>)> {
+/// The datagrams among the effects but the start queries, which a fixture
+/// sends with its first announcements (`welcome.rs`).
+fn without_start_queries(fx: &Effects) -> Vec<Datagram> {
     fx.datagrams
+        .iter()
+        .filter(|d| {
+            let Datagram::Multicast { bytes, .. } = d else {
+                return true;
+            };
+            !matches!(Message::decode(bytes), Ok(Message::Query(q)) if welcome::is_start_query(&q))
+        })
+        .cloned()
+        .collect()
+}
+
+/// The queries among the effects (start queries aside), with where they
+/// went.
+fn sent_queries(fx: &Effects) -> Vec<(Query, Option<SocketAddr>)> {
+    without_start_queries(fx)
         .iter()
         .filter_map(|d| {
             let (to, bytes) = match d {
@@ -930,7 +951,7 @@ fn names_are_asked_of_the_groups_and_this_host_announces_itself() {
     assert!(f.e.next_wake().unwrap() <= f.t0 + Duration::from_millis(50));
     f.e.on_timers(f.t0 + Duration::from_millis(60));
     let fx = f.e.take_effects();
-    let [Datagram::Multicast { bytes, .. }] = &fx.datagrams[..] else {
+    let [Datagram::Multicast { bytes, .. }] = &without_start_queries(&fx)[..] else {
         panic!("{fx:?}")
     };
     let Ok(Message::Announce(a)) = Message::decode(bytes) else {
@@ -1208,7 +1229,7 @@ fn many_announcements_leave_in_paced_batches_and_peers_check_each_binding_once()
     f.e.on_timers(f.t0);
     let announced = |e: &mut Engine<FakeDaemon>, t: Instant| {
         e.on_timers(t);
-        e.take_effects().datagrams.len()
+        without_start_queries(&e.take_effects()).len()
     };
     let first = f.t0 + Duration::from_millis(50);
     assert_eq!(announced(&mut f.e, first), ANNOUNCE_BATCH);
@@ -1752,9 +1773,20 @@ fn a_name_announced_by_two_endpoints_is_asked_of_the_groups() {
         f.e.resolve_at(f.addr, &by_name("node-b", 1), 1, later),
         None
     );
-    let (_, to) = sent_query(&f.e.take_effects());
+    let (g, to) = sent_query(&f.e.take_effects());
     assert_eq!(to, None);
     assert_eq!(f.e.discovery().disputed_names(), 1, "counted once");
+    // Two claimants are known to exist: the whole try is heard, not only
+    // the claim window of a name nobody disputes.
+    claimed(&mut f, &g, peer(), peer_record(PEER), later);
+    let timeout = Duration::from_millis(u64::from(Config::default().timeout_ms));
+    f.e.on_timers(later + timeout / 2);
+    assert!(f.e.take_effects().replies.is_empty());
+    f.e.on_timers(later + timeout);
+    assert_eq!(
+        dgid(&f.e.take_effects().replies[0].msg),
+        PEER.parse().unwrap()
+    );
     // Announced to this host alone, or naming another address than its
     // source: no hint at all.
     let mut g = fixture(segment_only());
@@ -1893,26 +1925,253 @@ fn a_host_announces_itself_to_a_host_that_joined_after_its_announcements() {
     }
     f.e.take_effects();
     // All out: a host heard for the first time gets one, soon.
+    let (within, every) = announce::welcome_pace(2);
     let t = f.t0 + Duration::from_secs(5);
     let c = SocketAddr::new(IpAddr::V4([10, 0, 0, 3].into()), 6126);
     heard_on_group(&mut f, holding("fe80::c", [10, 0, 0, 3], "node-c"), c, t);
-    f.e.on_timers(t + announce::WELCOME_WITHIN);
+    f.e.on_timers(t + within);
     let ours = sent_announcements(&f.e.take_effects());
     assert_eq!(ours.len(), 1);
     assert_eq!(ours[0].records()[0].gid(), OWN.parse().unwrap());
-    // A host heard before does not; another new one, within a second of
-    // the last, waits for the second to pass.
+    // A host heard before does not; another new one, within a period of
+    // the last, waits for the period to pass.
     heard_on_group(&mut f, peer_record(PEER), peer(), t);
     let d = SocketAddr::new(IpAddr::V4([10, 0, 0, 4].into()), 6126);
     heard_on_group(&mut f, holding("fe80::d", [10, 0, 0, 4], "node-d"), d, t);
-    f.e.on_timers(t + Duration::from_millis(900));
+    f.e.on_timers(t + every - Duration::from_millis(100));
     assert!(sent_announcements(&f.e.take_effects()).is_empty());
-    f.e.on_timers(t + Duration::from_millis(1_300));
+    f.e.on_timers(t + every + within);
     assert_eq!(sent_announcements(&f.e.take_effects()).len(), 1);
-    // Long after its own start, a host that joins asks the groups instead.
-    let late = f.t0 + Duration::from_secs(40);
+    // Long after its own start, a host that joins is answered too.
+    let late = f.t0 + Duration::from_secs(4_000);
     let e = SocketAddr::new(IpAddr::V4([10, 0, 0, 5].into()), 6126);
     heard_on_group(&mut f, holding("fe80::e", [10, 0, 0, 5], "node-e"), e, late);
-    f.e.on_timers(late + Duration::from_secs(2));
+    f.e.on_timers(late + within);
+    assert_eq!(sent_announcements(&f.e.take_effects()).len(), 1);
+}
+
+/// A request for `name` from the fixture at `t`, and the group query it
+/// sent.
+fn group_asked(f: &mut Fixture, name: &str, tid: u64, t: Instant) -> Query {
+    assert_eq!(f.e.resolve_at(f.addr, &by_name(name, tid), tid, t), None);
+    let (q, to) = sent_query(&f.e.take_effects());
+    assert_eq!(to, None, "asked of the groups");
+    q
+}
+
+/// Host `from` claims the name of `group` with `record`, and confirms it
+/// when asked, at `t`.
+fn claimed(f: &mut Fixture, group: &Query, from: SocketAddr, record: EndpointRecord, t: Instant) {
+    let claim = reply_bytes(group, Answer::Found(record.clone()));
+    f.e.on_datagram(from, None, &claim, t);
+    let (confirm, to) = sent_query(&f.e.take_effects());
+    assert_eq!(to, Some(from));
+    let found = reply_bytes(&confirm, Answer::Found(record));
+    f.e.on_datagram(from, None, &found, t);
+}
+
+#[test]
+fn a_name_asked_of_the_groups_is_decided_once_its_claim_window_is_over() {
+    let mut f = fixture(segment_only());
+    let timeout = Duration::from_millis(u64::from(Config::default().timeout_ms));
+    let window = timeout / decide::CLAIM_WINDOW_SHARE;
+    let t = f.t0;
+    let g = group_asked(&mut f, "node-b", 1, t);
+    claimed(
+        &mut f,
+        &g,
+        peer(),
+        peer_record(PEER),
+        t + Duration::from_millis(1),
+    );
+    f.e.on_timers(t + window - Duration::from_millis(1));
+    let fx = f.e.take_effects();
+    assert!(
+        fx.replies.is_empty(),
+        "not before other holders could claim"
+    );
+    assert_eq!(fx.deadline, Some(t + window), "{fx:?}");
+    f.e.on_timers(t + window);
+    let fx = f.e.take_effects();
+    assert_eq!(fx.replies.len(), 1, "{fx:?}");
+    assert_eq!(dgid(&fx.replies[0].msg), PEER.parse().unwrap());
+
+    // A second holder heard within the window: two GIDs, no answer.
+    let g = group_asked(&mut f, "node-x", 2, t);
+    let x = |gid: &str, ip| holding(gid, ip, "node-x");
+    claimed(&mut f, &g, peer(), x(PEER, PEER_IP), t);
+    let late = t + window - Duration::from_millis(1);
+    claimed(&mut f, &g, attacker(), x(ATTACKER, [10, 0, 0, 66]), late);
+    f.e.on_timers(t + window);
+    let fx = f.e.take_effects();
+    assert_eq!(fx.replies[0].msg.status(), ACM_STATUS_ENODATA as u8);
+    assert_eq!(f.e.discovery().conflicts(), 1);
+
+    // A claim that comes after the window is not followed: the name was
+    // decided.
+    let g = group_asked(&mut f, "node-y", 3, t);
+    let y = |gid: &str, ip| holding(gid, ip, "node-y");
+    claimed(&mut f, &g, peer(), y(PEER, PEER_IP), t);
+    f.e.on_timers(t + window);
+    assert_eq!(
+        dgid(&f.e.take_effects().replies[0].msg),
+        PEER.parse().unwrap()
+    );
+    let claim = reply_bytes(&g, Answer::Found(y(ATTACKER, [10, 0, 0, 66])));
+    f.e.on_datagram(attacker(), None, &claim, t + window);
+    assert!(sent_queries(&f.e.take_effects()).is_empty());
+    assert_eq!(f.e.discovery().drops().late, 1);
+}
+
+#[test]
+fn with_a_key_a_name_asked_of_the_groups_is_decided_at_its_first_confirmation() {
+    let mut f = fixture(segment_only());
+    f.e.set_auth(Some(auth(KEY)));
+    let peer_auth = auth(KEY);
+    let t = Instant::now();
+    let g = group_asked(&mut f, "node-b", 1, t);
+    let claim = reply_bytes(&g, Answer::Found(peer_record(PEER)));
+    f.e.on_datagram(peer(), None, &peer_auth.seal(claim), t);
+    let (confirm, _) = sent_query(&f.e.take_effects());
+    let found = reply_bytes(&confirm, Answer::Found(peer_record(PEER)));
+    f.e.on_datagram(peer(), None, &peer_auth.seal(found), t);
+    let fx = f.e.take_effects();
+    assert_eq!(fx.replies.len(), 1, "at once: only key holders claim");
+    assert_eq!(dgid(&fx.replies[0].msg), PEER.parse().unwrap());
+}
+
+/// The announcements this fixture sends between `from` and `to`, a timer
+/// every 100 ms.
+fn announced_between(f: &mut Fixture, from: Duration, to: Duration) -> Vec<Duration> {
+    let mut at = Vec::new();
+    let mut t = from;
+    while t <= to {
+        f.e.on_timers(f.t0 + t);
+        if !sent_announcements(&f.e.take_effects()).is_empty() {
+            at.push(t);
+        }
+        t += Duration::from_millis(100);
+    }
+    at
+}
+
+#[test]
+fn a_host_renews_its_announcements_so_that_what_peers_heard_never_expires() {
+    // Peers keep what it announced a minute: it renews every 24 s, give
+    // or take a tenth.
+    let cfg = Config {
+        addr_timeout: crate::config::Lifetime::Minutes(1),
+        ..Config::default()
+    };
+    let mut f = fixture(cfg.clone());
+    let secs = Duration::from_secs;
+    let sent = announced_between(&mut f, Duration::ZERO, secs(200));
+    assert_eq!(&sent[..3], &[Duration::from_millis(100), secs(1), secs(3)]);
+    let gaps: Vec<Duration> = sent[2..].windows(2).map(|w| w[1] - w[0]).collect();
+    assert!(gaps.len() >= 7, "{sent:?}");
+    for gap in &gaps {
+        assert!((secs(21)..=secs(27)).contains(gap), "{sent:?}");
+    }
+    assert!(gaps.windows(2).any(|w| w[0] != w[1]), "jittered: {gaps:?}");
+    // Announced for ever: never renewed.
+    let cfg = Config {
+        addr_timeout: crate::config::Lifetime::Never,
+        ..Config::default()
+    };
+    let mut f = fixture(cfg);
+    assert_eq!(
+        announced_between(&mut f, Duration::ZERO, secs(100)).len(),
+        3
+    );
+
+    // A peer that hears the renewals keeps whom to ask for the name.
+    let mut g = fixture(Config {
+        addr_timeout: crate::config::Lifetime::Minutes(1),
+        name_lookup: vec![NameLookup::Segment],
+        ..Config::default()
+    });
+    let t0 = g.t0;
+    for s in (0..=600).step_by(24) {
+        heard_on_group(&mut g, peer_record(PEER), peer(), t0 + secs(s));
+    }
+    let t = g.t0 + secs(600) + hints::SETTLE;
+    g.e.resolve_at(g.addr, &by_name("node-b", 1), 1, t);
+    let (_, to) = sent_query(&g.e.take_effects());
+    assert_eq!(to, Some(peer()), "asked of its holder, ten lifetimes later");
+}
+
+/// Whether the effects hold a start query.
+fn has_start_query(fx: &Effects) -> bool {
+    fx.datagrams.len() != without_start_queries(fx).len()
+}
+
+#[test]
+fn a_host_that_starts_sends_a_start_query_and_hosts_that_hear_it_announce_themselves() {
+    let mut f = fixture(Config::default());
+    let mut starts = Vec::new();
+    for ms in (0..=3_000).step_by(50) {
+        f.e.on_timers(f.t0 + Duration::from_millis(ms));
+        let fx = f.e.take_effects();
+        if has_start_query(&fx) {
+            starts.push(ms);
+            let q = fx
+                .datagrams
+                .iter()
+                .find_map(|d| match d {
+                    Datagram::Multicast { bytes, .. } => match Message::decode(bytes) {
+                        Ok(Message::Query(q)) => Some(q),
+                        _ => None,
+                    },
+                    _ => None,
+                })
+                .unwrap();
+            assert_eq!(q.target().address(), &node_a(), "its own name");
+            assert_eq!(q.sender().gid(), OWN.parse().unwrap());
+        }
+    }
+    assert_eq!(starts, [50, 1_000], "with its first two announcements");
+    assert_eq!(f.e.discovery().traffic().start_queries, 2);
+    // A change is announced, with no start query: the host knows the
+    // segment.
+    f.e.add_address(f.ep, Address::name("node-a2").unwrap());
+    for ms in (3_100..=7_000).step_by(50) {
+        f.e.on_timers(f.t0 + Duration::from_millis(ms));
+        assert!(!has_start_query(&f.e.take_effects()));
+    }
+
+    // The peer, known here, restarted (same GID) and sends a start query:
+    // this host announces itself to it, within the window; the peer's
+    // second start query is not answered again, another host's is, once
+    // the period since the last answer is over.
+    let (within, every) = announce::welcome_pace(1);
+    let t0 = f.t0;
+    heard_on_group(&mut f, peer_record(PEER), peer(), t0);
+    let t = f.t0 + Duration::from_secs(10);
+    let start_of = |record: EndpointRecord, name: &str| {
+        let target = WireAddress::new(Address::name(name).unwrap()).unwrap();
+        let q = Query::new(std::num::NonZeroU64::new(77).unwrap(), target, record);
+        Message::from(q).encode()
+    };
+    let bytes = start_of(peer_record(PEER), "node-b");
+    f.e.on_datagram(peer(), Some(group()), &bytes, t);
+    let fx = f.e.take_effects();
+    assert!(fx.datagrams.is_empty(), "not answered: {fx:?}");
+    f.e.on_timers(t + within);
+    assert_eq!(sent_announcements(&f.e.take_effects()).len(), 1);
+    f.e.on_datagram(peer(), Some(group()), &bytes, t + within);
+    let t = t + within;
+    f.e.on_timers(t + every / 2);
+    assert!(sent_announcements(&f.e.take_effects()).is_empty());
+    let c = SocketAddr::new(IpAddr::V4([10, 0, 0, 3].into()), 6126);
+    let other = start_of(holding("fe80::c", [10, 0, 0, 3], "node-c"), "node-c");
+    f.e.on_datagram(c, Some(group()), &other, t + every / 2);
+    f.e.on_timers(t + every * 3 / 4);
+    assert!(sent_announcements(&f.e.take_effects()).is_empty());
+    f.e.on_timers(t + every + within);
+    assert_eq!(sent_announcements(&f.e.take_effects()).len(), 1);
+    // A query by unicast for the asker's own address is no start query.
+    let t = t + WELCOMED_FOR * 2;
+    f.e.on_datagram(peer(), Some(own_ip()), &bytes, t);
+    f.e.on_timers(t + every + within);
     assert!(sent_announcements(&f.e.take_effects()).is_empty());
 }

@@ -51,6 +51,7 @@ impl<D: Daemon> Engine<D> {
             &[
                 ("unicast_query", t.unicast_queries),
                 ("group_query", t.group_queries),
+                ("start_query", t.start_queries),
                 ("reply", t.replies),
                 ("announcement", t.announcements),
             ],

@@ -35,6 +35,7 @@ pub use waiters::Waiter;
 use waiters::Waiters;
 
 use crate::addr::Address;
+use crate::bounded::earliest;
 use crate::buggify::Buggify;
 use crate::config::hosts::Hosts;
 use crate::config::Config;
@@ -57,7 +58,8 @@ use timers::{Timer, Timers};
 /// `IBV_EVENT_CLIENT_REREGISTER`, the only event the daemon forwards.
 pub const EVENT_CLIENT_REREGISTER: acm_prov_sys::ibv_event_type =
     acm_prov_sys::ibv_event_type_IBV_EVENT_CLIENT_REREGISTER;
-/// How often what expired is swept from the destination cache.
+/// What expired is swept from the tables when it expires, at most this
+/// often: an engine with nothing due to expire sleeps.
 const SWEEP_EVERY: Duration = Duration::from_secs(1);
 
 pub struct Engine<D: Daemon> {
@@ -84,6 +86,8 @@ pub struct Engine<D: Daemon> {
     dirty: bool,
     /// What the last summary of tables at their bounds said, and when.
     limits_logged: Summary<[u64; 5]>,
+    /// When the tables were last swept.
+    swept_at: Option<Instant>,
     #[cfg(test)]
     test_polled: Effects,
 }
@@ -118,6 +122,7 @@ impl<D: Daemon> Engine<D> {
             #[cfg(test)]
             test_polled: Effects::default(),
             limits_logged: Summary::default(),
+            swept_at: None,
         }
     }
 
@@ -149,6 +154,7 @@ impl<D: Daemon> Engine<D> {
         self.timers.set(Timer::Lookup, lookup);
         self.timers.set(Timer::Announce, announce);
         self.timers.set(Timer::Review, self.cache.next_review());
+        self.timers.set(Timer::Sweep, self.sweep_due());
         Effects {
             replies: std::mem::take(&mut self.replies),
             datagrams: self.discovery.take_datagrams(),
@@ -370,6 +376,11 @@ impl<D: Daemon> Engine<D> {
         self.discovery.set_buggify(buggify);
     }
 
+    /// See [`Discovery::set_claim_window`] (simulations only).
+    pub fn set_claim_window(&mut self, window: Duration) {
+        self.discovery.set_claim_window(window);
+    }
+
     pub fn set_auth(&mut self, auth: Option<Auth>) {
         self.discovery.set_auth(auth);
     }
@@ -397,12 +408,26 @@ impl<D: Daemon> Engine<D> {
         self.cache.review(now);
         self.discovery.on_timers(&self.local, now);
         self.apply(now);
-        if self.timers.get(Timer::Sweep).is_none_or(|t| now >= t) {
+        if self.sweep_due().is_some_and(|t| now >= t) {
             self.cache.sweep(now);
             self.discovery.sweep(now);
             self.log_limits(now);
-            self.timers.set(Timer::Sweep, Some(now + SWEEP_EVERY));
+            self.swept_at = Some(now);
         }
+    }
+
+    /// When the tables are next swept: when an entry may have expired or
+    /// a summary is due, but not within [`SWEEP_EVERY`] of the last sweep.
+    fn sweep_due(&self) -> Option<Instant> {
+        let now = self.clock?;
+        let due = [
+            self.cache.sweep_due(),
+            self.discovery.sweep_due(now),
+            self.limits_logged.due_at(&self.limits(), now),
+        ]
+        .into_iter()
+        .fold(None, earliest)?;
+        Some(self.swept_at.map_or(due, |t| due.max(t + SWEEP_EVERY)))
     }
 
     /// One datagram that arrived at the discovery port. `to` is the address

@@ -2,7 +2,7 @@
 //! of the configuration.
 
 use crate::addr::{Address, EntryAddress};
-use crate::bounded::Order;
+use crate::bounded::{earliest, Order};
 use crate::fastmap::Map;
 use crate::handle::EndpointId;
 use crate::request::path::{Dest, PathRecord, PATH_RECORD_LEN};
@@ -177,6 +177,9 @@ pub struct Cache {
     reviewed: bool,
     len: usize,
     cap: usize,
+    /// No address lifetime ends before this (see
+    /// [`crate::bounded::Expiring::sweep_due`]).
+    sweep_at: Option<Instant>,
     /// Entries dropped to make room.
     pub evicted: u64,
     /// Entries removed because their address lifetime ended.
@@ -196,6 +199,7 @@ impl Cache {
             reviewed: false,
             len: 0,
             cap: cap.max(1),
+            sweep_at: None,
             evicted: 0,
             expired: 0,
         }
@@ -331,6 +335,7 @@ impl Cache {
             }
         };
         entry.seq = self.order.stamp((ep, dest.clone()));
+        self.sweep_at = earliest(self.sweep_at, entry.addr_expires);
         let key = self.reviewed.then(|| dest.clone());
         if self.per_endpoint[i].1.insert(dest, entry).is_none() {
             self.len += 1;
@@ -396,6 +401,17 @@ impl Cache {
             }
             self.expired += 1;
         }
+        let tables = &self.per_endpoint;
+        self.sweep_at = self
+            .order
+            .oldest(|seq, k| Self::is_at(tables, seq, k))
+            .and_then(|k| Self::entry(tables, k))
+            .and_then(|e| e.addr_expires);
+    }
+
+    /// When a sweep may have something to remove (`None`: never).
+    pub fn sweep_due(&self) -> Option<Instant> {
+        self.sweep_at
     }
 
     /// Drops `dest` from every endpoint: its binding changed.
@@ -427,6 +443,7 @@ impl Cache {
         self.order.clear();
         self.reviews.clear();
         self.len = 0;
+        self.sweep_at = None;
     }
 
     pub fn len(&self) -> usize {

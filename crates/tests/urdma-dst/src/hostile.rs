@@ -56,11 +56,12 @@ impl Sim {
         }
     }
 
-    /// An impostor on the segment announces `claimed`'s name as its own,
-    /// on the group, from its own address, and from then on answers every
-    /// query for the name it receives (to the groups: a claim; to its
-    /// address: a confirmation) with the attacker's GID. It has no key.
-    pub(crate) fn impersonate(&mut self, claimed: usize) {
+    /// An impostor on the segment answers, from then on, every query for
+    /// `claimed`'s name it receives (to the groups: a claim; to its
+    /// address: a confirmation) with the attacker's GID, and, if it
+    /// `announces`, first announces the name as its own on the group, from
+    /// its own address. It has no key.
+    pub(crate) fn impersonate(&mut self, claimed: usize, announces: bool) {
         let Some(name) = Address::name(&self.hosts[claimed].name) else {
             return;
         };
@@ -68,6 +69,9 @@ impl Sim {
             return;
         };
         self.stolen.push(name);
+        if !announces {
+            return;
+        }
         let Ok(a) = Announce::new(vec![record], false) else {
             return;
         };

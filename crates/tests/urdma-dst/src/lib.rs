@@ -9,3 +9,4 @@ mod hostile;
 pub mod net;
 pub mod scenario;
 pub mod sim;
+pub mod states;

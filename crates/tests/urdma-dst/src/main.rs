@@ -18,6 +18,7 @@ use ibacm_urdma::config::Derivation;
 use std::process::ExitCode;
 use urdma_dst::scenario::{mixed, Mixed};
 use urdma_dst::sim::Faults;
+use urdma_dst::states::State;
 
 fn arg(args: &[String], name: &str, default: u64) -> u64 {
     args.iter()
@@ -100,7 +101,7 @@ fn main() -> ExitCode {
         Some("fleet") => {
             let hosts = arg(&args, "--hosts", 64) as usize;
             let peers = arg(&args, "--peers", hosts as u64 - 1) as usize;
-            let f = urdma_dst::scenario::fleet(hosts, peers, arg(&args, "--seed", 1));
+            let f = urdma_dst::states::fleet(hosts, peers, arg(&args, "--seed", 1));
             println!(
                 "{hosts} hosts: {:.1} datagrams sent per host, {}/{} resolved, all done at {} ms",
                 f.sent_per_host, f.resolved, f.asked, f.done_ms
@@ -111,7 +112,15 @@ fn main() -> ExitCode {
             let seed = arg(&args, "--seed", 1);
             println!("| hosts | start-up datagrams/host | peak datagrams/host/s | converged | restart datagrams/host | all follow a new GID | name lookup datagrams | address lookup datagrams |");
             println!("|---:|---:|---:|---:|---:|---:|---:|---:|");
-            for hosts in [10, 30, 100, 300, 1000] {
+            for hosts in [arg(&args, "--only", 0) as usize]
+                .into_iter()
+                .filter(|h| *h > 0)
+                .chain(
+                    [10, 30, 100, 300, 1000]
+                        .into_iter()
+                        .filter(|_| arg(&args, "--only", 0) == 0),
+                )
+            {
                 let r = urdma_dst::scenario::scale(hosts, seed);
                 println!(
                     "| {} | {:.1} | {} | {} ms | {:.2} | {} ms | {} | {} |",
@@ -123,6 +132,83 @@ fn main() -> ExitCode {
                     r.followed_ms,
                     r.name_lookup,
                     r.address_lookup
+                );
+            }
+            ExitCode::SUCCESS
+        }
+        Some("states") => {
+            // A segment in each state a cluster is in when a job starts
+            // (BENCHMARKS.md section 5).
+            let seed = arg(&args, "--seed", 1);
+            let only = args
+                .iter()
+                .position(|a| a == "--state")
+                .and_then(|i| args.get(i + 1))
+                .map(|s| State::parse(s).unwrap_or_else(|| panic!("--state: {s}?")));
+            let sizes: Vec<usize> = match arg(&args, "--hosts", 0) {
+                0 => vec![1_000, 10_000],
+                n => vec![n as usize],
+            };
+            println!("| state | hosts | sent/host | received/host | peak sent/host/s | peak received/host/s | received/host/s, no job | last lookup answered | right | run |");
+            println!("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+            for state in State::ALL
+                .into_iter()
+                .filter(|s| only.is_none_or(|o| o == *s))
+            {
+                for &hosts in &sizes {
+                    let started = std::time::Instant::now();
+                    let r = urdma_dst::states::segment(state, hosts, seed);
+                    println!(
+                        "| {} | {hosts} | {:.1} | {:.1} | {} | {} | {:.3} | {} ms | {} of {} | {:.0} s |",
+                        state.name(),
+                        r.sent_per_host,
+                        r.received_per_host,
+                        r.peak_sent_per_s,
+                        r.peak_received_per_s,
+                        r.quiet_received_per_s,
+                        r.last_answer_ms,
+                        r.resolved,
+                        r.asked,
+                        started.elapsed().as_secs_f64()
+                    );
+                }
+            }
+            ExitCode::SUCCESS
+        }
+        Some("claim-window") => {
+            // What the claim window buys against an impostor that answers
+            // for a name it does not hold (docs/protocol.md, Trust). A run
+            // stops at its first wrong answer.
+            let seeds = arg(&args, "--seeds", 20);
+            let jitter_us = arg(&args, "--jitter-us", 2_000);
+            println!("| claims heard for | runs with a wrong answer | requests for the stolen name answered, in the others |");
+            println!("|---:|---:|---:|");
+            let spread = 2 * (50 + jitter_us);
+            let windows = [
+                0,
+                spread / 4,
+                spread / 2,
+                spread * 3 / 4,
+                spread - 100,
+                spread + 100,
+                5 * spread,
+                12 * spread,
+            ];
+            for us in windows {
+                let window = std::time::Duration::from_micros(us);
+                let (mut runs, mut answered, mut asked) = (0, 0, 0);
+                for seed in 1..=seeds {
+                    let o = urdma_dst::scenario::impostor_silent(seed, Some(window), jitter_us);
+                    if o.wrong > 0 {
+                        runs += 1;
+                    } else {
+                        answered += o.stolen_answered;
+                        asked += o.stolen_asked;
+                    }
+                }
+                println!(
+                    "| {:.2} ms | {runs} of {seeds} | {answered} of {asked} |",
+                    us as f64 / 1000.0
                 );
             }
             ExitCode::SUCCESS

@@ -2,8 +2,9 @@
 //! as it goes, and the measurements behind BENCHMARKS.md.
 
 use crate::net::Conditions;
-use crate::sim::{Event, Sim, Traffic, Tuning, Violation};
+use crate::sim::{Direction, Event, Sim, Traffic, Tuning, Violation};
 use ibacm_urdma::buggify::Injected;
+use std::time::Duration;
 
 const MS: u64 = 1_000_000;
 
@@ -232,7 +233,7 @@ pub fn scale(hosts: usize, seed: u64) -> Scale {
     let mut row = Scale {
         hosts,
         start_per_host: sent(&sim) as f64 / hosts as f64,
-        start_peak_per_host_s: sim.traffic.peak_per_host_window * 10,
+        start_peak_per_host_s: sim.counts.peak[Direction::Sent as usize] * 10,
         converged_ms,
         ..Scale::default()
     };
@@ -296,69 +297,6 @@ pub fn scale(hosts: usize, seed: u64) -> Scale {
     row
 }
 
-/// What the 64-daemon run (benches/fleet.rs) does, simulated: every host
-/// starts at once, then asks for `peers` others (the next ones, in a ring)
-/// by name, then by address.
-#[derive(Clone, Debug, Default)]
-pub struct Fleet {
-    pub hosts: usize,
-    /// Datagrams each host sent, on average, start-up and lookups.
-    pub sent_per_host: f64,
-    /// From the start until every lookup was answered.
-    pub done_ms: u64,
-    pub resolved: u64,
-    pub asked: u64,
-}
-
-pub fn fleet(hosts: usize, peers: usize, seed: u64) -> Fleet {
-    // The lookups once every host's announcements were heard and the
-    // hints settled, as the bench waits after its daemons are up.
-    let names_at = ibacm_urdma::discovery::HINT_SETTLE.as_millis() as u64 + 200;
-    fleet_timed(&vec![0; hosts], peers, names_at, seed)
-}
-
-/// [`fleet`] with the timing of a real run: host `h` starts at
-/// `starts_ms[h]`, the lookups by name at `names_at_ms` (by address 2 s
-/// later, the real bench's rounds being apart by about that).
-pub fn fleet_timed(starts_ms: &[u64], peers: usize, names_at_ms: u64, seed: u64) -> Fleet {
-    let hosts = starts_ms.len();
-    let net = Conditions {
-        loss: 0.0,
-        duplication: 0.0,
-        ..Conditions::default()
-    };
-    let mut sim = Sim::new(hosts, seed, net, Tuning::default());
-    for (h, at) in starts_ms.iter().enumerate() {
-        sim.schedule(at * MS, Event::Start { host: h });
-    }
-    sim.record = true;
-    // Like one load generator per host: its requests a little apart.
-    for (phase, by_name) in [(names_at_ms, true), (names_at_ms + 2_000, false)] {
-        for h in 0..hosts {
-            for (k, dest) in (1..=peers).map(|k| (h + k) % hosts).enumerate() {
-                let at = phase * MS + k as u64 * 100_000;
-                sim.schedule(
-                    at,
-                    Event::Request {
-                        host: h,
-                        dest,
-                        by_name,
-                    },
-                );
-            }
-        }
-    }
-    sim.run_until((names_at_ms + 10_000) * MS);
-    assert!(sim.violations.is_empty(), "{:?}", sim.violations);
-    Fleet {
-        hosts,
-        sent_per_host: sent(&sim) as f64 / hosts as f64,
-        done_ms: sim.answers.iter().map(|a| a.2).max().unwrap_or(0) / MS,
-        resolved: sim.answers.iter().filter(|a| a.3.is_some()).count() as u64,
-        asked: sim.answers.len() as u64,
-    }
-}
-
 /// What an impostor achieved ([`impostor`]).
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Impostor {
@@ -372,51 +310,113 @@ pub struct Impostor {
     pub others_right: u64,
 }
 
-/// Eight hosts on a segment without loss start at once; a ninth starts
-/// 5 s later, so it never heard their announcements. 300 ms after that an
-/// impostor, with an address of its own, announces host 3's name on the
-/// group as its own and from then on answers every query for it. Every
-/// host then asks for host 3 and host 5 by name, twice, 2 s apart.
+/// Eight hosts on a segment without loss start at once, at 4 s; a ninth
+/// starts 1.5 s later, while their announcements are still going out (so
+/// none announces itself to it apart from them: the next is 3 s after
+/// their start). 100 ms after that an impostor, with an address of its
+/// own, announces host 3's name on the group as its own and from then on
+/// answers every query for it: the ninth host hears it a second before
+/// host 3's next announcement, enough for the impostor's hint to settle
+/// there but for host 3's answer to it. Every host then asks for host 3
+/// and host 5 by name, twice, 2 s apart.
 pub fn impostor(seed: u64) -> Impostor {
+    let mut sim = quiet_segment(9, seed, Tuning::default());
+    for h in 0..8 {
+        sim.schedule(4_000 * MS, Event::Start { host: h });
+    }
+    sim.schedule(5_500 * MS, Event::Start { host: 8 });
+    let ev = Event::Impostor {
+        claimed: 3,
+        announces: true,
+    };
+    sim.schedule(5_600 * MS, ev);
+    sim.record = true;
+    for round in [6_800, 8_800] {
+        for host in 0..9 {
+            ask_for_3_and_5(&mut sim, host, (round + host as u64) * MS);
+        }
+    }
+    sim.run_until(12_000 * MS);
+    Impostor::of(&sim)
+}
+
+/// Eight hosts on a segment without loss start at once; from 4 s an
+/// impostor with an address of its own answers every query for host 3's
+/// name, announcing nothing; at 5 s eight more hosts start, and each asks
+/// at once for host 3 and host 5 by name (too soon for any hint: the
+/// groups are asked), then again 4 s later (by then from the hosts that
+/// announced the names). Claims are heard for `window` after a group query
+/// left (`None`: the provider's own window); one-way delays are 50 µs plus
+/// up to `jitter_us`.
+pub fn impostor_silent(seed: u64, window: Option<Duration>, jitter_us: u64) -> Impostor {
+    let tuning = Tuning {
+        claim_window: window,
+        ..Tuning::default()
+    };
+    let mut sim = quiet_segment(16, seed, tuning);
+    sim.net.jitter_us = jitter_us;
+    for h in 0..8 {
+        sim.schedule(0, Event::Start { host: h });
+    }
+    let ev = Event::Impostor {
+        claimed: 3,
+        announces: false,
+    };
+    sim.schedule(4_000 * MS, ev);
+    sim.record = true;
+    for host in 8..16 {
+        let start = (5_000 + host as u64) * MS;
+        sim.schedule(start, Event::Start { host });
+        for round in [5, 4_005] {
+            ask_for_3_and_5(&mut sim, host, start + round * MS);
+        }
+    }
+    sim.run_until(12_000 * MS);
+    Impostor::of(&sim)
+}
+
+/// A segment of `hosts` without loss or duplication.
+fn quiet_segment(hosts: usize, seed: u64, tuning: Tuning) -> Sim {
     let net = Conditions {
         loss: 0.0,
         duplication: 0.0,
         ..Conditions::default()
     };
-    let mut sim = Sim::new(9, seed, net, Tuning::default());
-    for h in 0..8 {
-        sim.schedule(0, Event::Start { host: h });
+    Sim::new(hosts, seed, net, tuning)
+}
+
+/// Host `host` asks for host 3 and host 5 by name (each unless itself) at
+/// `at`.
+fn ask_for_3_and_5(sim: &mut Sim, host: usize, at: u64) {
+    for dest in [3, 5].into_iter().filter(|d| *d != host) {
+        let ev = Event::Request {
+            host,
+            dest,
+            by_name: true,
+        };
+        sim.schedule(at, ev);
     }
-    sim.schedule(5_000 * MS, Event::Start { host: 8 });
-    sim.schedule(5_300 * MS, Event::Impostor { claimed: 3 });
-    sim.record = true;
-    for round in [7_000, 9_000] {
-        for host in 0..9 {
-            for dest in [3, 5].into_iter().filter(|d| *d != host) {
-                let ev = Event::Request {
-                    host,
-                    dest,
-                    by_name: true,
-                };
-                sim.schedule((round + host as u64) * MS, ev);
+}
+
+impl Impostor {
+    /// What the impostor of `sim` achieved, by its answers and the
+    /// requests still pending.
+    fn of(sim: &Sim) -> Impostor {
+        let attacker = Some(crate::hostile::attacker_gid());
+        let mut o = Impostor {
+            wrong: sim.answers.iter().filter(|a| a.3 == attacker).count() as u64,
+            ..Impostor::default()
+        };
+        for &(_, dest, _, gid) in &sim.answers {
+            if dest == 3 {
+                o.stolen_answered += 1;
+            } else if gid == Some(sim.gid_of(dest)) {
+                o.others_right += 1;
             }
         }
+        let pending = |dest| sim.pending.values().filter(|p| p.dest == dest).count() as u64;
+        o.stolen_asked = o.stolen_answered + pending(3);
+        o.others_asked = sim.answers.iter().filter(|a| a.1 == 5).count() as u64 + pending(5);
+        o
     }
-    sim.run_until(12_000 * MS);
-    let attacker = Some(crate::hostile::attacker_gid());
-    let mut o = Impostor {
-        wrong: sim.answers.iter().filter(|a| a.3 == attacker).count() as u64,
-        ..Impostor::default()
-    };
-    for &(_, dest, _, gid) in &sim.answers {
-        if dest == 3 {
-            o.stolen_answered += 1;
-        } else if gid == Some(sim.gid_of(dest)) {
-            o.others_right += 1;
-        }
-    }
-    let pending = |dest| sim.pending.values().filter(|p| p.dest == dest).count() as u64;
-    o.stolen_asked = o.stolen_answered + pending(3);
-    o.others_asked = sim.answers.iter().filter(|a| a.1 == 5).count() as u64 + pending(5);
-    o
 }

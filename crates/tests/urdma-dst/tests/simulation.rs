@@ -6,9 +6,11 @@
 
 use ibacm_urdma::buggify::Fault;
 use ibacm_urdma::config::Derivation;
+use std::time::Duration;
 use urdma_dst::net::Conditions;
-use urdma_dst::scenario::{impostor, mixed, overload, Mixed, Outcome};
+use urdma_dst::scenario::{impostor, impostor_silent, mixed, overload, Mixed, Outcome};
 use urdma_dst::sim::{Authenticated, Faults, Stack, Tuning};
+use urdma_dst::states::{segment, State};
 
 fn env(name: &str, default: u64) -> u64 {
     std::env::var(name)
@@ -293,5 +295,44 @@ fn an_impostor_announcing_a_name_on_the_group_never_gets_it_answered_with_its_gi
         assert_eq!(o.stolen_asked, 2 * 8, "seed {seed}: {o:?}");
         assert_eq!(o.others_asked, 2 * 8, "seed {seed}: {o:?}");
         assert_eq!(o.others_right, o.others_asked, "seed {seed}: {o:?}");
+    }
+}
+
+#[test]
+fn an_impostor_that_only_answers_the_groups_never_gets_a_name_answered_with_its_gid() {
+    // Hosts that just started ask the groups (no hint has settled yet):
+    // both the holder and the impostor claim the name, and the name gets
+    // no answer rather than the impostor's; once the holder's welcome has
+    // settled into a hint, the holder alone is asked.
+    for seed in 1..=4 {
+        let o = impostor_silent(seed, None, 2_000);
+        assert_eq!(o.wrong, 0, "seed {seed}: {o:?}");
+        assert_eq!(o.stolen_asked, 2 * 8, "seed {seed}: {o:?}");
+        assert_eq!(o.stolen_answered, o.stolen_asked, "seed {seed}: {o:?}");
+        assert_eq!(o.others_asked, 2 * 8, "seed {seed}: {o:?}");
+        assert_eq!(o.others_right, o.others_asked, "seed {seed}: {o:?}");
+    }
+    // The claim window is the safeguard: decided at the first
+    // confirmation, the impostor, which answers first, gets its GID used.
+    let o = impostor_silent(1, Some(Duration::ZERO), 2_000);
+    assert!(o.wrong > 0, "{o:?}");
+}
+
+#[test]
+fn in_every_state_a_cluster_is_in_names_are_asked_of_their_holders() {
+    // Fresh, up longer than urdma_addr_timeout (a day: the hosts renewed
+    // their announcements), half of it joined late, a quarter back with
+    // new hardware: every host of the job asks for another by name and by
+    // address, and every one is answered, right, by its holder, within
+    // milliseconds, none by the groups.
+    for state in State::ALL {
+        let r = segment(state, 60, 7);
+        let name = state.name();
+        assert_eq!((r.asked, r.resolved), (120, 120), "{name}: {r:?}");
+        assert_eq!(r.group_queries, 0, "{name}: {r:?}");
+        assert!(r.last_answer_ms < 50, "{name}: {r:?}");
+        // What a running segment costs a host with no job: renewals of
+        // every other host, 2.5 a day each.
+        assert!(r.quiet_received_per_s < 0.01, "{name}: {r:?}");
     }
 }

@@ -102,7 +102,9 @@ impl Forger {
     }
 
     /// The next discovery QUERY read on the listener within `timeout` (for
-    /// `target`, if given), and its source; other datagrams are skipped.
+    /// `target`, if given), and its source; other datagrams are skipped,
+    /// and so are start queries (a host's query for its own address, on
+    /// the groups, when its discovery starts).
     pub fn recv_query(
         &self,
         target: Option<&Address>,
@@ -112,7 +114,8 @@ impl Forger {
         while let Some((from, data)) = self.recv(deadline.saturating_duration_since(Instant::now()))
         {
             if let Ok(Message::Query(q)) = Message::decode(&data) {
-                if target.is_none_or(|t| q.target().address() == t) {
+                let start = q.sender().addresses().contains(q.target());
+                if !start && target.is_none_or(|t| q.target().address() == t) {
                     return Some((from, q));
                 }
             }

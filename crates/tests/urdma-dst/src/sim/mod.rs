@@ -6,6 +6,7 @@
 use crate::net::{Conditions, Queue, Rng};
 mod derive;
 mod stack;
+mod traffic;
 mod tuning;
 
 use acm_prov_sys::{ACM_ADDRESS_IP, ACM_ADDRESS_IP6, ACM_ADDRESS_NAME, ACM_EP_FLAG_DEST};
@@ -22,9 +23,11 @@ use ibacm_urdma::request::msg::{addr_entry, request};
 pub use stack::{Authenticated, Stack};
 use std::collections::{BTreeMap, HashMap};
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::rc::Rc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+pub use traffic::{Counts, Direction, GroupBatch, Traffic};
 pub use tuning::{Faults, Tuning};
 
 pub const PORT: u16 = 6126;
@@ -48,6 +51,13 @@ pub enum Event {
         from: SocketAddr,
         to_ip: IpAddr,
         bytes: Vec<u8>,
+    },
+    /// One group datagram reaches `batch.to[next]`, then is queued for the
+    /// next host: one event in the queue per group datagram in flight,
+    /// not one per host it reaches.
+    GroupDeliver {
+        batch: Rc<GroupBatch>,
+        next: usize,
     },
     Unreachable {
         to: usize,
@@ -85,9 +95,11 @@ pub enum Event {
         victim: usize,
         claimed: usize,
     },
-    /// An impostor announces host `claimed`'s name and answers for it.
+    /// An impostor answers for host `claimed`'s name, and announces it
+    /// too if `announces`.
     Impostor {
         claimed: usize,
+        announces: bool,
     },
     /// The segment splits in two halves for `heal_ms`.
     Partition {
@@ -118,16 +130,6 @@ pub(crate) struct Pending {
     pub(crate) issued: u64,
 }
 
-/// What the network carried, for the scaling tables.
-#[derive(Clone, Debug, Default, PartialEq)]
-pub struct Traffic {
-    pub unicast: u64,
-    pub multicast: u64,
-    pub delivered: u64,
-    /// The most datagrams one host sent in one 100 ms window.
-    pub peak_per_host_window: u64,
-}
-
 pub struct Sim {
     pub(crate) base: Instant,
     pub now: u64,
@@ -147,8 +149,8 @@ pub struct Sim {
     pub staleness_ns: u64,
     pub violations: Vec<Violation>,
     pub traffic: Traffic,
-    /// Datagrams per host in the current 100 ms window.
-    pub(crate) window: (u64, Vec<u64>),
+    /// Datagrams per host, sent and received.
+    pub counts: Counts,
     pub answered: u64,
     pub succeeded: u64,
     /// Requests answered ETIMEDOUT.
@@ -229,7 +231,7 @@ impl Sim {
             staleness_ns,
             violations: Vec::new(),
             traffic: Traffic::default(),
-            window: (0, vec![0; n]),
+            counts: Counts::new(n),
             answered: 0,
             succeeded: 0,
             timed_out: 0,
@@ -304,6 +306,7 @@ impl Sim {
             max_learned: self.tuning.max_learned,
             max_lookups: self.tuning.max_lookups,
             reconfirm: self.tuning.reconfirm,
+            addr_timeout: self.tuning.addr_timeout,
             derive: self.tuning.derive.into_iter().collect(),
             ..Config::default()
         }
@@ -348,13 +351,17 @@ impl Sim {
                 from,
                 to_ip,
                 bytes,
-            } => {
-                let now = self.instant(self.now);
-                if let Some(e) = self.hosts[to].engine.as_mut() {
-                    self.traffic.delivered += 1;
-                    e.on_datagram(from, Some(to_ip), &bytes, now);
-                    self.after(to);
+            } => self.deliver(to, from, to_ip, &bytes),
+            Event::GroupDeliver { batch, next } => {
+                let (_, to) = batch.to[next];
+                if let Some(&(at, _)) = batch.to.get(next + 1) {
+                    let ev = Event::GroupDeliver {
+                        batch: batch.clone(),
+                        next: next + 1,
+                    };
+                    self.queue.push(at, ev);
                 }
+                self.deliver(to, batch.from, batch.group, &batch.bytes);
             }
             Event::Unreachable { to, dest, payload } => {
                 let now = self.instant(self.now);
@@ -411,12 +418,23 @@ impl Sim {
                 by_name,
             } => self.request(host, dest, by_name),
             Event::Forge { victim, claimed } => self.forge(victim, claimed),
-            Event::Impostor { claimed } => self.impersonate(claimed),
+            Event::Impostor { claimed, announces } => self.impersonate(claimed, announces),
             Event::Partition { heal_ms } => {
                 self.partitioned = true;
                 self.schedule(self.now + heal_ms * MS, Event::Heal);
             }
             Event::Heal => self.partitioned = false,
+        }
+    }
+
+    /// A datagram reaches host `to`, if its daemon is up.
+    fn deliver(&mut self, to: usize, from: SocketAddr, to_ip: IpAddr, bytes: &[u8]) {
+        let now = self.instant(self.now);
+        if let Some(e) = self.hosts[to].engine.as_mut() {
+            self.traffic.delivered += 1;
+            e.on_datagram(from, Some(to_ip), bytes, now);
+            self.count(to, Direction::Received);
+            self.after(to);
         }
     }
 

@@ -3,18 +3,19 @@
 //! sends it), and discovery authenticated with each host's own skewed
 //! clock and a key rotated while the run goes on.
 
-use super::{Event, Sim, MS, PORT};
+use super::{Direction, Event, GroupBatch, Sim, MS, PORT};
 use ibacm_urdma::addr::Address;
 use ibacm_urdma::buggify::{Buggify, Injected};
 use ibacm_urdma::config::hosts::Hosts;
 use ibacm_urdma::daemon::NullDaemon;
 use ibacm_urdma::discovery::auth::{Auth, Keyring, WallClock};
-use ibacm_urdma::discovery::wire::{V4_GROUP, V6_GROUP};
+use ibacm_urdma::discovery::wire::{Message, V4_GROUP, V6_GROUP};
 use ibacm_urdma::discovery::{Datagram, Families, Family};
 use ibacm_urdma::engine::Engine;
 use ibacm_urdma::entropy::Seed;
 use ibacm_urdma::local::PortInfo;
 use std::net::{IpAddr, Ipv6Addr, SocketAddr};
+use std::rc::Rc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
@@ -91,6 +92,9 @@ impl Sim {
             e.set_auth(Some(auth));
             sealer
         });
+        if let Some(w) = self.tuning.claim_window {
+            e.set_claim_window(w);
+        }
         if let Some(f) = &self.tuning.faults {
             let seed = seed_of_faults(self.seed, host, self.hosts[host].generation);
             e.set_buggify(Buggify::new(seed, &f.enabled, f.percent));
@@ -143,19 +147,24 @@ impl Sim {
         }
     }
 
-    fn count_sent(&mut self, h: usize) {
+    /// Counts a datagram host `h` sent or received, in all and in the
+    /// current 100 ms window.
+    pub(crate) fn count(&mut self, h: usize, d: Direction) {
         let window = self.now / (100 * MS);
-        if window != self.window.0 {
-            self.window.0 = window;
-            self.window.1.iter_mut().for_each(|c| *c = 0);
+        let c = &mut self.counts;
+        if window != c.window {
+            c.window = window;
+            c.in_window.iter_mut().for_each(|n| *n = [0; 2]);
         }
-        self.window.1[h] += 1;
-        self.traffic.peak_per_host_window = self.traffic.peak_per_host_window.max(self.window.1[h]);
+        let i = d as usize;
+        c.total[h][i] += 1;
+        c.in_window[h][i] += 1;
+        c.peak[i] = c.peak[i].max(c.in_window[h][i]);
     }
 
     /// Seals (authentication on) and sends one datagram of host `h`.
     pub(crate) fn send(&mut self, h: usize, d: Datagram) {
-        self.count_sent(h);
+        self.count(h, Direction::Sent);
         let seal = |bytes: Vec<u8>, sim: &Sim| match &sim.hosts[h].sealer {
             Some(s) => s.seal(bytes),
             None => bytes,
@@ -173,6 +182,10 @@ impl Sim {
             }
             Datagram::Multicast { family, bytes } => {
                 self.traffic.multicast += 1;
+                if let Ok(Message::Query(q)) = Message::decode(&bytes) {
+                    let start = q.sender().addresses().contains(q.target());
+                    self.traffic.group_queries += u64::from(!start);
+                }
                 let (from, group) = match family {
                     Family::V4 => (IpAddr::V4(self.hosts[h].ip), IpAddr::V4(V4_GROUP)),
                     Family::V6 => (IpAddr::V6(ip6(h)), IpAddr::V6(V6_GROUP)),
@@ -197,9 +210,10 @@ impl Sim {
         group: IpAddr,
         bytes: &[u8],
     ) {
-        for to in 0..self.hosts.len() {
-            let reaches = sender.is_none_or(|h| to != h && self.reachable(h, to));
-            if !reaches || self.hosts[to].engine.is_none() {
+        let mut to = Vec::new();
+        for h in 0..self.hosts.len() {
+            let reaches = sender.is_none_or(|s| h != s && self.reachable(s, h));
+            if !reaches || self.hosts[h].engine.is_none() {
                 continue;
             }
             // (No draw without group loss: every other run replays as it
@@ -209,15 +223,25 @@ impl Sim {
                 continue;
             }
             for delay in self.net.fate(&mut self.rng) {
-                let ev = Event::Deliver {
-                    to,
-                    from,
-                    to_ip: group,
-                    bytes: bytes.to_vec(),
-                };
-                self.queue.push(self.now + delay, ev);
+                to.push((self.now + delay, h));
             }
         }
+        // Hosts reached at one time in the order drawn.
+        to.sort_by_key(|&(at, _)| at);
+        let Some(&(first, _)) = to.first() else {
+            return;
+        };
+        let batch = GroupBatch {
+            from,
+            group,
+            bytes: bytes.to_vec(),
+            to,
+        };
+        let ev = Event::GroupDeliver {
+            batch: Rc::new(batch),
+            next: 0,
+        };
+        self.queue.push(first, ev);
     }
 
     /// How many times each fault was injected, by every engine that ran.

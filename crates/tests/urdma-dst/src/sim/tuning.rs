@@ -4,7 +4,7 @@
 
 use super::{Authenticated, Stack};
 use ibacm_urdma::buggify::Fault;
-use ibacm_urdma::config::{Config, Derivation};
+use ibacm_urdma::config::{Config, Derivation, Lifetime};
 use std::time::Duration;
 
 /// The parts of the engine's configuration the simulation varies.
@@ -18,6 +18,11 @@ pub struct Tuning {
     pub max_lookups: usize,
     /// `urdma_reconfirm`.
     pub reconfirm: Option<Duration>,
+    /// `urdma_addr_timeout`: how long what a host heard lasts.
+    pub addr_timeout: Lifetime,
+    /// How long claims to a name are heard, where not the provider's
+    /// (`Engine::set_claim_window`).
+    pub claim_window: Option<Duration>,
     /// Names not found on the segment go to the system's resolver
     /// (`urdma_name_lookup segment,nss`), which knows none of them (the
     /// names are only in the hosts' ibacm_addr.cfg) unless `dns`.
@@ -54,6 +59,8 @@ impl Default for Tuning {
             max_learned: c.max_learned,
             max_lookups: c.max_lookups,
             reconfirm: c.reconfirm,
+            addr_timeout: c.addr_timeout,
+            claim_window: None,
             nss: false,
             dns: false,
             no_segment: false,

@@ -1,0 +1,220 @@
+//! Real daemons: `/usr/sbin/ibacm` with the provider on a simulated urdma
+//! device, each in network and mount namespaces of its own on one bridge
+//! (`crates/tests/urdma-harness`), set up in the state a job meets
+//! (`stage.rs`); then every one resolves every other by name and by address
+//! with `urdma-load` (`pairs.rs`), and optionally a restart storm follows
+//! (`storm.rs`). Prints how long that took, the datagrams each daemon sent
+//! (from the provider's metrics files), the time lookups took inside the
+//! provider, and what the deterministic simulation (`crates/tests/urdma-dst`)
+//! predicts for the same timeline. Every answer is checked for the right
+//! GID; numbers are printed, never asserted. Needs root and `cargo build
+//! --workspace --release`; everything it creates is removed at the end
+//! (also on panic, SIGTERM or SIGINT), and the neighbour table limits it
+//! raises are put back.
+//!
+//! ```text
+//! cargo bench --bench fleet -- [--hosts N] [--state fresh|aged|joined|rebooted]
+//!     [--peers K] [--names M] [--key] [--restart R] [--storm-interval-ms T]
+//! ```
+//!
+//! `--peers`: each daemon asks for the K next ones only; `--names`: each
+//! daemon holds M names; `--key`: discovery authenticated with one shared
+//! key; `--restart`: after the job, R daemons restart at once on new
+//! hardware while the others keep asking for them, each of their four
+//! connections one request every T ms (160 by default).
+
+mod fleet_config;
+mod pairs;
+mod stage;
+mod storm;
+
+use fleet_config::{fleet_totals, lookup_time, rcvbuf_errors, sent};
+use stage::{stage, Options, Staged};
+use std::time::{Duration, Instant};
+use urdma_dst::states::State;
+use urdma_harness::neigh_limits::NeighbourLimits;
+use urdma_harness::KeyFile;
+use urdma_harness::Net;
+
+/// The `q`-quantile of `sorted`, in seconds.
+pub fn quantile(sorted: &[u64], q: f64) -> f64 {
+    let i = ((sorted.len() as f64 * q).ceil() as usize).clamp(1, sorted.len().max(1)) - 1;
+    sorted.get(i).map_or(0.0, |us| *us as f64 / 1e6)
+}
+
+fn arg(args: &[String], name: &str) -> Option<String> {
+    let i = args.iter().position(|a| a == name)?;
+    args.get(i + 1).cloned()
+}
+
+fn number(args: &[String], name: &str, default: usize) -> usize {
+    arg(args, name).map_or(default, |v| {
+        v.parse().unwrap_or_else(|_| panic!("{name} N"))
+    })
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    let hosts = number(&args, "--hosts", 64);
+    let peers = number(&args, "--peers", hosts - 1).min(hosts - 1);
+    let state = arg(&args, "--state").map_or(State::Fresh, |s| {
+        State::parse(&s).unwrap_or_else(|| panic!("--state fresh|aged|joined|rebooted"))
+    });
+    let key = args
+        .iter()
+        .any(|a| a == "--key")
+        .then(|| KeyFile::new("fleet", "1 000102030405060708090a0b0c0d0e0f\n", 0o600));
+    let o = Options {
+        names: number(&args, "--names", 1),
+        opts: key.iter().map(KeyFile::opt).collect(),
+    };
+    // Each daemon's namespace holds the neighbours it asks and those that
+    // ask it, per address family; the kernel's table holds them all.
+    let per_host = (2 * peers).min(hosts - 1) as u64 + 1;
+    let _limits = NeighbourLimits::at_least(hosts as u64 * per_host);
+    let net = Net::new();
+    let staged = stage(&net, state, hosts, &o);
+    let rss_kb: u64 = staged.fleet.iter().map(|h| h.daemon_rss_kb()).sum();
+    let generation: Vec<u8> = (0..hosts)
+        .map(|n| u8::from(staged.timeline.restarts.iter().any(|r| r.0 == n)))
+        .collect();
+    let job = pairs::all_pairs(&staged.fleet, peers, o.names, &generation);
+    // Until the last of the three announcements is out and counted (the
+    // metrics files are rewritten every second).
+    std::thread::sleep(Duration::from_millis(3500));
+    report(&staged, state, peers, &o, &job, rss_kb);
+    let restart = number(&args, "--restart", 0).min(hosts - 1);
+    if restart > 0 {
+        let interval = number(&args, "--storm-interval-ms", 160) as u64;
+        storm::storm(&staged.fleet, restart, interval, &o);
+    }
+}
+
+/// Prints the job's table, beside the simulation's prediction for the same
+/// timeline.
+fn report(s: &Staged, state: State, peers: usize, o: &Options, job: &pairs::Pairs, rss_kb: u64) {
+    let fleet = &s.fleet;
+    let hosts = fleet.len();
+    let sent: Vec<u64> = fleet
+        .iter()
+        .zip(&s.sent_before)
+        .map(|(h, before)| sent(h) + before)
+        .collect();
+    let per_host = sent.iter().sum::<u64>() as f64 / hosts as f64;
+    let (lookups, seconds) = fleet
+        .iter()
+        .map(lookup_time)
+        .fold((0, 0.0), |(n, t), (m, u)| (n + m, t + u));
+    let right = job.asked - job.failed - job.wrong;
+    // What the daemons did, before the simulation (a minute at 256 hosts)
+    // runs: an interrupted run still leaves the measurement.
+    println!(
+        "measured ({}): {right} of {} right ({} failed, {} wrong) in {:.1} s; {per_host:.1} \
+         datagrams per daemon; daemons up in {:.1} s, {} MiB\n",
+        state.name(),
+        job.asked,
+        job.failed,
+        job.wrong,
+        job.time.as_secs_f64(),
+        s.up.as_secs_f64(),
+        rss_kb / 1024
+    );
+    let simulated = Instant::now();
+    let predicted = (o.names == 1 && o.opts.is_empty())
+        .then(|| urdma_dst::states::fleet_run(&s.timeline, peers, 1));
+    eprintln!("simulation: {:.0} s", simulated.elapsed().as_secs_f64());
+    let sim = |f: &dyn Fn(&urdma_dst::states::Fleet) -> String| {
+        predicted.as_ref().map_or("-".to_string(), f)
+    };
+    println!(
+        "## {hosts} daemons on one bridge, {} state, each asking for {peers} others\n",
+        state.name()
+    );
+    println!("| | real daemons | simulation |\n|---|---:|---:|");
+    println!(
+        "| daemons started (all at once) | {:.1} s | - |",
+        s.up.as_secs_f64()
+    );
+    println!(
+        "| lookups by name and address ({} in all), all daemons at once | {:.1} s | - |",
+        job.asked,
+        job.time.as_secs_f64()
+    );
+    println!(
+        "| answered with the right GID | {right} of {} ({} failed, {} wrong) | {} |",
+        job.asked,
+        job.failed,
+        job.wrong,
+        sim(&|p| format!("{} of {}", p.resolved, p.asked))
+    );
+    println!(
+        "| datagrams sent per daemon | {per_host:.1} (min {}, max {}) | {} |",
+        sent.iter().min().unwrap_or(&0),
+        sent.iter().max().unwrap_or(&0),
+        sim(&|p| format!(
+            "{:.1} ({:+.1} %)",
+            p.sent_per_host,
+            (per_host / p.sent_per_host - 1.0) * 100.0
+        ))
+    );
+    for (how, us) in &job.took {
+        println!(
+            "| one lookup {how}: p50 / p99 / slowest | {:.3} / {:.3} / {:.3} s | - |",
+            quantile(us, 0.5),
+            quantile(us, 0.99),
+            quantile(us, 1.0)
+        );
+    }
+    println!(
+        "| a lookup inside the provider, mean (urdma_lookup_duration_seconds) | {:.1} ms over {lookups} | - |",
+        seconds * 1000.0 / lookups.max(1) as f64
+    );
+    println!("| daemons' RSS, all together | {} MiB | - |", rss_kb / 1024);
+    for (what, metric) in [
+        ("sent", "urdma_datagrams_sent_total"),
+        ("dropped", "urdma_datagrams_dropped_total"),
+    ] {
+        println!(
+            "\ndatagrams {what}, all daemons: {}",
+            fleet_totals(fleet, metric)
+        );
+    }
+    let full: u64 = fleet.iter().map(rcvbuf_errors).sum();
+    println!("\ndatagrams the kernel dropped for a full receive buffer, all daemons: {full}");
+    let statuses: Vec<String> = job
+        .by_status
+        .iter()
+        .filter(|(_, v)| **v > 0)
+        .map(|(k, v)| format!("{} {v}", status_name(k)))
+        .collect();
+    if !statuses.is_empty() {
+        println!("\nfailures by status: {}", statuses.join(", "));
+    }
+    for b in &job.broken {
+        println!("\n{b}");
+    }
+}
+
+/// `status_3` as the client sees it (`enum acm_status`).
+fn status_name(key: &str) -> String {
+    let names = [
+        "SUCCESS",
+        "ENOMEM",
+        "EINVAL",
+        "ENODATA",
+        "4",
+        "ENOTCONN",
+        "ETIMEDOUT",
+        "ESRCADDR",
+        "ESRCTYPE",
+        "EDESTADDR",
+        "EDESTTYPE",
+    ];
+    let n: usize = key
+        .trim_start_matches("status_")
+        .parse()
+        .unwrap_or(usize::MAX);
+    names
+        .get(n)
+        .map_or_else(|| key.to_string(), |s| s.to_string())
+}

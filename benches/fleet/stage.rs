@@ -1,0 +1,159 @@
+//! Setting the fleet up in the state a job meets (`--state`): fresh (every
+//! daemon started at once), aged (up longer than `urdma_addr_timeout`:
+//! each daemon keeps what it hears a minute, and the job starts 70 s after
+//! the last is up), joined (half the daemons start 35 s after the others,
+//! past their start-up announcements) or rebooted (a quarter come back
+//! with new hardware, new GIDs). Records when each daemon came up, and
+//! when each restarted one went down and came back, for the simulation to
+//! replay.
+
+use crate::fleet_config::{config_of, sent};
+use std::time::{Duration, Instant};
+use urdma_dst::states::{State, Timeline};
+use urdma_harness::{Host, Net};
+
+/// Options every daemon of the fleet gets.
+#[derive(Clone, Default)]
+pub struct Options {
+    /// Names each daemon holds (`host{n}`, then `host{n}-1` and on).
+    pub names: usize,
+    /// `urdma_*` lines for every daemon's options file.
+    pub opts: Vec<String>,
+}
+
+/// The fleet, set up.
+pub struct Staged {
+    pub fleet: Vec<Host>,
+    pub timeline: Timeline,
+    /// How long the first start of every daemon took, all at once.
+    pub up: Duration,
+    /// Datagrams each daemon sent before it restarted (its metrics file
+    /// starts from zero with it).
+    pub sent_before: Vec<u64>,
+}
+
+/// How long the job waits after the last daemon came up: for the hosts
+/// already there to announce themselves to it (within a welcome window,
+/// at most a welcome period after their last), and for that to settle
+/// into hints (docs/protocol.md, Name hints).
+pub fn settle_after(hosts: usize) -> Duration {
+    let n = hosts as u32;
+    let window = (Duration::from_micros(200) * n).max(Duration::from_millis(200));
+    let every = (Duration::from_millis(10) * n).max(Duration::from_secs(1));
+    window + every + ibacm_urdma::discovery::HINT_SETTLE + Duration::from_secs(1)
+}
+
+/// Late daemons of the joined state start this long after the first ones
+/// are up.
+const LATE: Duration = Duration::from_secs(35);
+/// The aged state's `urdma_addr_timeout`, in minutes, and how long after
+/// the last daemon is up its job starts.
+const AGED_MINUTES: u32 = 1;
+const AGED_AFTER: Duration = Duration::from_secs(70);
+
+fn ms(d: Duration) -> u64 {
+    d.as_millis() as u64
+}
+
+/// Starts `hosts` daemons in `state`, then waits until the job may start.
+pub fn stage(net: &Net, state: State, hosts: usize, o: &Options) -> Staged {
+    let mut o = o.clone();
+    if state == State::Aged {
+        o.opts.push(format!("urdma_addr_timeout {AGED_MINUTES}"));
+    }
+    let started = Instant::now();
+    let (first, late): (Vec<usize>, Vec<usize>) = match state {
+        State::Joined => (0..hosts).partition(|n| *n < hosts / 2),
+        _ => ((0..hosts).collect(), Vec::new()),
+    };
+    let mut slots: Vec<Option<(Host, u64)>> = (0..hosts).map(|_| None).collect();
+    for (n, h) in start_all(net, &first, &o, started) {
+        slots[n] = Some(h);
+    }
+    let up = started.elapsed();
+    let mut last_up = up;
+    if !late.is_empty() {
+        std::thread::sleep(LATE.saturating_sub(started.elapsed() - up));
+        for (n, h) in start_all(net, &late, &o, started) {
+            slots[n] = Some(h);
+        }
+        last_up = started.elapsed();
+    }
+    let (fleet, starts_ms): (Vec<Host>, Vec<u64>) =
+        slots.into_iter().map(|s| s.expect("started")).unzip();
+    let mut sent_before = vec![0; hosts];
+    let mut restarts = Vec::new();
+    if state == State::Rebooted {
+        std::thread::sleep(LATE.saturating_sub(started.elapsed() - up));
+        let quarter: Vec<usize> = (0..hosts).filter(|n| n % 4 == 0).collect();
+        for &n in &quarter {
+            sent_before[n] = sent(&fleet[n]);
+        }
+        restarts = std::thread::scope(|s| {
+            let handles: Vec<_> = quarter
+                .iter()
+                .map(|&n| {
+                    let (host, o) = (&fleet[n], &o);
+                    s.spawn(move || {
+                        let down = ms(started.elapsed());
+                        host.restart(&config_of(n, 1, o));
+                        (n, down, ms(started.elapsed()))
+                    })
+                })
+                .collect();
+            handles
+                .into_iter()
+                .map(|h| h.join().expect("restart"))
+                .collect()
+        });
+        last_up = started.elapsed();
+    }
+    let wait = match state {
+        State::Aged => AGED_AFTER,
+        _ => settle_after(hosts),
+    };
+    eprintln!(
+        "{}: daemons up in {:.1} s, the last at {:.1} s; the job starts {:.1} s after it",
+        state.name(),
+        up.as_secs_f64(),
+        last_up.as_secs_f64(),
+        wait.as_secs_f64()
+    );
+    std::thread::sleep(wait);
+    let addr_timeout = match state {
+        State::Aged => ibacm_urdma::config::Lifetime::Minutes(AGED_MINUTES),
+        _ => ibacm_urdma::config::Config::default().addr_timeout,
+    };
+    let timeline = Timeline {
+        starts_ms,
+        restarts,
+        job_at_ms: ms(started.elapsed()),
+        addr_timeout,
+    };
+    Staged {
+        fleet,
+        timeline,
+        up,
+        sent_before,
+    }
+}
+
+/// Starts the daemons `which` at once, each on the bridge; with when each
+/// was up, in ms since `t0`.
+fn start_all(net: &Net, which: &[usize], o: &Options, t0: Instant) -> Vec<(usize, (Host, u64))> {
+    std::thread::scope(|s| {
+        let handles: Vec<_> = which
+            .iter()
+            .map(|&n| {
+                s.spawn(move || {
+                    let host = Host::start_on(net, "eth0", config_of(n, 0, o));
+                    (n, (host, ms(t0.elapsed())))
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| h.join().expect("start"))
+            .collect()
+    })
+}

@@ -1,0 +1,150 @@
+//! The restart storm (`--restart R`): after the job, R daemons restart at
+//! once on new hardware (new GIDs, killed: nothing withdrawn) while every
+//! other keeps asking for them, and each survivor is timed until its
+//! answers all name the new GIDs.
+
+use crate::fleet_config::{config_of, ip4, mac_of};
+use crate::quantile;
+use crate::stage::Options;
+use ibacm_urdma::discovery::eui64_gid;
+use std::fs;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use urdma_harness::load::verbose_timeline;
+use urdma_harness::Host;
+
+const FOLLOW_BOUND: Duration = Duration::from_secs(3);
+
+/// The first `restart` daemons restart at once with new GIDs; every other
+/// daemon asks for them by address, each of its four connections one
+/// request every `interval_ms`, until all its answers name the new GIDs.
+/// Prints how long the survivors took.
+pub fn storm(fleet: &[Host], restart: usize, interval_ms: u64, o: &Options) {
+    let hosts = fleet.len();
+    let gone: Vec<usize> = (0..restart).collect();
+    let dests: Vec<String> = gone.iter().map(|&d| ip4(d)).collect();
+    let new_gids: Vec<String> = gone
+        .iter()
+        .map(|&d| eui64_gid(mac_of(d, 1)).to_string())
+        .collect();
+    let epoch_ms = || {
+        SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| d.as_millis() as u64)
+    };
+    // Every survivor asks for the restarted ones in a steady trickle, on
+    // four connections one every `interval_ms` each (160 ms: every one of
+    // them about every 1.3 s; a connection waiting for a lookup holds up a
+    // quarter of them), from before the restart until well after, and
+    // notes when each answer came: one load generator each, so that
+    // starting processes does not count. (A connection per restarted
+    // daemon, 7,168 at 256 daemons, was more than the machine could
+    // start.)
+    let follow: Vec<Option<Duration>> = std::thread::scope(|s| {
+        let asking: Vec<_> = fleet[restart..]
+            .iter()
+            .map(|host| {
+                let dests = &dests;
+                let interval = interval_ms.to_string();
+                s.spawn(move || {
+                    let file = host.path("dests-restarted");
+                    fs::write(&file, dests.join("\n") + "\n").expect("dest file");
+                    let args = [
+                        "-f",
+                        "i",
+                        "--dest-file",
+                        file.to_str().unwrap(),
+                        "-c",
+                        "4",
+                        "--duration",
+                        "25",
+                        "--interval-ms",
+                        &interval,
+                        "--timeout",
+                        "10",
+                        "--verbose",
+                    ];
+                    host.load(&args, Duration::from_secs(120)).1
+                })
+            })
+            .collect();
+        std::thread::sleep(Duration::from_secs(2));
+        // When each restarted daemon was back (they come back over
+        // seconds: a restart waits for the old daemon to die).
+        let back_ms: Vec<u64> = std::thread::scope(|r| {
+            let restarting: Vec<_> = gone
+                .iter()
+                .map(|&d| {
+                    let host = &fleet[d];
+                    r.spawn(move || {
+                        host.restart(&config_of(d, 1, o));
+                        epoch_ms()
+                    })
+                })
+                .collect();
+            restarting
+                .into_iter()
+                .map(|h| h.join().expect("restart"))
+                .collect()
+        });
+        asking
+            .into_iter()
+            .map(|h| {
+                let out = h.join().expect("survivor");
+                followed_after(&verbose_timeline(&out), &dests, &new_gids, &back_ms)
+            })
+            .collect()
+    });
+    let mut took: Vec<u64> = follow
+        .iter()
+        .flatten()
+        .map(|d| d.as_micros() as u64)
+        .collect();
+    took.sort_unstable();
+    println!(
+        "## restart storm: {restart} daemons back at once with new GIDs, {} survivors asking\n",
+        hosts - restart
+    );
+    println!("| | |\n|---|---:|");
+    println!(
+        "| survivors whose answers all name the new GIDs | {} of {} |",
+        took.len(),
+        hosts - restart
+    );
+    if !took.is_empty() {
+        for (what, q) in [("p50", 0.5), ("p99", 0.99), ("last", 1.0)] {
+            println!("| followed, {what} | {:.2} s |", quantile(&took, q));
+        }
+    }
+    println!(
+        "| within the bound ({:.0} s) | {} |\n",
+        FOLLOW_BOUND.as_secs_f64(),
+        took.len() == hosts - restart
+            && took
+                .last()
+                .is_none_or(|us| *us <= FOLLOW_BOUND.as_micros() as u64)
+    );
+}
+
+/// How long after each of `dests` was back (`back_ms`) a survivor's
+/// answers (`timeline`) named its new GID for good: the first answer after
+/// the last one that did not (an old GID or a failure); the longest of
+/// those. `None` if some destination never had its new GID in the end.
+fn followed_after(
+    timeline: &[(String, String, u64)],
+    dests: &[String],
+    new: &[String],
+    back_ms: &[u64],
+) -> Option<Duration> {
+    let mut longest = Duration::ZERO;
+    for ((d, g), back) in dests.iter().zip(new).zip(back_ms) {
+        let answers: Vec<&(String, String, u64)> =
+            timeline.iter().filter(|(dest, _, _)| dest == d).collect();
+        let last_other = answers.iter().rposition(|(_, gid, _)| gid != g);
+        let first_new = match last_other {
+            Some(i) => answers.get(i + 1)?,
+            None => answers.first()?,
+        };
+        longest = longest.max(Duration::from_millis(first_new.2.saturating_sub(*back)));
+    }
+    Some(longest)
+}
