@@ -5,6 +5,7 @@ use crate::stage::Options;
 use ibacm_urdma::metrics::parse;
 use std::collections::BTreeMap;
 use std::fs;
+use std::path::PathBuf;
 use urdma_harness::{Host, HostConfig};
 
 /// Host `n`'s NIC; a restart with new hardware is generation 1.
@@ -26,6 +27,34 @@ pub fn names(n: usize, count: usize) -> Vec<String> {
         .collect()
 }
 
+/// Where daemon `n` writes its metrics: on tmpfs, as `/run` is on a real
+/// host (the harness's run directories are on the disk of its temporary
+/// directory, where 256 files renamed every second cost the kernel a tenth
+/// of the machine).
+pub fn metrics_file(n: usize) -> PathBuf {
+    metrics_dir().join(format!("host{n}.prom"))
+}
+
+fn metrics_dir() -> PathBuf {
+    PathBuf::from(format!("/dev/shm/urdma-fleet-{}", std::process::id()))
+}
+
+/// The metrics directory, made now and removed when dropped.
+pub struct MetricsDir;
+
+impl MetricsDir {
+    pub fn new() -> MetricsDir {
+        fs::create_dir_all(metrics_dir()).expect("/dev/shm");
+        MetricsDir
+    }
+}
+
+impl Drop for MetricsDir {
+    fn drop(&mut self) {
+        let _ = fs::remove_dir_all(metrics_dir());
+    }
+}
+
 pub fn config_of(n: usize, generation: u8, o: &Options) -> HostConfig {
     let m = mac_of(n, generation);
     let mac = m.map(|b| format!("{b:02x}")).join(":");
@@ -41,6 +70,11 @@ pub fn config_of(n: usize, generation: u8, o: &Options) -> HostConfig {
     );
     let lines: Vec<&str> = lines.iter().map(String::as_str).collect();
     let mut cfg = HostConfig::default()
+        .log_level(if o.traced.contains(&n) {
+            2
+        } else {
+            o.log_level
+        })
         .ip_addrs(&[&format!("{ip4}/16"), &format!("{ip6}/64")])
         .addr_lines(&lines)
         .sim_config(&format!(
@@ -49,14 +83,14 @@ pub fn config_of(n: usize, generation: u8, o: &Options) -> HostConfig {
     for line in &o.opts {
         cfg = cfg.opt(line);
     }
-    cfg
+    cfg.opt(&format!("urdma_metrics_file {}", metrics_file(n).display()))
 }
 
-/// The samples of metric `name` in the metrics file of `host`, by what
+/// The samples of metric `name` in the metrics file of daemon `n`, by what
 /// their name adds to the family's (a histogram's `_sum`, `_count`, ...)
 /// and their labels.
-pub fn samples(host: &Host, name: &str) -> Vec<(String, f64)> {
-    let text = fs::read_to_string(host.path("run/ibacm-urdma.prom")).unwrap_or_default();
+pub fn samples(n: usize, name: &str) -> Vec<(String, f64)> {
+    let text = fs::read_to_string(metrics_file(n)).unwrap_or_default();
     parse(&text)
         .unwrap_or_default()
         .iter()
@@ -72,18 +106,18 @@ pub fn samples(host: &Host, name: &str) -> Vec<(String, f64)> {
         .collect()
 }
 
-/// Datagrams the provider of `host` says it sent.
-pub fn sent(host: &Host) -> u64 {
-    samples(host, "urdma_datagrams_sent_total")
+/// Datagrams the provider of daemon `n` says it sent.
+pub fn sent(n: usize) -> u64 {
+    samples(n, "urdma_datagrams_sent_total")
         .iter()
         .map(|(_, v)| *v as u64)
         .sum()
 }
 
-/// The lookups `host`'s provider made, and the seconds they took inside it
-/// in all (`urdma_lookup_duration_seconds`).
-pub fn lookup_time(host: &Host) -> (u64, f64) {
-    let s = samples(host, "urdma_lookup_duration_seconds");
+/// The lookups daemon `n`'s provider made, and the seconds they took
+/// inside it in all (`urdma_lookup_duration_seconds`).
+pub fn lookup_time(n: usize) -> (u64, f64) {
+    let s = samples(n, "urdma_lookup_duration_seconds");
     let sum = |what: &str| -> f64 {
         s.iter()
             .filter(|(k, _)| k.starts_with(what))
@@ -115,10 +149,11 @@ pub fn rcvbuf_errors(host: &Host) -> u64 {
     v4_errors + v6_errors
 }
 
-/// Metric `name` summed over the fleet, per label set, where not 0.
-pub fn fleet_totals(fleet: &[Host], name: &str) -> String {
+/// Metric `name` summed over the `hosts` daemons, per label set, where not
+/// 0.
+pub fn fleet_totals(hosts: usize, name: &str) -> String {
     let mut sum: BTreeMap<String, u64> = BTreeMap::new();
-    for (k, v) in fleet.iter().flat_map(|h| samples(h, name)) {
+    for (k, v) in (0..hosts).flat_map(|n| samples(n, name)) {
         *sum.entry(k).or_default() += v as u64;
     }
     let parts: Vec<String> = sum

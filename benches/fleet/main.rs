@@ -15,13 +15,18 @@
 //! ```text
 //! cargo bench --bench fleet -- [--hosts N] [--state fresh|aged|joined|rebooted]
 //!     [--peers K] [--names M] [--key] [--restart R] [--storm-interval-ms T]
+//!     [--log-level L] [--trace-hosts a,b]
 //! ```
 //!
 //! `--peers`: each daemon asks for the K next ones only; `--names`: each
 //! daemon holds M names; `--key`: discovery authenticated with one shared
 //! key; `--restart`: after the job, R daemons restart at once on new
 //! hardware while the others keep asking for them, each of their four
-//! connections one request every T ms (160 by default).
+//! connections one request every T ms (160 by default); `--log-level`: the
+//! daemons' (0 by default, as on a cluster: 2 traces every lookup, which
+//! costs the job a sixth of its time on two cores); `--trace-hosts`: these
+//! daemons at log level 2 whatever the others' (with `URDMA_E2E_KEEP=1`,
+//! their logs stay).
 
 mod fleet_config;
 mod pairs;
@@ -67,12 +72,19 @@ fn main() {
     let o = Options {
         names: number(&args, "--names", 1),
         opts: key.iter().map(KeyFile::opt).collect(),
+        log_level: number(&args, "--log-level", 0) as u8,
+        traced: arg(&args, "--trace-hosts").map_or_else(Vec::new, |v| {
+            v.split(',')
+                .map(|n| n.parse().expect("--trace-hosts a,b"))
+                .collect()
+        }),
     };
     // Each daemon's namespace holds the neighbours it asks and those that
     // ask it, per address family; the kernel's table holds them all.
     let per_host = (2 * peers).min(hosts - 1) as u64 + 1;
     let _limits = NeighbourLimits::at_least(hosts as u64 * per_host);
     let net = Net::new();
+    let _metrics = fleet_config::MetricsDir::new();
     let staged = stage(&net, state, hosts, &o);
     let rss_kb: u64 = staged.fleet.iter().map(|h| h.daemon_rss_kb()).sum();
     let generation: Vec<u8> = (0..hosts)
@@ -95,14 +107,9 @@ fn main() {
 fn report(s: &Staged, state: State, peers: usize, o: &Options, job: &pairs::Pairs, rss_kb: u64) {
     let fleet = &s.fleet;
     let hosts = fleet.len();
-    let sent: Vec<u64> = fleet
-        .iter()
-        .zip(&s.sent_before)
-        .map(|(h, before)| sent(h) + before)
-        .collect();
+    let sent: Vec<u64> = (0..hosts).map(|n| sent(n) + s.sent_before[n]).collect();
     let per_host = sent.iter().sum::<u64>() as f64 / hosts as f64;
-    let (lookups, seconds) = fleet
-        .iter()
+    let (lookups, seconds) = (0..hosts)
         .map(lookup_time)
         .fold((0, 0.0), |(n, t), (m, u)| (n + m, t + u));
     let right = job.asked - job.failed - job.wrong;
@@ -176,7 +183,7 @@ fn report(s: &Staged, state: State, peers: usize, o: &Options, job: &pairs::Pair
     ] {
         println!(
             "\ndatagrams {what}, all daemons: {}",
-            fleet_totals(fleet, metric)
+            fleet_totals(hosts, metric)
         );
     }
     let full: u64 = fleet.iter().map(rcvbuf_errors).sum();

@@ -19,6 +19,12 @@ pub struct Options {
     pub names: usize,
     /// `urdma_*` lines for every daemon's options file.
     pub opts: Vec<String>,
+    /// The daemons' `log_level` (0, the default, unless `--log-level`: a
+    /// trace of every lookup costs what the job measures).
+    pub log_level: u8,
+    /// Daemons that trace what they do (`log_level` 2) whatever the
+    /// others do (`--trace-hosts a,b`).
+    pub traced: Vec<usize>,
 }
 
 /// The fleet, set up.
@@ -37,9 +43,7 @@ pub struct Staged {
 /// at most a welcome period after their last), and for that to settle
 /// into hints (docs/protocol.md, Name hints).
 pub fn settle_after(hosts: usize) -> Duration {
-    let n = hosts as u32;
-    let window = (Duration::from_micros(200) * n).max(Duration::from_millis(200));
-    let every = (Duration::from_millis(10) * n).max(Duration::from_secs(1));
+    let (window, every) = ibacm_urdma::discovery::welcome_pace(hosts);
     window + every + ibacm_urdma::discovery::HINT_SETTLE + Duration::from_secs(1)
 }
 
@@ -87,7 +91,7 @@ pub fn stage(net: &Net, state: State, hosts: usize, o: &Options) -> Staged {
         std::thread::sleep(LATE.saturating_sub(started.elapsed() - up));
         let quarter: Vec<usize> = (0..hosts).filter(|n| n % 4 == 0).collect();
         for &n in &quarter {
-            sent_before[n] = sent(&fleet[n]);
+            sent_before[n] = sent(n);
         }
         restarts = std::thread::scope(|s| {
             let handles: Vec<_> = quarter

@@ -15,6 +15,7 @@ use crate::fastmap::Set;
 use crate::handle::EndpointId;
 use crate::local::{ip_of, Local};
 use std::collections::VecDeque;
+use std::net::{IpAddr, SocketAddr};
 use std::time::{Duration, Instant};
 
 /// Announcements after a change: soon, then twice more in case one is lost.
@@ -33,9 +34,10 @@ const DEFEND_AGAIN: Duration = Duration::from_secs(60);
 /// [`DEFEND_DELAY`].
 const MAX_DEFENDED: usize = 1024;
 /// Hosts answer a host that joined with an announcement each, at a time of
-/// their own within this, at least: spread so that the newcomer's receive
-/// buffer takes them all.
-const WELCOME_WITHIN: Duration = Duration::from_millis(200);
+/// their own within this, at least: spread so that the newcomer, busy
+/// starting and answering the hosts that check it, takes them a few at a
+/// time (its names settle a second after they are heard anyway).
+const WELCOME_WITHIN: Duration = Duration::from_secs(1);
 /// At most this often, at least: one announcement of a host answers every
 /// host that joined meanwhile, and a forger announcing new endpoints makes
 /// each host announce itself at most this often.
@@ -43,9 +45,8 @@ const WELCOME_EVERY: Duration = Duration::from_secs(1);
 /// What the two grow by per endpoint heard on the segment, so that what a
 /// host receives of welcomes stays the same whatever the segment's size:
 /// N hosts answering a newcomer send N announcements, spread over N × this
-/// (a newcomer receives at most 5,000 a second per family), and each host
-/// answers at most once per N × this (every host receives at most 100
-/// welcomes a second per family, however often hosts join).
+/// (a newcomer receives at most 5,000 a second), and each host answers to
+/// the groups at most a few times per N × this.
 const WELCOME_WITHIN_PER_HOST: Duration = Duration::from_micros(200);
 const WELCOME_EVERY_PER_HOST: Duration = Duration::from_millis(10);
 /// The spread of welcomes has this ceiling: a newcomer on a segment of
@@ -54,7 +55,7 @@ const WELCOME_WITHIN_MAX: Duration = Duration::from_secs(10);
 
 /// Within how long, and at most how often, a host welcomes a newcomer on
 /// a segment where it heard `hosts` endpoints.
-pub(super) fn welcome_pace(hosts: usize) -> (Duration, Duration) {
+pub fn welcome_pace(hosts: usize) -> (Duration, Duration) {
     let n = u32::try_from(hosts).unwrap_or(u32::MAX);
     let within =
         (WELCOME_WITHIN_PER_HOST.saturating_mul(n)).clamp(WELCOME_WITHIN, WELCOME_WITHIN_MAX);
@@ -79,6 +80,28 @@ pub(super) fn renew_every(lifetime: Option<Duration>) -> Option<Duration> {
 /// How long withdrawals wait to be sent together.
 const WITHDRAW_DELAY: Duration = Duration::from_millis(20);
 
+/// A welcome period: when it began, how many hosts it answered by unicast
+/// since the last welcome to the groups, how many of those it sent, and
+/// when the last left.
+#[derive(Default)]
+struct Period {
+    from: Option<Instant>,
+    unicast: usize,
+    groups: u32,
+    last_groups: Option<Instant>,
+}
+
+/// Welcomes to the groups per welcome period: one for a burst of hosts
+/// joining, others for those that joined after it, each at least a welcome
+/// window after the last; later ones wait for the next period.
+const GROUP_WELCOMES: u32 = 3;
+/// A welcome to the groups waits for the hosts that keep joining at most
+/// this many welcome windows.
+pub(super) const WELCOME_WAIT: u32 = 4;
+
+/// Where a datagram to one host goes, and the address it leaves from.
+pub(super) type Unicast = (SocketAddr, Option<IpAddr>);
+
 /// What distinguishes one endpoint record from another: GID, LID, MTU,
 /// rate and P_Key.
 type RecordKey = (Gid, u16, u8, u8, u16);
@@ -98,8 +121,9 @@ pub(super) struct Announcer {
     /// Addresses to withdraw, per endpoint record, and when.
     withdrawals: Vec<(RecordKey, Pending)>,
     withdraw_at: Option<Instant>,
-    /// Announcements and withdrawals waiting to leave, paced.
-    queue: VecDeque<Vec<u8>>,
+    /// Announcements and withdrawals waiting to leave, paced: to the
+    /// groups, or to one host (a welcome).
+    queue: VecDeque<(Option<Unicast>, Vec<u8>)>,
     /// When the next batch of them may leave (`None`: at once).
     queue_at: Option<Instant>,
     /// Withdrawals are waiting; their time is set at the next timer.
@@ -109,6 +133,13 @@ pub(super) struct Announcer {
     /// announcements joined.
     defend_at: Option<Instant>,
     welcome_at: Option<Instant>,
+    /// When the pending welcome to the groups was first due.
+    welcome_first: Option<Instant>,
+    /// Hosts that joined, to be answered by an announcement of their own
+    /// (by unicast), each at its time.
+    welcome_to: Vec<(Instant, Unicast)>,
+    /// The welcomes of the current welcome period.
+    period: Period,
     /// When it last announced itself for either (one announcement answers
     /// both, so their paces count from it).
     answered_at: Option<Instant>,
@@ -142,6 +173,9 @@ impl Announcer {
             withdraw_asked: false,
             defend_at: None,
             welcome_at: None,
+            welcome_first: None,
+            welcome_to: Vec::new(),
+            period: Period::default(),
             answered_at: None,
             defended: Expiring::new(MAX_DEFENDED),
             renew_every: renew_every(lifetime),
@@ -229,6 +263,7 @@ impl Announcer {
             self.defend_at,
             self.welcome_at,
             self.renew_at,
+            self.welcome_to.iter().map(|w| w.0).min(),
         ]
         .into_iter()
         .flatten()
@@ -273,16 +308,38 @@ impl Announcer {
             if soon {
                 self.answered_at = Some(now);
             }
+            if self.welcome_at.is_some_and(|t| t <= now) {
+                // Hosts that join after it are answered by unicast again.
+                self.period.unicast = 0;
+                self.period.groups += 1;
+                self.period.last_groups = Some(now);
+            }
             self.defend_at = None;
             self.welcome_at = None;
+            self.welcome_first = None;
             self.renew_at = self.next_renewal(now);
             if families.any() {
-                self.announce(local);
+                // It reaches the hosts waiting for a welcome too.
+                self.welcome_to.clear();
+                self.announce(local, None);
             }
+        }
+        let due: Vec<Unicast> = self
+            .welcome_to
+            .extract_if(.., |w| w.0 <= now)
+            .map(|w| w.1)
+            .collect();
+        for to in due {
+            self.announce(local, Some(to));
         }
         if !self.queue.is_empty() && self.queue_at.is_none_or(|t| t <= now) {
             let n = self.queue.len().min(BATCH);
-            out.extend(self.queue.drain(..n).flat_map(|b| families.multicast(b)));
+            for (to, bytes) in self.queue.drain(..n) {
+                match to {
+                    Some((to, from)) => out.push(Datagram::Unicast { to, from, bytes }),
+                    None => out.extend(families.multicast(bytes)),
+                }
+            }
             self.queue_at = Some(now + PACE);
             return n;
         }
@@ -308,17 +365,67 @@ impl Announcer {
 
     /// A host joined the segment (an endpoint not heard before announced
     /// itself, or a host sent a start query): it heard none of this host's
-    /// announcements if they are all out. This host announces itself
-    /// `after` from now (a time of its own, so that the segment's answers
-    /// do not arrive at once), at most once per `every`: one announcement
-    /// answers every host that joined meanwhile.
-    pub fn welcome(&mut self, after: Duration, every: Duration, now: Instant) {
-        if !self.at.is_empty() || self.welcome_at.is_some() {
+    /// announcements if they are all out. This host announces itself to
+    /// the groups `after` from now (a time of its own, so that the
+    /// segment's answers do not arrive at once), one announcement for every
+    /// host that joins meanwhile: each that joins before it leaves puts it
+    /// off by as long, up to [`WELCOME_WAIT`] welcome windows after the
+    /// first, so that a burst of hosts joining is answered once; at most
+    /// [`GROUP_WELCOMES`] times per welcome period `every`.
+    pub fn welcome(
+        &mut self,
+        after: Duration,
+        (within, every): (Duration, Duration),
+        now: Instant,
+    ) {
+        if !self.at.is_empty() {
             return;
         }
-        let at = now + after;
-        let paced = self.answered_at.map(|t| t + every);
-        self.welcome_at = Some(paced.map_or(at, |t| t.max(at)));
+        if let (Some(at), Some(first)) = (self.welcome_at, self.welcome_first) {
+            let latest = first + within * WELCOME_WAIT;
+            self.welcome_at = Some(at.max(now + after).min(latest.max(at)));
+            return;
+        }
+        self.roll_period(every, now);
+        let p = &self.period;
+        let at = match p.groups < GROUP_WELCOMES {
+            true => p.last_groups.map_or(now, |t| t + within).max(now) + after,
+            false => p.from.map_or(now, |t| t + every).max(now + after),
+        };
+        self.welcome_at = Some(at);
+        self.welcome_first = Some(at - after);
+    }
+
+    /// A new welcome period if the current one is over.
+    fn roll_period(&mut self, every: Duration, now: Instant) {
+        if self.period.from.is_none_or(|t| now >= t + every) {
+            self.period = Period {
+                from: Some(now),
+                ..Period::default()
+            };
+        }
+    }
+
+    /// A host that joined, at `to`, is answered by unicast, `after` from
+    /// now, if fewer than `most` were answered so since the period began
+    /// or the last welcome to the groups: false if not (the groups are
+    /// answered then, which answers those still waiting too).
+    pub fn welcome_to(
+        &mut self,
+        to: Unicast,
+        after: Duration,
+        (every, most): (Duration, usize),
+        now: Instant,
+    ) -> bool {
+        self.roll_period(every, now);
+        if self.period.unicast >= most || self.welcome_at.is_some() {
+            // The groups hear one announcement for all of them.
+            self.welcome_to.clear();
+            return false;
+        }
+        self.period.unicast += 1;
+        self.welcome_to.push((now + after, to));
+        true
     }
 
     /// When to renew after an announcement at `now`: a renewal period
@@ -331,8 +438,9 @@ impl Announcer {
         Some(now + every / 1000 * thousandths)
     }
 
-    /// Queues an announcement of every port's endpoints.
-    fn announce(&mut self, local: &Local) {
+    /// Queues an announcement of every port's endpoints, to the groups or
+    /// to one host.
+    fn announce(&mut self, local: &Local, to: Option<Unicast>) {
         for p in local.ports() {
             let mut pkeys: Vec<u16> = Vec::new();
             let mut addrs: Vec<WireAddress> = Vec::new();
@@ -360,7 +468,7 @@ impl Announcer {
                         .ok()
                 });
                 if let Ok(a) = Announce::new(records.collect(), false) {
-                    self.queue.push_back(Message::from(a).encode());
+                    self.queue.push_back((to, Message::from(a).encode()));
                 }
             }
         }
@@ -421,7 +529,7 @@ impl Announcer {
         }
         for chunk in records.chunks(MAX_ANNOUNCE_RECORDS) {
             if let Ok(a) = Announce::new(chunk.to_vec(), true) {
-                self.queue.push_back(Message::from(a).encode());
+                self.queue.push_back((None, Message::from(a).encode()));
             }
         }
     }

@@ -345,6 +345,16 @@ impl Hints {
         }
     }
 
+    /// Whether `name` was announced, settled, from `ip`: the address is a
+    /// host of the segment's, known to hold the name.
+    pub fn held_at(&mut self, name: &Address, ip: IpAddr, now: Instant) -> bool {
+        let Some((_, h)) = self.get_live(name, now) else {
+            return false;
+        };
+        let settled = self.tick(now) >= h.since.saturating_add(settle_ticks());
+        settled && h.endpoint != DISPUTED && self.endpoints[h.endpoint as usize].at.contains(ip)
+    }
+
     /// Whether `name` was announced by two endpoints lately.
     pub fn disputed(&mut self, name: &Address, now: Instant) -> bool {
         self.get_live(name, now)

@@ -140,7 +140,7 @@ impl Discovery {
         let group = to.is_none_or(|ip| ip.is_multicast());
         if group && super::welcome::is_start_query(&q) {
             log::trace!("discovery: {from} started; announcing ourselves");
-            self.welcome(q.sender().gid(), now);
+            self.welcome(local, q.sender(), from.ip(), now);
         }
         let target = q.target().address().clone();
         let answer = match local
@@ -371,6 +371,9 @@ impl Discovery {
         // whom to ask (`hints.rs`); one announced to a single host is not
         // heard by the name's holder, who could not contradict it.
         let group = to.is_some_and(|ip| ip.is_multicast());
+        // Sent to this host alone, in the seconds after its start query: a
+        // welcome it asked for (`welcome.rs`).
+        let welcome = !group && self.listening(now);
         let source = Address::from(from.ip());
         let mut hints: Vec<Address> = Vec::new();
         for record in a.records() {
@@ -378,17 +381,19 @@ impl Discovery {
                 self.drop_datagram(|d| &mut d.own, from, "our own announcement");
                 continue;
             }
-            let from_record = group && record.addresses().iter().any(|w| *w.address() == source);
+            let from_record =
+                (group || welcome) && record.addresses().iter().any(|w| *w.address() == source);
             let names = record
                 .addresses()
                 .iter()
                 .any(|w| matches!(w.address(), Address::Name(_)));
-            if from_record
+            if group
+                && from_record
                 && names
                 && !a.withdrawn()
                 && self.hints.endpoint_heard(record.gid(), now)
             {
-                self.welcome(record.gid(), now);
+                self.welcome(local, record, from.ip(), now);
             }
             for w in record.addresses() {
                 let key = w.address();

@@ -52,6 +52,7 @@ use std::net::{IpAddr, SocketAddr};
 use std::time::{Duration, Instant};
 use wire::{EndpointRecord, WireAddress, MAX_ADDRESSES};
 
+pub use announce::welcome_pace;
 pub use derive::eui64_gid;
 pub use hints::SETTLE as HINT_SETTLE;
 pub use names::NssError;
@@ -171,8 +172,13 @@ pub struct Discovery {
     outcomes: Vec<Outcome>,
     /// Faults to inject into itself (off but in simulations).
     buggify: Buggify,
-    /// Hosts that joined and were answered with an announcement, lately.
+    /// Hosts that joined and were answered with an announcement, lately,
+    /// and the addresses welcomed by unicast.
     welcomed: Expiring<Gid, ()>,
+    welcomed_at: Expiring<IpAddr, ()>,
+    /// Until when announcements sent to this host alone are the welcomes
+    /// its start query asked for.
+    listen_until: Option<Instant>,
     /// How long claims to an undisputed name are heard, if not
     /// [`decide::CLAIM_WINDOW_SHARE`] of `urdma_timeout` (simulations).
     claim_window: Option<Duration>,
@@ -228,6 +234,8 @@ impl Discovery {
             buggify: Buggify::off(),
             claim_window: None,
             welcomed: Expiring::new(MAX_WELCOMED),
+            welcomed_at: Expiring::new(MAX_WELCOMED),
+            listen_until: None,
         }
     }
 
@@ -440,6 +448,7 @@ impl Discovery {
         self.state.answered_groups.sweep(now, |_, _| {});
         self.hints.sweep(now);
         self.welcomed.sweep(now, |_, _| {});
+        self.welcomed_at.sweep(now, |_, _| {});
         self.inflight.sweep(now);
         if self.drops_logged.due(&self.drops, now) {
             log::info!("discovery: datagrams dropped so far: {}", self.drops);
@@ -457,6 +466,7 @@ impl Discovery {
             self.state.answered_groups.sweep_due(),
             self.hints.sweep_due(),
             self.welcomed.sweep_due(),
+            self.welcomed_at.sweep_due(),
             self.inflight.sweep_due(),
             self.drops_logged.due_at(&self.drops, now),
         ]

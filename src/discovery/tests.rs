@@ -1831,17 +1831,8 @@ fn a_host_that_hears_its_name_announced_by_another_announces_itself() {
         .map(|w| w.address().to_string())
         .collect();
     assert!(names.contains(&"node-a".to_string()), "{names:?}");
-    // The same endpoint again: once a minute at most.
-    let t = t0 + Duration::from_millis(50);
-    heard_on_group(
-        &mut f,
-        holding(ATTACKER, [10, 0, 0, 66], "node-a"),
-        attacker(),
-        t,
-    );
-    f.e.on_timers(t + hints::DEFEND_DELAY);
-    assert!(sent_announcements(&f.e.take_effects()).is_empty());
     // Another one: answered too, but paced.
+    let t = t0 + Duration::from_millis(50);
     let other = SocketAddr::new(IpAddr::V4([10, 0, 0, 67].into()), 6126);
     heard_on_group(
         &mut f,
@@ -1852,7 +1843,18 @@ fn a_host_that_hears_its_name_announced_by_another_announces_itself() {
     f.e.on_timers(t);
     assert!(sent_announcements(&f.e.take_effects()).is_empty(), "paced");
     f.e.on_timers(t0 + hints::DEFEND_DELAY);
-    assert_eq!(sent_announcements(&f.e.take_effects()).len(), 1);
+    let fx = f.e.take_effects();
+    assert_eq!(sent_announcements(&fx).len(), 1, "{fx:?}");
+    // The first one again: once a minute at most.
+    let t = t0 + hints::DEFEND_DELAY * 2;
+    heard_on_group(
+        &mut f,
+        holding(ATTACKER, [10, 0, 0, 66], "node-a"),
+        attacker(),
+        t,
+    );
+    f.e.on_timers(t + hints::DEFEND_DELAY * 2);
+    assert!(sent_announcements(&f.e.take_effects()).is_empty());
 }
 
 #[test]
@@ -1907,6 +1909,30 @@ fn a_host_that_refuses_its_hint_or_stays_silent_sends_the_name_to_the_groups() {
     assert_eq!(answered_at, Some(1_500), "at the stage's end");
 }
 
+/// The announcements among the effects sent to one host, with where they
+/// went and where from.
+fn sent_welcomes(fx: &Effects) -> Vec<(SocketAddr, Option<IpAddr>, Announce)> {
+    fx.datagrams
+        .iter()
+        .filter_map(|d| match d {
+            Datagram::Unicast { to, from, bytes } => match Message::decode(bytes) {
+                Ok(Message::Announce(a)) => Some((*to, *from, a)),
+                _ => None,
+            },
+            _ => None,
+        })
+        .collect()
+}
+
+/// Host `n` of 10.0.0.0/24, with GID fe80::n and name node-n.
+fn newcomer(n: u8) -> (EndpointRecord, SocketAddr) {
+    let at = SocketAddr::new(IpAddr::V4([10, 0, 0, n].into()), 6126);
+    (
+        holding(&format!("fe80::{n:x}"), [10, 0, 0, n], &format!("node-{n}")),
+        at,
+    )
+}
+
 #[test]
 fn a_host_announces_itself_to_a_host_that_joined_after_its_announcements() {
     let mut f = fixture(Config::default());
@@ -1915,39 +1941,132 @@ fn a_host_announces_itself_to_a_host_that_joined_after_its_announcements() {
     let t0 = f.t0;
     heard_on_group(&mut f, peer_record(PEER), peer(), t0);
     f.e.on_timers(f.t0 + Duration::from_millis(50));
-    assert_eq!(
-        sent_announcements(&f.e.take_effects()).len(),
-        1,
-        "the first of three"
-    );
+    let fx = f.e.take_effects();
+    assert_eq!(sent_announcements(&fx).len(), 1, "the first of three");
+    assert!(sent_welcomes(&fx).is_empty());
     for ms in [1_000, 3_000] {
         f.e.on_timers(f.t0 + Duration::from_millis(ms));
     }
     f.e.take_effects();
-    // All out: a host heard for the first time gets one, soon.
+    // All out: a host never heard is answered soon, on the groups.
     let (within, every) = announce::welcome_pace(2);
     let t = f.t0 + Duration::from_secs(5);
-    let c = SocketAddr::new(IpAddr::V4([10, 0, 0, 3].into()), 6126);
-    heard_on_group(&mut f, holding("fe80::c", [10, 0, 0, 3], "node-c"), c, t);
+    let (c, c_at) = newcomer(3);
+    heard_on_group(&mut f, c, c_at, t);
     f.e.on_timers(t + within);
-    let ours = sent_announcements(&f.e.take_effects());
+    let fx = f.e.take_effects();
+    assert!(sent_welcomes(&fx).is_empty(), "{fx:?}");
+    let ours = sent_announcements(&fx);
     assert_eq!(ours.len(), 1);
     assert_eq!(ours[0].records()[0].gid(), OWN.parse().unwrap());
-    // A host heard before does not; another new one, within a period of
-    // the last, waits for the period to pass.
+    // A host heard before is not.
+    let t = t + within;
     heard_on_group(&mut f, peer_record(PEER), peer(), t);
-    let d = SocketAddr::new(IpAddr::V4([10, 0, 0, 4].into()), 6126);
-    heard_on_group(&mut f, holding("fe80::d", [10, 0, 0, 4], "node-d"), d, t);
-    f.e.on_timers(t + every - Duration::from_millis(100));
-    assert!(sent_announcements(&f.e.take_effects()).is_empty());
-    f.e.on_timers(t + every + within);
-    assert_eq!(sent_announcements(&f.e.take_effects()).len(), 1);
+    f.e.on_timers(t + within);
+    assert!(f.e.take_effects().datagrams.is_empty());
+    // The peer, heard at its address for a while, back with new hardware:
+    // answered by unicast, to that address, from this host's own.
+    let t = t + every;
+    heard_on_group(&mut f, peer_record("fe80::b2"), peer(), t);
+    f.e.on_timers(t + within);
+    let fx = f.e.take_effects();
+    assert!(sent_announcements(&fx).is_empty(), "{fx:?}");
+    let w = sent_welcomes(&fx);
+    assert_eq!(w.len(), 1);
+    assert_eq!((w[0].0, w[0].1), (peer(), Some(own_ip())));
+    assert_eq!(w[0].2.records()[0].gid(), OWN.parse().unwrap());
+    // Again, with other hardware, soon after: that address was welcomed
+    // (a forger naming it does not make this host flood it).
+    heard_on_group(&mut f, peer_record("fe80::b3"), peer(), t + within);
+    f.e.on_timers(t + within * 3);
+    assert!(f.e.take_effects().datagrams.is_empty());
     // Long after its own start, a host that joins is answered too.
     let late = f.t0 + Duration::from_secs(4_000);
-    let e = SocketAddr::new(IpAddr::V4([10, 0, 0, 5].into()), 6126);
-    heard_on_group(&mut f, holding("fe80::e", [10, 0, 0, 5], "node-e"), e, late);
+    let (e, e_at) = newcomer(5);
+    heard_on_group(&mut f, e, e_at, late);
     f.e.on_timers(late + within);
     assert_eq!(sent_announcements(&f.e.take_effects()).len(), 1);
+}
+
+#[test]
+fn many_hosts_back_at_once_are_welcomed_by_one_announcement_to_the_groups() {
+    let mut f = fixture(Config::default());
+    for ms in [0, 50, 1_000, 3_000] {
+        f.e.on_timers(f.t0 + Duration::from_millis(ms));
+    }
+    // 31 hosts heard at their addresses, settled.
+    let t = f.t0 + Duration::from_secs(4);
+    for n in 10..41 {
+        let (r, at) = newcomer(n);
+        heard_on_group(&mut f, r, at, t);
+    }
+    let (within, _) = announce::welcome_pace(31);
+    let t = t + Duration::from_secs(20);
+    f.e.on_timers(t);
+    f.e.take_effects();
+    // All back with new hardware at once: beyond UNICAST_WELCOMES in a
+    // period, one announcement to the groups answers them all, those
+    // still waiting for theirs too.
+    for n in 10..40 {
+        let (_, at) = newcomer(n);
+        let gid = format!("fe80::1:{n:x}");
+        let r = holding(&gid, [10, 0, 0, n], &format!("node-{n}"));
+        heard_on_group(&mut f, r, at, t);
+    }
+    let t = t + within * announce::WELCOME_WAIT;
+    f.e.on_timers(t);
+    let fx = f.e.take_effects();
+    assert_eq!(sent_welcomes(&fx).len(), 0, "{fx:?}");
+    assert_eq!(sent_announcements(&fx).len(), 1, "{fx:?}");
+    // One that comes back after it is answered by unicast again.
+    let (_, at) = newcomer(40);
+    heard_on_group(
+        &mut f,
+        holding("fe80::2:a", [10, 0, 0, 40], "node-40"),
+        at,
+        t,
+    );
+    f.e.on_timers(t + within);
+    assert_eq!(sent_welcomes(&f.e.take_effects()).len(), 1);
+}
+
+#[test]
+fn a_host_that_starts_takes_the_welcomes_sent_to_it_alone_as_hints_for_a_while() {
+    let mut f = fixture(segment_only());
+    for ms in [0, 50] {
+        f.e.on_timers(f.t0 + Duration::from_millis(ms));
+    }
+    f.e.take_effects();
+    // The peer's welcome, sent to this host alone after its start query.
+    let welcome = Message::from(Announce::new(vec![peer_record(PEER)], false).unwrap()).encode();
+    let t = f.t0 + Duration::from_millis(100);
+    f.e.on_datagram(peer(), Some(own_ip()), &welcome, t);
+    let t = t + hints::SETTLE;
+    f.e.resolve_at(f.addr, &by_name("node-b", 1), 1, t);
+    let (_, to) = sent_query(&f.e.take_effects());
+    assert_eq!(to, Some(peer()), "asked of its holder");
+    // A forged one naming another holder of the same name: disputed, so
+    // the groups decide.
+    let forged = holding(ATTACKER, [10, 0, 0, 66], "node-x");
+    let honest = holding("fe80::c", [10, 0, 0, 3], "node-x");
+    let c = SocketAddr::new(IpAddr::V4([10, 0, 0, 3].into()), 6126);
+    for (record, from) in [(forged, attacker()), (honest, c)] {
+        let a = Message::from(Announce::new(vec![record], false).unwrap()).encode();
+        f.e.on_datagram(from, Some(own_ip()), &a, t);
+    }
+    let t = t + hints::SETTLE;
+    f.e.resolve_at(f.addr, &by_name("node-x", 2), 2, t);
+    let (_, to) = sent_query(&f.e.take_effects());
+    assert_eq!(to, None, "two holders: the groups");
+    // Past the welcomes' time, one sent to this host alone is no hint.
+    let late = f.t0 + welcome::WELCOME_LISTEN + Duration::from_secs(1);
+    let d = holding("fe80::d", [10, 0, 0, 4], "node-d");
+    let from = SocketAddr::new(IpAddr::V4([10, 0, 0, 4].into()), 6126);
+    let a = Message::from(Announce::new(vec![d], false).unwrap()).encode();
+    f.e.on_datagram(from, Some(own_ip()), &a, late);
+    f.e.resolve_at(f.addr, &by_name("node-d", 3), 3, late + hints::SETTLE);
+    let (_, to) = sent_query(&f.e.take_effects());
+    assert_eq!(to, None);
 }
 
 /// A request for `name` from the fixture at `t`, and the group query it
@@ -2141,34 +2260,34 @@ fn a_host_that_starts_sends_a_start_query_and_hosts_that_hear_it_announce_themse
 
     // The peer, known here, restarted (same GID) and sends a start query:
     // this host announces itself to it, within the window; the peer's
-    // second start query is not answered again, another host's is, once
-    // the period since the last answer is over.
-    let (within, every) = announce::welcome_pace(1);
-    let t0 = f.t0;
-    heard_on_group(&mut f, peer_record(PEER), peer(), t0);
-    let t = f.t0 + Duration::from_secs(10);
-    let start_of = |record: EndpointRecord, name: &str| {
-        let target = WireAddress::new(Address::name(name).unwrap()).unwrap();
-        let q = Query::new(std::num::NonZeroU64::new(77).unwrap(), target, record);
-        Message::from(q).encode()
-    };
-    let bytes = start_of(peer_record(PEER), "node-b");
+    // second start query is not answered again.
+    let (within, _) = announce::welcome_pace(1);
+    let heard = f.t0 + Duration::from_secs(8);
+    heard_on_group(&mut f, peer_record(PEER), peer(), heard);
+    f.e.on_timers(heard + within);
+    assert_eq!(
+        sent_announcements(&f.e.take_effects()).len(),
+        1,
+        "a new endpoint, on the groups"
+    );
+    let t = heard + WELCOMED_FOR * 2;
+    let start = Query::new(
+        std::num::NonZeroU64::new(77).unwrap(),
+        WireAddress::new(node_b()).unwrap(),
+        peer_record(PEER),
+    );
+    let bytes = Message::from(start).encode();
     f.e.on_datagram(peer(), Some(group()), &bytes, t);
     let fx = f.e.take_effects();
     assert!(fx.datagrams.is_empty(), "not answered: {fx:?}");
     f.e.on_timers(t + within);
-    assert_eq!(sent_announcements(&f.e.take_effects()).len(), 1);
+    let w = sent_welcomes(&f.e.take_effects());
+    assert_eq!(w.len(), 1);
+    assert_eq!(w[0].0, peer());
     f.e.on_datagram(peer(), Some(group()), &bytes, t + within);
-    let t = t + within;
-    f.e.on_timers(t + every / 2);
-    assert!(sent_announcements(&f.e.take_effects()).is_empty());
-    let c = SocketAddr::new(IpAddr::V4([10, 0, 0, 3].into()), 6126);
-    let other = start_of(holding("fe80::c", [10, 0, 0, 3], "node-c"), "node-c");
-    f.e.on_datagram(c, Some(group()), &other, t + every / 2);
-    f.e.on_timers(t + every * 3 / 4);
-    assert!(sent_announcements(&f.e.take_effects()).is_empty());
-    f.e.on_timers(t + every + within);
-    assert_eq!(sent_announcements(&f.e.take_effects()).len(), 1);
+    f.e.on_timers(t + within * 3);
+    assert!(f.e.take_effects().datagrams.is_empty());
+    let every = announce::welcome_pace(1).1;
     // A query by unicast for the asker's own address is no start query.
     let t = t + WELCOMED_FOR * 2;
     f.e.on_datagram(peer(), Some(own_ip()), &bytes, t);

@@ -19,21 +19,39 @@
 //! start query costs the segment one announcement per host, paced.
 
 use super::announce::welcome_pace;
-use super::wire::{Message, Query, WireAddress};
-use super::{record_for, Discovery};
-use crate::addr::{Address, Gid};
+use super::wire::{EndpointRecord, Message, Query, WireAddress};
+use super::{record_for, Discovery, Families};
+use crate::addr::Address;
 use crate::local::Local;
+use std::net::{IpAddr, SocketAddr};
 use std::time::{Duration, Instant};
 
 /// A host that joined is answered once in this long: it sends its start
 /// query twice, a second apart, and also announces itself.
 pub(super) const WELCOMED_FOR: Duration = Duration::from_secs(5);
+/// A host answers at most this many hosts that joined by unicast per
+/// welcome period; more in one period (half a cluster joining) are
+/// answered on the groups, by one announcement for all.
+pub(super) const UNICAST_WELCOMES: usize = 16;
+/// For this long after its start query, a host takes announcements sent
+/// to it alone as hints: the welcomes of the segment's hosts, spread over
+/// at most 10 s.
+pub(super) const WELCOME_LISTEN: Duration = Duration::from_secs(12);
 
 impl Discovery {
-    /// The endpoint `gid` joined the segment: this host announces itself
-    /// to it, paced by the size of the segment (`announce::welcome_pace`),
-    /// once for all it sends.
-    pub(super) fn welcome(&mut self, gid: Gid, now: Instant) {
+    /// The endpoint `gid`, at `from`, joined the segment: this host
+    /// announces itself to it, once for all it sends, at a time of its own
+    /// within a window that grows with the segment
+    /// (`announce::welcome_pace`): by unicast while few join, or to the
+    /// groups, at most once a welcome period, when many do.
+    pub(super) fn welcome(
+        &mut self,
+        local: &Local,
+        record: &EndpointRecord,
+        from: IpAddr,
+        now: Instant,
+    ) {
+        let gid = record.gid();
         // While its own announcements are still to come, they are enough.
         if self.announcer.announcing() || self.welcomed.get_live(&gid, now).is_some() {
             return;
@@ -41,7 +59,43 @@ impl Discovery {
         self.welcomed.insert(gid, (), Some(now + WELCOMED_FOR));
         let (within, every) = welcome_pace(self.hints.endpoints_heard());
         let after = self.jitter(within);
-        self.announcer.welcome(after, every, now);
+        let pace = (every, UNICAST_WELCOMES);
+        let unicast = welcome_address(record, from).filter(|&ip| self.known_at(record, ip, now));
+        if let Some(ip) = unicast {
+            if self.welcomed_at.get_live(&ip, now).is_some() {
+                return;
+            }
+            self.welcomed_at.insert(ip, (), Some(now + WELCOMED_FOR));
+            let to = SocketAddr::new(ip, self.cfg.discovery_port);
+            let source = local
+                .endpoint_for(ip)
+                .and_then(|ep| local.source_for(ep, ip));
+            if self.announcer.welcome_to((to, source), after, pace, now) {
+                return;
+            }
+        }
+        self.announcer.welcome(after, (within, every), now);
+    }
+
+    /// Whether `ip` is where this host heard, settled, one of the names
+    /// of `record`: a host of the segment that restarted, which may be
+    /// welcomed by unicast. Welcomes by unicast go only there, and to each
+    /// address once in [`WELCOMED_FOR`]: every host of the segment answers
+    /// one start query, and a forged one must not turn that into a flood
+    /// aimed at an address of the forger's choosing.
+    fn known_at(&mut self, record: &EndpointRecord, ip: IpAddr, now: Instant) -> bool {
+        record
+            .addresses()
+            .iter()
+            .map(|w| w.address())
+            .filter(|a| matches!(a, Address::Name(_)))
+            .any(|name| self.hints.held_at(name, ip, now))
+    }
+
+    /// Whether announcements sent to this host alone are welcomes it asked
+    /// for with its start query.
+    pub(super) fn listening(&self, now: Instant) -> bool {
+        self.listen_until.is_some_and(|t| now < t)
     }
 
     /// A random time in `0..span`, from the transaction id stream.
@@ -75,11 +129,31 @@ impl Discovery {
         };
         let txid = self.inflight.new_txid();
         self.inflight.remember_ended(txid, now);
+        self.listen_until = Some(now + WELCOME_LISTEN);
         let bytes = Message::from(Query::new(txid, wire, record)).encode();
         self.traffic.start_queries += 1;
         log::debug!("discovery: start query for {target} on the groups");
-        self.datagrams.extend(self.families.multicast(bytes));
+        // One family is enough: every host listens on both groups.
+        let one = match self.families {
+            Families { v4: true, .. } => Families::V4,
+            other => other,
+        };
+        self.datagrams.extend(one.multicast(bytes));
     }
+}
+
+/// Where to welcome the endpoint of `record`, heard from `from`: one of
+/// the addresses its record lists (it takes hints only from a source its
+/// record lists, and a group datagram's source may be an interface's
+/// link-local address), of `from`'s family if it has one.
+fn welcome_address(record: &EndpointRecord, from: IpAddr) -> Option<IpAddr> {
+    let ips: Vec<IpAddr> = record
+        .addresses()
+        .iter()
+        .filter_map(|w| crate::local::ip_of(w.address()))
+        .collect();
+    let same = ips.iter().find(|ip| ip.is_ipv4() == from.is_ipv4());
+    same.or(ips.first()).copied()
 }
 
 /// Whether a query that arrived on a group is a start query: its asker

@@ -15,6 +15,10 @@ use std::time::{Duration, Instant};
 /// that path by then ([`Cache::review`]); what runs them may be this late
 /// and still no path is answered past its lifetime.
 pub const REVIEW_LEAD: Duration = Duration::from_secs(1);
+/// A review takes off the clockless path what is due within this of it
+/// too: entries due at times of their own (a cache filled over a job's
+/// seconds) would wake the timers once each, dozens of times a second.
+const REVIEW_BATCH: Duration = Duration::from_millis(500);
 
 #[derive(Clone, Debug)]
 pub struct CacheEntry {
@@ -289,10 +293,11 @@ impl Cache {
         self.reviews.peek().map(|Reverse(r)| r.at)
     }
 
-    /// Takes off the clockless path every entry whose review is due.
+    /// Takes off the clockless path every entry whose review is due, and
+    /// those due within [`REVIEW_BATCH`] with them.
     pub fn review(&mut self, now: Instant) {
         while let Some(Reverse(r)) = self.reviews.peek() {
-            if r.at > now {
+            if r.at > now + REVIEW_BATCH {
                 break;
             }
             let Some(Reverse(r)) = self.reviews.pop() else {
@@ -653,6 +658,40 @@ mod tests {
             c.insert(ep(2), Address::Lid(5), entry(1000), now);
         }
         assert!(c.order.len() <= 2 * c.len() + 65);
+    }
+
+    #[test]
+    fn entries_filled_over_seconds_are_reviewed_a_few_times_a_second() {
+        // 200 entries whose lifetimes end 50 ms apart, over 10 s: the
+        // timers wake for their reviews at most twice a second, not 200
+        // times, and no entry stays fresh past its review.
+        let now = Instant::now();
+        let mut c = Cache::new(1000);
+        c.set_reviewed(true, now);
+        let to = Dest {
+            gid: Default::default(),
+            lid: 1,
+            mtu: None,
+            rate: None,
+        };
+        for i in 0..200u32 {
+            let ends = now + Duration::from_secs(2) + Duration::from_millis(u64::from(i) * 50);
+            let e = CacheEntry::new(PathRecord::default(), to, Some(ends), None);
+            c.insert(ep(1), Address::Lid(i as u16 + 1), e, now);
+        }
+        let mut wakes = 0;
+        while let Some(t) = c.next_review() {
+            c.review(t);
+            wakes += 1;
+            for i in 0..200u32 {
+                let a = Address::Lid(i as u16 + 1);
+                let review =
+                    now + Duration::from_secs(1) + Duration::from_millis(u64::from(i) * 50);
+                let fresh = c.per_endpoint[0].1.get(&a).is_some_and(|e| e.fresh);
+                assert!(!fresh || review > t, "entry {i} fresh past its review");
+            }
+        }
+        assert!((10..=21).contains(&wakes), "{wakes}");
     }
 
     /// The entry a request for `a` finds without a clock, if fresh.
