@@ -2294,3 +2294,46 @@ fn a_host_that_starts_sends_a_start_query_and_hosts_that_hear_it_announce_themse
     f.e.on_timers(t + every + within);
     assert!(sent_announcements(&f.e.take_effects()).is_empty());
 }
+
+#[test]
+fn a_replayed_renewal_changes_no_answer() {
+    // Without keys: the peer renewed its announcement at one GID, came
+    // back with another; an old renewal, replayed from its address, moves
+    // the hint back, but the hint only says whom to ask: the peer, asked,
+    // answers with its GID of now.
+    let mut f = fixture(segment_only());
+    let old = Message::from(Announce::new(vec![peer_record(PEER)], false).unwrap()).encode();
+    let new_gid = "fe80::b2";
+    let now = Message::from(Announce::new(vec![peer_record(new_gid)], false).unwrap()).encode();
+    let t = f.t0;
+    f.e.on_datagram(peer(), Some(group()), &old, t);
+    let t = t + Duration::from_secs(30);
+    f.e.on_datagram(peer(), Some(group()), &now, t);
+    f.e.on_datagram(peer(), Some(group()), &old, t + Duration::from_secs(1));
+    let t = t + Duration::from_secs(2);
+    f.e.resolve_at(f.addr, &by_name("node-b", 1), 1, t);
+    let (q, to) = sent_query(&f.e.take_effects());
+    assert_eq!(
+        to,
+        Some(peer()),
+        "asked of the address, not answered from the hint"
+    );
+    let found = reply_bytes(&q, Answer::Found(peer_record(new_gid)));
+    f.e.on_datagram(peer(), None, &found, t);
+    let fx = f.e.take_effects();
+    assert_eq!(dgid(&fx.replies[0].msg), new_gid.parse().unwrap());
+
+    // With a key: the captured renewal is refused as a replay, and the
+    // hint stays where the peer's last announcement put it.
+    let mut g = fixture(segment_only());
+    g.e.set_auth(Some(auth(KEY)));
+    let peer_auth = auth(KEY);
+    let t = Instant::now();
+    let captured = peer_auth.seal(old.clone());
+    g.e.on_datagram(peer(), Some(group()), &captured, t);
+    let sealed_now = peer_auth.seal(now.clone());
+    g.e.on_datagram(peer(), Some(group()), &sealed_now, t);
+    g.e.on_datagram(peer(), Some(group()), &captured, t);
+    assert_eq!(g.e.discovery().drops().replayed, 1);
+    assert_eq!(g.e.discovery().disputed_names(), 0);
+}
