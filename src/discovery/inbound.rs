@@ -375,14 +375,22 @@ impl Discovery {
         // welcome it asked for (`welcome.rs`).
         let welcome = !group && self.listening(now);
         let source = Address::from(from.ip());
+        // An endpoint whose addresses fill several records lists them in
+        // the first (an address appears once per announcement): the
+        // source is the endpoint's if any record of its GID lists it.
+        let listed: Vec<_> = a
+            .records()
+            .iter()
+            .filter(|r| r.addresses().iter().any(|w| *w.address() == source))
+            .map(|r| r.gid())
+            .collect();
         let mut hints: Vec<Address> = Vec::new();
         for record in a.records() {
             if local.is_own_gid(record.gid()) {
                 self.drop_datagram(|d| &mut d.own, from, "our own announcement");
                 continue;
             }
-            let from_record =
-                (group || welcome) && record.addresses().iter().any(|w| *w.address() == source);
+            let from_record = (group || welcome) && listed.contains(&record.gid());
             let names = record
                 .addresses()
                 .iter()

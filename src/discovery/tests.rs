@@ -2337,3 +2337,39 @@ fn a_replayed_renewal_changes_no_answer() {
     assert_eq!(g.e.discovery().drops().replayed, 1);
     assert_eq!(g.e.discovery().disputed_names(), 0);
 }
+
+#[test]
+fn every_name_of_a_host_with_many_is_asked_of_it() {
+    // Its announcements list its address in their first record only (an
+    // address appears once per announcement); the names of the second
+    // record are its too.
+    let mut a = fixture(Config::default());
+    for i in 0..20 {
+        a.e.add_address(a.ep, Address::name(&format!("n{i}")).unwrap())
+            .unwrap();
+    }
+    a.e.take_effects();
+    a.e.schedule_announce();
+    a.e.on_timers(a.t0);
+    a.e.on_timers(a.t0 + Duration::from_millis(50));
+    let announced: Vec<Vec<u8>> = without_start_queries(&a.e.take_effects())
+        .into_iter()
+        .filter_map(|d| match d {
+            Datagram::Multicast { bytes, .. } => Some(bytes),
+            _ => None,
+        })
+        .collect();
+    assert!(announced.len() >= 2, "{}", announced.len());
+    let mut b = fixture_with_gid(segment_only(), PEER);
+    let from = SocketAddr::new(own_ip(), 6126);
+    for bytes in &announced {
+        b.e.on_datagram(from, Some(group()), bytes, b.t0);
+    }
+    let t = b.t0 + hints::SETTLE;
+    for i in 0..20 {
+        let tid = 100 + i;
+        b.e.resolve_at(b.addr, &by_name(&format!("n{i}"), tid), tid, t);
+        let (_, to) = sent_query(&b.e.take_effects());
+        assert_eq!(to, Some(from), "n{i}");
+    }
+}
