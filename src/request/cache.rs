@@ -294,7 +294,7 @@ impl Cache {
     }
 
     /// Takes off the clockless path every entry whose review is due, and
-    /// those due within [`REVIEW_BATCH`] with them.
+    /// those due within the next 500 ms with them (one wakeup for a batch).
     pub fn review(&mut self, now: Instant) {
         while let Some(Reverse(r)) = self.reviews.peek() {
             if r.at > now + REVIEW_BATCH {
