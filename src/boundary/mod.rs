@@ -26,11 +26,35 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::OnceLock;
 use std::time::Instant;
 
-/// Runs an entry point's body; a panic is logged and becomes `on_panic`.
-fn guard<T>(entry: &str, on_panic: T, body: impl FnOnce() -> T) -> T {
+/// What an entry point returns when its body panicked: the error value of
+/// its return type, so that no entry point writes one by hand.
+trait OnPanic {
+    fn on_panic() -> Self;
+}
+
+/// The daemon's callbacks report failure as -1.
+impl OnPanic for std::ffi::c_int {
+    fn on_panic() -> Self {
+        -1
+    }
+}
+
+impl OnPanic for () {
+    fn on_panic() -> Self {}
+}
+
+impl<T> OnPanic for Option<T> {
+    fn on_panic() -> Self {
+        None
+    }
+}
+
+/// Runs an entry point's body; a panic is logged and becomes the return
+/// type's error value ([`OnPanic`]).
+fn guard<T: OnPanic>(entry: &str, body: impl FnOnce() -> T) -> T {
     catch_unwind(AssertUnwindSafe(body)).unwrap_or_else(|payload| {
         internal_error(entry, &*payload);
-        on_panic
+        T::on_panic()
     })
 }
 
@@ -65,7 +89,7 @@ fn with_engine<R>(f: impl FnOnce(&mut Engine<Ibacm>) -> R) -> Option<R> {
 /// Runs when the library is unloaded (`dlclose`) or the process exits
 /// normally: the provider's threads must not run on in unmapped code.
 extern "C" fn on_unload() {
-    guard("unload", (), || {
+    guard("unload", || {
         if let Some(r) = RUNTIME.get() {
             r.stop();
         }
@@ -130,7 +154,7 @@ fn load(daemon: Ibacm) -> Runtime<Ibacm> {
 /// the addresses of two locals).
 #[no_mangle]
 pub unsafe extern "C" fn provider_query(info: *mut *mut acm_provider, version: *mut u32) -> c_int {
-    guard("provider_query", -1, || {
+    guard("provider_query", || {
         if RUNTIME.get().is_none() {
             let daemon = match Ibacm::resolve() {
                 Ok(d) => d,
@@ -181,7 +205,7 @@ unsafe extern "C" fn open_device(
     device: *const acm_device,
     dev_context: *mut *mut c_void,
 ) -> c_int {
-    guard("open_device", -1, || {
+    guard("open_device", || {
         // SAFETY: the daemon passes NULL or its device object, which lives
         // forever.
         let Some(dev) = (unsafe { device.as_ref() }) else {
@@ -196,7 +220,7 @@ unsafe extern "C" fn open_device(
 }
 
 unsafe extern "C" fn close_device(dev_context: *mut c_void) {
-    guard("close_device", (), || {
+    guard("close_device", || {
         with_engine(|e| e.close_device(from_ctx(dev_context)));
     })
 }
@@ -206,7 +230,7 @@ unsafe extern "C" fn open_port(
     dev_context: *mut c_void,
     port_context: *mut *mut c_void,
 ) -> c_int {
-    guard("open_port", -1, || {
+    guard("open_port", || {
         // SAFETY: the daemon passes NULL or its port object, which lives
         // forever.
         let Some(port) = (unsafe { port.as_ref() }) else {
@@ -249,7 +273,7 @@ unsafe extern "C" fn open_port(
 }
 
 unsafe extern "C" fn close_port(port_context: *mut c_void) {
-    guard("close_port", (), || {
+    guard("close_port", || {
         with_engine(|e| e.close_port(from_ctx(port_context)));
     })
 }
@@ -259,7 +283,7 @@ unsafe extern "C" fn open_endpoint(
     port_context: *mut c_void,
     ep_context: *mut *mut c_void,
 ) -> c_int {
-    guard("open_endpoint", -1, || {
+    guard("open_endpoint", || {
         // SAFETY: NULL or the daemon's endpoint, valid during the call (we
         // keep only the P_Key, never the pointer).
         let Some(ep) = (unsafe { endpoint.as_ref() }) else {
@@ -277,7 +301,7 @@ unsafe extern "C" fn open_endpoint(
 }
 
 unsafe extern "C" fn close_endpoint(ep_context: *mut c_void) {
-    guard("close_endpoint", (), || {
+    guard("close_endpoint", || {
         with_engine(|e| e.close_endpoint(from_ctx(ep_context)));
     })
 }
@@ -287,7 +311,7 @@ unsafe extern "C" fn add_address(
     ep_context: *mut c_void,
     addr_context: *mut *mut c_void,
 ) -> c_int {
-    guard("add_address", -1, || {
+    guard("add_address", || {
         // SAFETY: NULL or the daemon's address, valid only during the call:
         // the type and the 64 address bytes are copied out here.
         let Some(a) = (unsafe { addr.as_ref() }) else {
@@ -317,7 +341,7 @@ unsafe extern "C" fn add_address(
 }
 
 unsafe extern "C" fn remove_address(addr_context: *mut c_void) {
-    guard("remove_address", (), || {
+    guard("remove_address", || {
         with_engine(|e| e.remove_address(from_ctx(addr_context)));
     })
 }
@@ -356,7 +380,7 @@ fn answer(
     let Some(r) = runtime() else {
         return -1;
     };
-    let outcome = r.with_engine(|e| guard(entry, None, || Some(handle(e, m))));
+    let outcome = r.with_engine(|e| guard(entry, || Some(handle(e, m))));
     match outcome {
         Some(true) => send(r.daemon(), m),
         Some(false) => 0,
@@ -368,7 +392,7 @@ fn answer(
 }
 
 unsafe extern "C" fn resolve(addr_context: *mut c_void, msg: *mut acm_msg, id: u64) -> c_int {
-    guard("resolve", -1, || {
+    guard("resolve", || {
         answer(
             "resolve",
             msg,
@@ -380,7 +404,7 @@ unsafe extern "C" fn resolve(addr_context: *mut c_void, msg: *mut acm_msg, id: u
 }
 
 unsafe extern "C" fn query(addr_context: *mut c_void, msg: *mut acm_msg, id: u64) -> c_int {
-    guard("query", -1, || {
+    guard("query", || {
         answer(
             "query",
             msg,
@@ -398,7 +422,7 @@ unsafe extern "C" fn handle_event(
     port_context: *mut c_void,
     event: acm_prov_sys::ibv_event_type,
 ) -> c_int {
-    guard("handle_event", -1, || {
+    guard("handle_event", || {
         match with_engine(|e| e.handle_event(from_ctx(port_context), event)) {
             Some(()) => 0,
             None => -1,
@@ -407,7 +431,7 @@ unsafe extern "C" fn handle_event(
 }
 
 unsafe extern "C" fn query_perf(ep_context: *mut c_void, values: *mut u64, cnt: *mut u8) {
-    guard("query_perf", (), || {
+    guard("query_perf", || {
         if values.is_null() || cnt.is_null() {
             log::error!("query_perf: NULL output");
             return;
@@ -457,7 +481,8 @@ mod tests {
 
     #[test]
     fn a_panic_becomes_the_error_value() {
-        assert_eq!(guard("test", -7, || panic!("boom")), -7);
-        assert_eq!(guard("test", -7, || 3), 3);
+        assert_eq!(guard("test", || -> std::ffi::c_int { panic!("boom") }), -1);
+        assert_eq!(guard("test", || -> std::ffi::c_int { 3 }), 3);
+        assert_eq!(guard("test", || -> Option<u8> { panic!("boom") }), None);
     }
 }
