@@ -58,10 +58,14 @@ fn component(src: &Path, file: &Path) -> String {
         .to_string()
 }
 
-/// The code of a file: all of it but its unit tests (a tests.rs holds
-/// only tests).
+/// The code of a file: all of it but its unit tests (a tests.rs, or a
+/// file in a folder of a module's tests, holds only tests).
 fn code(file: &Path) -> String {
-    if file.file_name().is_some_and(|n| n == "tests.rs") {
+    let tests = file.file_name().is_some_and(|n| n == "tests.rs")
+        || file
+            .parent()
+            .is_some_and(|d| d.file_name().is_some_and(|n| n == "tests"));
+    if tests {
         return String::new();
     }
     without_inline_tests(&fs::read_to_string(file).expect("read source"))

@@ -88,8 +88,6 @@ pub struct Engine<D: Daemon> {
     limits_logged: Summary<[u64; 5]>,
     /// When the tables were last swept.
     swept_at: Option<Instant>,
-    #[cfg(test)]
-    test_polled: Effects,
 }
 
 impl<D: Daemon> Engine<D> {
@@ -119,8 +117,6 @@ impl<D: Daemon> Engine<D> {
             timers: Timers::default(),
             clock: None,
             dirty: false,
-            #[cfg(test)]
-            test_polled: Effects::default(),
             limits_logged: Summary::default(),
             swept_at: None,
         }

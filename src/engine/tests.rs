@@ -2,7 +2,6 @@ use super::*;
 use crate::addr::Gid;
 use crate::config::Lifetime;
 use crate::daemon::FakeDaemon;
-use crate::discovery::state::NssJob;
 use crate::handle::{AddressId, DeviceId, EndpointId, Handle, PortId};
 use crate::request::msg::tests::{addr_entry, request};
 use crate::request::msg::{Entry, MsgBuf};
@@ -468,39 +467,6 @@ impl<D: Daemon> Engine<D> {
     pub(crate) fn schedule_announce(&mut self) {
         self.dirty = true;
         self.discovery.schedule_announce();
-    }
-
-    /// What [`Engine::poll`] handed out, kept for the tests' `take_*`:
-    /// each takes its part, the rest stays for the next.
-    fn polled(&mut self) -> &mut Effects {
-        if let Some(fx) = self.poll() {
-            self.test_polled.extend(fx);
-        }
-        &mut self.test_polled
-    }
-
-    /// The replies and datagrams polled so far, with the deadline.
-    pub(crate) fn take_effects(&mut self) -> Effects {
-        let p = self.polled();
-        Effects {
-            replies: std::mem::take(&mut p.replies),
-            datagrams: std::mem::take(&mut p.datagrams),
-            deadline: p.deadline,
-            ..Effects::default()
-        }
-    }
-
-    pub(crate) fn take_nss_jobs(&mut self) -> Vec<NssJob> {
-        std::mem::take(&mut self.polled().resolver_jobs)
-    }
-
-    pub(crate) fn take_neighbour_jobs(&mut self) -> Vec<NeighbourJob> {
-        std::mem::take(&mut self.polled().neighbour_jobs)
-    }
-
-    /// The deadline of the latest poll.
-    pub(crate) fn next_wake(&mut self) -> Option<Instant> {
-        self.polled().deadline
     }
 }
 

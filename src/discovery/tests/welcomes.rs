@@ -1,0 +1,299 @@
+//! Start queries, welcomes and renewals: what newcomers and old hosts hear.
+
+use super::*;
+
+/// The announcements among the effects sent to one host, with where they
+/// went and where from.
+fn sent_welcomes(fx: &Effects) -> Vec<(SocketAddr, Option<IpAddr>, Announce)> {
+    fx.datagrams
+        .iter()
+        .filter_map(|d| match d {
+            Datagram::Unicast { to, from, bytes } => match Message::decode(bytes) {
+                Ok(Message::Announce(a)) => Some((*to, *from, a)),
+                _ => None,
+            },
+            _ => None,
+        })
+        .collect()
+}
+
+/// Host `n` of 10.0.0.0/24, with GID fe80::n and name node-n.
+fn newcomer(n: u8) -> (EndpointRecord, SocketAddr) {
+    let at = SocketAddr::new(IpAddr::V4([10, 0, 0, n].into()), 6126);
+    (
+        holding(&format!("fe80::{n:x}"), [10, 0, 0, n], &format!("node-{n}")),
+        at,
+    )
+}
+
+/// The announcements this fixture sends between `from` and `to`, a timer
+/// every 100 ms.
+fn announced_between(f: &mut Fixture, from: Duration, to: Duration) -> Vec<Duration> {
+    let mut at = Vec::new();
+    let mut t = from;
+    while t <= to {
+        f.e.on_timers(f.t0 + t);
+        if !sent_announcements(&polled(&mut f.e)).is_empty() {
+            at.push(t);
+        }
+        t += Duration::from_millis(100);
+    }
+    at
+}
+
+/// Whether the effects hold a start query.
+fn has_start_query(fx: &Effects) -> bool {
+    fx.datagrams.len() != without_start_queries(fx).len()
+}
+
+#[test]
+fn a_host_announces_itself_to_a_host_that_joined_after_its_announcements() {
+    let mut f = fixture(Config::default());
+    // While its own announcements are still to come, they are enough.
+    f.e.on_timers(f.t0);
+    let t0 = f.t0;
+    heard_on_group(&mut f, peer_record(PEER), peer(), t0);
+    f.e.on_timers(f.t0 + Duration::from_millis(50));
+    let fx = polled(&mut f.e);
+    assert_eq!(sent_announcements(&fx).len(), 1, "the first of three");
+    assert!(sent_welcomes(&fx).is_empty());
+    for ms in [1_000, 3_000] {
+        f.e.on_timers(f.t0 + Duration::from_millis(ms));
+    }
+    polled(&mut f.e);
+    // All out: a host never heard is answered soon, on the groups.
+    let (within, every) = announce::welcome_pace(2);
+    let t = f.t0 + Duration::from_secs(5);
+    let (c, c_at) = newcomer(3);
+    heard_on_group(&mut f, c, c_at, t);
+    f.e.on_timers(t + within);
+    let fx = polled(&mut f.e);
+    assert!(sent_welcomes(&fx).is_empty(), "{fx:?}");
+    let ours = sent_announcements(&fx);
+    assert_eq!(ours.len(), 1);
+    assert_eq!(ours[0].records()[0].gid(), OWN.parse().unwrap());
+    // A host heard before is not.
+    let t = t + within;
+    heard_on_group(&mut f, peer_record(PEER), peer(), t);
+    f.e.on_timers(t + within);
+    assert!(polled(&mut f.e).datagrams.is_empty());
+    // The peer, heard at its address for a while, back with new hardware:
+    // answered by unicast, to that address, from this host's own.
+    let t = t + every;
+    heard_on_group(&mut f, peer_record("fe80::b2"), peer(), t);
+    f.e.on_timers(t + within);
+    let fx = polled(&mut f.e);
+    assert!(sent_announcements(&fx).is_empty(), "{fx:?}");
+    let w = sent_welcomes(&fx);
+    assert_eq!(w.len(), 1);
+    assert_eq!((w[0].0, w[0].1), (peer(), Some(own_ip())));
+    assert_eq!(w[0].2.records()[0].gid(), OWN.parse().unwrap());
+    // Again, with other hardware, soon after: that address was welcomed
+    // (a forger naming it does not make this host flood it).
+    heard_on_group(&mut f, peer_record("fe80::b3"), peer(), t + within);
+    f.e.on_timers(t + within * 3);
+    assert!(polled(&mut f.e).datagrams.is_empty());
+    // Long after its own start, a host that joins is answered too.
+    let late = f.t0 + Duration::from_secs(4_000);
+    let (e, e_at) = newcomer(5);
+    heard_on_group(&mut f, e, e_at, late);
+    f.e.on_timers(late + within);
+    assert_eq!(sent_announcements(&polled(&mut f.e)).len(), 1);
+}
+
+#[test]
+fn many_hosts_back_at_once_are_welcomed_by_one_announcement_to_the_groups() {
+    let mut f = fixture(Config::default());
+    for ms in [0, 50, 1_000, 3_000] {
+        f.e.on_timers(f.t0 + Duration::from_millis(ms));
+    }
+    // 31 hosts heard at their addresses, settled.
+    let t = f.t0 + Duration::from_secs(4);
+    for n in 10..41 {
+        let (r, at) = newcomer(n);
+        heard_on_group(&mut f, r, at, t);
+    }
+    let (within, _) = announce::welcome_pace(31);
+    let t = t + Duration::from_secs(20);
+    f.e.on_timers(t);
+    polled(&mut f.e);
+    // All back with new hardware at once: beyond UNICAST_WELCOMES in a
+    // period, one announcement to the groups answers them all, those
+    // still waiting for theirs too.
+    for n in 10..40 {
+        let (_, at) = newcomer(n);
+        let gid = format!("fe80::1:{n:x}");
+        let r = holding(&gid, [10, 0, 0, n], &format!("node-{n}"));
+        heard_on_group(&mut f, r, at, t);
+    }
+    let t = t + within * announce::WELCOME_WAIT;
+    f.e.on_timers(t);
+    let fx = polled(&mut f.e);
+    assert_eq!(sent_welcomes(&fx).len(), 0, "{fx:?}");
+    assert_eq!(sent_announcements(&fx).len(), 1, "{fx:?}");
+    // One that comes back after it is answered by unicast again.
+    let (_, at) = newcomer(40);
+    heard_on_group(
+        &mut f,
+        holding("fe80::2:a", [10, 0, 0, 40], "node-40"),
+        at,
+        t,
+    );
+    f.e.on_timers(t + within);
+    assert_eq!(sent_welcomes(&polled(&mut f.e)).len(), 1);
+}
+
+#[test]
+fn a_host_that_starts_takes_the_welcomes_sent_to_it_alone_as_hints_for_a_while() {
+    let mut f = fixture(segment_only());
+    for ms in [0, 50] {
+        f.e.on_timers(f.t0 + Duration::from_millis(ms));
+    }
+    polled(&mut f.e);
+    // The peer's welcome, sent to this host alone after its start query.
+    let welcome = Message::from(Announce::new(vec![peer_record(PEER)], false).unwrap()).encode();
+    let t = f.t0 + Duration::from_millis(100);
+    f.e.on_datagram(peer(), Some(own_ip()), &welcome, t);
+    let t = t + hints::SETTLE;
+    f.e.resolve_at(f.addr, &by_name("node-b", 1), 1, t);
+    let (_, to) = sent_query(&polled(&mut f.e));
+    assert_eq!(to, Some(peer()), "asked of its holder");
+    // A forged one naming another holder of the same name: disputed, so
+    // the groups decide.
+    let forged = holding(ATTACKER, [10, 0, 0, 66], "node-x");
+    let honest = holding("fe80::c", [10, 0, 0, 3], "node-x");
+    let c = SocketAddr::new(IpAddr::V4([10, 0, 0, 3].into()), 6126);
+    for (record, from) in [(forged, attacker()), (honest, c)] {
+        let a = Message::from(Announce::new(vec![record], false).unwrap()).encode();
+        f.e.on_datagram(from, Some(own_ip()), &a, t);
+    }
+    let t = t + hints::SETTLE;
+    f.e.resolve_at(f.addr, &by_name("node-x", 2), 2, t);
+    let (_, to) = sent_query(&polled(&mut f.e));
+    assert_eq!(to, None, "two holders: the groups");
+    // Past the welcomes' time, one sent to this host alone is no hint.
+    let late = f.t0 + welcome::WELCOME_LISTEN + Duration::from_secs(1);
+    let d = holding("fe80::d", [10, 0, 0, 4], "node-d");
+    let from = SocketAddr::new(IpAddr::V4([10, 0, 0, 4].into()), 6126);
+    let a = Message::from(Announce::new(vec![d], false).unwrap()).encode();
+    f.e.on_datagram(from, Some(own_ip()), &a, late);
+    f.e.resolve_at(f.addr, &by_name("node-d", 3), 3, late + hints::SETTLE);
+    let (_, to) = sent_query(&polled(&mut f.e));
+    assert_eq!(to, None);
+}
+
+#[test]
+fn a_host_renews_its_announcements_so_that_what_peers_heard_never_expires() {
+    // Peers keep what it announced a minute: it renews every 24 s, give
+    // or take a tenth.
+    let cfg = Config {
+        addr_timeout: crate::config::Lifetime::Minutes(1),
+        ..Config::default()
+    };
+    let mut f = fixture(cfg.clone());
+    let secs = Duration::from_secs;
+    let sent = announced_between(&mut f, Duration::ZERO, secs(200));
+    assert_eq!(&sent[..3], &[Duration::from_millis(100), secs(1), secs(3)]);
+    let gaps: Vec<Duration> = sent[2..].windows(2).map(|w| w[1] - w[0]).collect();
+    assert!(gaps.len() >= 7, "{sent:?}");
+    for gap in &gaps {
+        assert!((secs(21)..=secs(27)).contains(gap), "{sent:?}");
+    }
+    assert!(gaps.windows(2).any(|w| w[0] != w[1]), "jittered: {gaps:?}");
+    // Announced for ever: never renewed.
+    let cfg = Config {
+        addr_timeout: crate::config::Lifetime::Never,
+        ..Config::default()
+    };
+    let mut f = fixture(cfg);
+    assert_eq!(
+        announced_between(&mut f, Duration::ZERO, secs(100)).len(),
+        3
+    );
+
+    // A peer that hears the renewals keeps whom to ask for the name.
+    let mut g = fixture(Config {
+        addr_timeout: crate::config::Lifetime::Minutes(1),
+        name_lookup: vec![NameLookup::Segment],
+        ..Config::default()
+    });
+    let t0 = g.t0;
+    for s in (0..=600).step_by(24) {
+        heard_on_group(&mut g, peer_record(PEER), peer(), t0 + secs(s));
+    }
+    let t = g.t0 + secs(600) + hints::SETTLE;
+    g.e.resolve_at(g.addr, &by_name("node-b", 1), 1, t);
+    let (_, to) = sent_query(&polled(&mut g.e));
+    assert_eq!(to, Some(peer()), "asked of its holder, ten lifetimes later");
+}
+
+#[test]
+fn a_host_that_starts_sends_a_start_query_and_hosts_that_hear_it_announce_themselves() {
+    let mut f = fixture(Config::default());
+    let mut starts = Vec::new();
+    for ms in (0..=3_000).step_by(50) {
+        f.e.on_timers(f.t0 + Duration::from_millis(ms));
+        let fx = polled(&mut f.e);
+        if has_start_query(&fx) {
+            starts.push(ms);
+            let q = fx
+                .datagrams
+                .iter()
+                .find_map(|d| match d {
+                    Datagram::Multicast { bytes, .. } => match Message::decode(bytes) {
+                        Ok(Message::Query(q)) => Some(q),
+                        _ => None,
+                    },
+                    _ => None,
+                })
+                .unwrap();
+            assert_eq!(q.target().address(), &node_a(), "its own name");
+            assert_eq!(q.sender().gid(), OWN.parse().unwrap());
+        }
+    }
+    assert_eq!(starts, [50, 1_000], "with its first two announcements");
+    assert_eq!(f.e.discovery().traffic().start_queries, 2);
+    // A change is announced, with no start query: the host knows the
+    // segment.
+    f.e.add_address(f.ep, Address::name("node-a2").unwrap());
+    for ms in (3_100..=7_000).step_by(50) {
+        f.e.on_timers(f.t0 + Duration::from_millis(ms));
+        assert!(!has_start_query(&polled(&mut f.e)));
+    }
+
+    // The peer, known here, restarted (same GID) and sends a start query:
+    // this host announces itself to it, within the window; the peer's
+    // second start query is not answered again.
+    let (within, _) = announce::welcome_pace(1);
+    let heard = f.t0 + Duration::from_secs(8);
+    heard_on_group(&mut f, peer_record(PEER), peer(), heard);
+    f.e.on_timers(heard + within);
+    assert_eq!(
+        sent_announcements(&polled(&mut f.e)).len(),
+        1,
+        "a new endpoint, on the groups"
+    );
+    let t = heard + WELCOMED_FOR * 2;
+    let start = Query::new(
+        std::num::NonZeroU64::new(77).unwrap(),
+        WireAddress::new(node_b()).unwrap(),
+        peer_record(PEER),
+    );
+    let bytes = Message::from(start).encode();
+    f.e.on_datagram(peer(), Some(group()), &bytes, t);
+    let fx = polled(&mut f.e);
+    assert!(fx.datagrams.is_empty(), "not answered: {fx:?}");
+    f.e.on_timers(t + within);
+    let w = sent_welcomes(&polled(&mut f.e));
+    assert_eq!(w.len(), 1);
+    assert_eq!(w[0].0, peer());
+    f.e.on_datagram(peer(), Some(group()), &bytes, t + within);
+    f.e.on_timers(t + within * 3);
+    assert!(polled(&mut f.e).datagrams.is_empty());
+    let every = announce::welcome_pace(1).1;
+    // A query by unicast for the asker's own address is no start query.
+    let t = t + WELCOMED_FOR * 2;
+    f.e.on_datagram(peer(), Some(own_ip()), &bytes, t);
+    f.e.on_timers(t + every + within);
+    assert!(sent_announcements(&polled(&mut f.e)).is_empty());
+}
