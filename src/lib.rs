@@ -14,14 +14,13 @@
 //!   ([`runtime::watcher`]) and the metrics writer ([`runtime::report`]).
 //! - [`engine`]: the provider's state and the request path, with explicit
 //!   time and no I/O: request → parse ([`request::msg`], [`addr`]) →
-//!   lookup (the cache in [`request::cache`], this host in [`local`], the
+//!   lookup (the destination cache in `engine/cache.rs`, this host in [`local`], the
 //!   hosts file in [`config::hosts`], what [`discovery`] learned) → path
 //!   ([`request::path`]) → reply.
 //! - [`discovery`]: resolution between hosts (docs/protocol.md), with its
 //!   own state and its datagrams ([`discovery::wire`]); their sockets are
 //!   the runtime's ([`runtime::net`]).
-//! - [`request`]: the daemon's message, the destination cache and path
-//!   records. [`local`]: this host's devices, ports, endpoints and
+//! - [`request`]: the daemon's message and path records. [`local`]: this host's devices, ports, endpoints and
 //!   addresses. [`config`]: the `urdma_*` options and the hosts file.
 //!
 //! Shared by all of them: [`addr`] (addresses), [`buggify`] (the faults

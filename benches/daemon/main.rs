@@ -162,6 +162,27 @@ fn throughput(sc: &Scratch, quick: bool) {
 
 // 3 -------------------------------------------------------------------------
 
+/// Waits (a minute at most) until `host`, asked from its address `src`,
+/// answers for `name`.
+fn answers_within(host: &Host, src: &str, name: &str) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let (_, out) = host.load(
+            &["-s", src, "-f", "n", "-d", name, "--timeout", "2"],
+            Duration::from_secs(10),
+        );
+        if summary(&out).is_some_and(|s| num(&s, "ok") == 1.0) {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "never answered {name}\n{}",
+            host.diagnostics()
+        );
+        sleep(Duration::from_millis(100));
+    }
+}
+
 fn misses(quick: bool) {
     let (cold, burst) = if quick {
         (200u32, 2_000u32)
@@ -193,23 +214,7 @@ fn misses(quick: bool) {
     b_lines.extend((1..=burst + cold).map(|i| format!("node-b-{i} urdma0 1 default")));
     let b = node(2, b_lines);
     // B is ready once it answers its own last name.
-    let last = format!("node-b-{}", burst + cold);
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
-        let (_, out) = b.load(
-            &["-s", "node-b-1", "-f", "n", "-d", &last, "--timeout", "2"],
-            Duration::from_secs(10),
-        );
-        if summary(&out).is_some_and(|s| num(&s, "ok") == 1.0) {
-            break;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "B never answered {last}\n{}",
-            b.diagnostics()
-        );
-        sleep(Duration::from_millis(100));
-    }
+    answers_within(&b, "node-b-1", &format!("node-b-{}", burst + cold));
     // B announces its 11,000 names 50 ms, 1 s and 3 s after its port came
     // up (688 datagrams each time, paced): measured here is the lookup, not
     // A and B digesting that start-up burst at the same time.

@@ -8,7 +8,7 @@ use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
     let (hosts, diags) = Hosts::parse(data, "hosts");
-    let lines = ibacm_urdma::config::text::lines(data).count();
+    let lines = acm_proto::text::lines(data).count();
     for d in &diags {
         assert!(d.line >= 1 && d.line <= lines, "{d}");
     }

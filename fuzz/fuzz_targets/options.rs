@@ -7,7 +7,7 @@ use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
     let (_cfg, diags) = Config::parse(data, "opts");
-    let lines: Vec<&[u8]> = ibacm_urdma::config::text::lines(data)
+    let lines: Vec<&[u8]> = acm_proto::text::lines(data)
         .map(|(_, l)| l)
         .collect();
     for d in diags {

@@ -9,8 +9,8 @@
 //! ```
 
 use crate::addr::{Address, Gid};
-use crate::config::text::{self, Diagnostic};
 use crate::fastmap::Map;
+use acm_proto::text::{self, Diagnostic};
 
 /// Lines whose address types size the tables.
 const SAMPLE: usize = 256;

@@ -8,10 +8,10 @@
 pub mod hosts;
 mod options;
 pub mod reload;
-pub mod text;
 
-pub use crate::config::text::Diagnostic;
 use acm_proto::options as file;
+use acm_proto::text;
+pub use acm_proto::text::Diagnostic;
 use options::{parse_int, Parse, OPTIONS};
 use std::ffi::OsStr;
 use std::fmt;

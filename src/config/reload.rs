@@ -52,7 +52,7 @@ pub struct Read {
 pub fn read_hosts(path: &Path) -> Read {
     let stamp = stamp(path);
     let shown = path.display().to_string();
-    let (hosts, problems, absent) = match crate::config::text::read(path) {
+    let (hosts, problems, absent) = match acm_proto::text::read(path) {
         Ok(Some(bytes)) => {
             let (hosts, diags) = Hosts::parse(bytes, &shown);
             (hosts, diags, false)

@@ -142,12 +142,12 @@ impl Keyring {
             line,
             message,
         };
-        for (n, line) in crate::config::text::lines(bytes.as_ref()) {
+        for (n, line) in acm_proto::text::lines(bytes.as_ref()) {
             let line = line.trim_ascii();
             if line.is_empty() || line.starts_with(b"#") {
                 continue;
             }
-            let line = crate::config::text::text(line).map_err(|e| at(n, e))?;
+            let line = acm_proto::text::text(line).map_err(|e| at(n, e))?;
             let mut tokens = line.split_whitespace();
             let (Some(id), Some(hex), None) = (tokens.next(), tokens.next(), tokens.next()) else {
                 return Err(at(n, "expected 'KEY-ID HEX-KEY'".into()));

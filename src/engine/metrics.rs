@@ -3,6 +3,8 @@
 
 use super::Engine;
 use crate::daemon::{Daemon, COUNTERS};
+use crate::discovery::counts::LookupStats;
+use crate::discovery::Discovery;
 use crate::metrics::{Exposition, Kind};
 
 /// The daemon's per-endpoint counters (`ACM_CNTR_*` order), by name.
@@ -19,45 +21,57 @@ const REQUEST_COUNTERS: [&str; COUNTERS] = [
 impl<D: Daemon> Engine<D> {
     /// Every metric, now.
     pub fn metrics(&self) -> Exposition {
-        let d = &self.discovery;
         let mut e = Exposition::default();
-        let requests = self.counters.totals();
-        let requests: Vec<(&str, u64)> = REQUEST_COUNTERS.iter().copied().zip(requests).collect();
-        e.by_label(
+        requests(&mut e, self.counters.totals());
+        traffic(&mut e, &self.discovery);
+        lookups(&mut e, self.discovery.lookup_stats());
+        tables(&mut e, self);
+        e
+    }
+}
+
+/// What the daemon asked and how it went.
+fn requests(e: &mut Exposition, requests: [u64; COUNTERS]) {
+    let requests: Vec<(&str, u64)> = REQUEST_COUNTERS.iter().copied().zip(requests).collect();
+    e.by_label(
             "urdma_requests_total",
             "Requests of the daemon and how they went, all endpoints together (what ib_acme -P shows per endpoint).",
             Kind::Counter,
             "counter",
             &requests,
         );
-        e.single(
-            "urdma_discovery_up",
-            "1 when the discovery sockets are open.",
-            Kind::Gauge,
-            u64::from(d.is_up()),
-        );
-        let t = d.traffic();
-        e.single(
-            "urdma_datagrams_received_total",
-            "Discovery datagrams received.",
-            Kind::Counter,
-            t.received,
-        );
-        e.by_label(
-            "urdma_datagrams_sent_total",
-            "Discovery datagrams sent, by kind.",
-            Kind::Counter,
-            "kind",
-            &[
-                ("unicast_query", t.unicast_queries),
-                ("group_query", t.group_queries),
-                ("start_query", t.start_queries),
-                ("reply", t.replies),
-                ("announcement", t.announcements),
-            ],
-        );
-        let x = d.drops();
-        e.by_label(
+}
+
+/// Discovery's datagrams: sent, received, dropped.
+fn traffic(e: &mut Exposition, d: &Discovery) {
+    e.single(
+        "urdma_discovery_up",
+        "1 when the discovery sockets are open.",
+        Kind::Gauge,
+        u64::from(d.is_up()),
+    );
+    let t = d.traffic();
+    e.single(
+        "urdma_datagrams_received_total",
+        "Discovery datagrams received.",
+        Kind::Counter,
+        t.received,
+    );
+    e.by_label(
+        "urdma_datagrams_sent_total",
+        "Discovery datagrams sent, by kind.",
+        Kind::Counter,
+        "kind",
+        &[
+            ("unicast_query", t.unicast_queries),
+            ("group_query", t.group_queries),
+            ("start_query", t.start_queries),
+            ("reply", t.replies),
+            ("announcement", t.announcements),
+        ],
+    );
+    let x = d.drops();
+    e.by_label(
             "urdma_datagrams_dropped_total",
             "Discovery datagrams dropped, by reason: forged, replayed, unasked-for or malformed traffic, replies to this host's queries that came after it stopped waiting, or replies left out by urdma_reply_rate.",
             Kind::Counter,
@@ -73,66 +87,74 @@ impl<D: Daemon> Engine<D> {
                 ("rate_limited", x.rate_limited),
             ],
         );
-        let s = d.lookup_stats();
-        e.histograms(
-            "urdma_lookup_duration_seconds",
-            "Lookups by discovery, from the miss to their end, by result.",
-            "result",
-            &[("resolved", &s.resolved), ("failed", &s.failed)],
-        );
-        e.by_label(
-            "urdma_nss_lookups_total",
-            "Names asked of the system's resolver (urdma_name_lookup nss), by result.",
-            Kind::Counter,
-            "result",
-            &[
-                ("found", s.nss_asked - s.nss_failed),
-                ("not_found", s.nss_failed),
-            ],
-        );
-        let [learned, failed, in_flight, probes] = d.sizes();
-        let [cache_evicted, learned_evicted, failed_evicted, refused, skipped] = self.limits();
-        let (learned_cap, lookups_cap) = d.bounds();
-        let gauges = [
-            ("urdma_lookups_in_flight", "Lookups in flight.", in_flight),
-            ("urdma_lookups_max", "urdma_max_lookups.", lookups_cap),
-            (
-                "urdma_probes_in_flight",
-                "Queries waiting for a reply.",
-                probes,
-            ),
-            (
-                "urdma_requests_waiting",
-                "Requests waiting for a lookup.",
-                self.waiting.len(),
-            ),
-            ("urdma_bindings", "Addresses bound by discovery.", learned),
-            ("urdma_bindings_max", "urdma_max_learned.", learned_cap),
-            (
-                "urdma_failures_remembered",
-                "Failed lookups remembered (urdma_negative_timeout).",
-                failed,
-            ),
-            (
-                "urdma_cache_entries",
-                "Destinations in the cache.",
-                self.cache.len(),
-            ),
-            (
-                "urdma_cache_max",
-                "urdma_max_cached.",
-                self.cache.capacity(),
-            ),
-            (
-                "urdma_hosts_file_addresses",
-                "Addresses in the hosts file in force.",
-                self.hosts.len(),
-            ),
-        ];
-        for (name, help, v) in gauges {
-            e.single(name, help, Kind::Gauge, v as u64);
-        }
-        let counters = [
+}
+
+/// Lookups by discovery and names asked of the system's resolver.
+fn lookups(e: &mut Exposition, s: &LookupStats) {
+    e.histograms(
+        "urdma_lookup_duration_seconds",
+        "Lookups by discovery, from the miss to their end, by result.",
+        "result",
+        &[("resolved", &s.resolved), ("failed", &s.failed)],
+    );
+    e.by_label(
+        "urdma_nss_lookups_total",
+        "Names asked of the system's resolver (urdma_name_lookup nss), by result.",
+        Kind::Counter,
+        "result",
+        &[
+            ("found", s.nss_asked - s.nss_failed),
+            ("not_found", s.nss_failed),
+        ],
+    );
+}
+
+/// The tables' sizes and bounds, and what their bounds cost.
+fn tables<D: Daemon>(e: &mut Exposition, engine: &Engine<D>) {
+    let d = &engine.discovery;
+    let [learned, failed, in_flight, probes] = d.sizes();
+    let [cache_evicted, learned_evicted, failed_evicted, refused, skipped] = engine.limits();
+    let (learned_cap, lookups_cap) = d.bounds();
+    let gauges = [
+        ("urdma_lookups_in_flight", "Lookups in flight.", in_flight),
+        ("urdma_lookups_max", "urdma_max_lookups.", lookups_cap),
+        (
+            "urdma_probes_in_flight",
+            "Queries waiting for a reply.",
+            probes,
+        ),
+        (
+            "urdma_requests_waiting",
+            "Requests waiting for a lookup.",
+            engine.waiting.len(),
+        ),
+        ("urdma_bindings", "Addresses bound by discovery.", learned),
+        ("urdma_bindings_max", "urdma_max_learned.", learned_cap),
+        (
+            "urdma_failures_remembered",
+            "Failed lookups remembered (urdma_negative_timeout).",
+            failed,
+        ),
+        (
+            "urdma_cache_entries",
+            "Destinations in the cache.",
+            engine.cache.len(),
+        ),
+        (
+            "urdma_cache_max",
+            "urdma_max_cached.",
+            engine.cache.capacity(),
+        ),
+        (
+            "urdma_hosts_file_addresses",
+            "Addresses in the hosts file in force.",
+            engine.hosts.len(),
+        ),
+    ];
+    for (name, help, v) in gauges {
+        e.single(name, help, Kind::Gauge, v as u64);
+    }
+    let counters = [
             (
                 "urdma_cache_evicted_total",
                 "Destinations evicted from the full cache.",
@@ -169,9 +191,7 @@ impl<D: Daemon> Engine<D> {
                 d.disputed_names(),
             ),
         ];
-        for (name, help, v) in counters {
-            e.single(name, help, Kind::Counter, v);
-        }
-        e
+    for (name, help, v) in counters {
+        e.single(name, help, Kind::Counter, v);
     }
 }

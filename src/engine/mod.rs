@@ -22,6 +22,7 @@
 //! ([`crate::log`]), which comes last in every lock order
 //! (docs/architecture.md).
 
+mod cache;
 mod counters;
 mod effects;
 mod metrics;
@@ -43,10 +44,10 @@ use crate::daemon::{Counter, Daemon, COUNTERS};
 use crate::discovery::auth::Auth;
 use crate::discovery::state::NeighbourJob;
 use crate::discovery::{Discovery, Families, NssError, Outcome};
+use crate::engine::cache::Cache;
 use crate::entropy::Seed;
 use crate::handle::{AddressId, DeviceId, EndpointId, PortId};
 use crate::local::{Local, Offer, PortInfo, Refused};
-use crate::request::cache::Cache;
 use crate::request::path::Dest;
 use crate::summary::Summary;
 use acm_prov_sys::{ACM_STATUS_ENODATA, ACM_STATUS_ENOTCONN, ACM_STATUS_SUCCESS};

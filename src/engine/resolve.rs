@@ -8,9 +8,9 @@ use super::{Engine, Outgoing, Response, Waiter};
 use crate::addr::Address;
 use crate::daemon::{Counter, Daemon};
 use crate::discovery::state::Learned;
+use crate::engine::cache::{CacheEntry, CacheLookup};
 use crate::handle::{AddressId, EndpointId};
 use crate::ib;
-use crate::request::cache::{CacheEntry, CacheLookup};
 use crate::request::msg::{self, MsgBuf, Rejected, ResolveRequest, Target};
 use crate::request::path::{Dest, PathRecord, PATH_RECORD_LEN};
 use acm_prov_sys::{
@@ -72,7 +72,7 @@ impl<D: Daemon> Engine<D> {
     /// of the request and answers it later.
     ///
     /// `now` is not called for a hit on a fresh path (see
-    /// [`crate::request::cache::Cache`]): the clock is the largest cost a
+    /// the destination cache in `engine/cache.rs`): the clock is the largest cost a
     /// hit would have had.
     ///
     /// Inlined into the daemon's callback, its one caller there: one call

@@ -1,3 +1,2 @@
-pub mod cache;
 pub mod msg;
 pub mod path;

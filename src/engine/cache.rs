@@ -213,7 +213,7 @@ impl Cache {
     /// `now`: what [`Cache::lookup`] reports as [`CacheLookup::Route`], found
     /// without copying the entry or changing the cache, so that a hit can
     /// be answered straight from [`CacheEntry::wire`].
-    #[inline]
+    #[cfg(test)]
     pub fn hit(&self, ep: EndpointId, dest: &Address, now: Instant) -> Option<&CacheEntry> {
         let (_, map) = self.per_endpoint.iter().find(|(k, _)| *k == ep)?;
         map.get(dest).filter(|e| e.live_at(now))
@@ -455,6 +455,7 @@ impl Cache {
         self.len
     }
 
+    #[cfg(test)]
     pub fn is_empty(&self) -> bool {
         self.len == 0
     }
