@@ -86,11 +86,7 @@ fn options(lines: &[(&[u8], &str)]) -> Vec<u8> {
 
 /// Each line of `table` (from line 3 of the file) has exactly one report,
 /// at its line, saying `want` and ending with `ends`.
-fn expect_reports(
-    diags: &[ibacm_urdma::config::Diagnostic],
-    table: &[(&[u8], &str)],
-    ends: &str,
-) {
+fn expect_reports(diags: &[ibacm_urdma::config::Diagnostic], table: &[(&[u8], &str)], ends: &str) {
     assert_eq!(diags.len(), table.len(), "{diags:#?}");
     for (i, ((line, want), d)) in table.iter().zip(diags).enumerate() {
         let line = String::from_utf8_lossy(line);

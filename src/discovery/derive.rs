@@ -43,7 +43,7 @@ impl Discovery {
             }
             None if now < l.deadline() => {
                 if !job.poked {
-                    self.datagrams.push(Datagram::Unicast {
+                    self.out.datagrams.push(Datagram::Unicast {
                         to: SocketAddr::new(job.ip, POKE_PORT),
                         from: None,
                         bytes: vec![0],
@@ -51,7 +51,7 @@ impl Discovery {
                     job.poked = true;
                 }
                 job.at = now + super::NEIGHBOUR_POLL;
-                self.state.neighbour_jobs.push(job);
+                self.out.neighbour_jobs.push(job);
             }
             // The timer moves the lookup on at its deadline.
             None => {}

@@ -180,7 +180,7 @@ impl Discovery {
         // only source the asker accepts.
         let from_addr = to.filter(|ip| !ip.is_multicast());
         self.traffic.replies += 1;
-        self.datagrams.push(Datagram::Unicast {
+        self.out.datagrams.push(Datagram::Unicast {
             to: from,
             from: from_addr,
             bytes: Message::from(reply).encode(),
@@ -350,7 +350,7 @@ impl Discovery {
             if old != gid {
                 for gone in self.state.forget_gid(old) {
                     log::trace!("discovery: {gone} forgotten: its host moved to {gid}");
-                    self.outcomes.push(Outcome::Changed(gone));
+                    self.out.outcomes.push(Outcome::Changed(gone));
                 }
             }
         }

@@ -137,7 +137,7 @@ impl Discovery {
                     return self.run_stage(local, key.clone(), Stage::Derive(0), now);
                 };
                 let deadline = now + discovery_time;
-                self.state.nss_jobs.push(NssJob {
+                self.out.resolver_jobs.push(NssJob {
                     key: key.clone(),
                     name: name.to_string(),
                     deadline,
@@ -166,7 +166,7 @@ impl Discovery {
                         // The query (if any) already made the kernel
                         // resolve the neighbour.
                         let poked = self.is_up();
-                        self.state.neighbour_jobs.push(NeighbourJob {
+                        self.out.neighbour_jobs.push(NeighbourJob {
                             dest: key,
                             ip,
                             poked,
@@ -231,7 +231,7 @@ impl Discovery {
         match p.to {
             Some(to) => {
                 self.traffic.unicast_queries += 1;
-                self.datagrams.push(Datagram::Unicast {
+                self.out.datagrams.push(Datagram::Unicast {
                     to,
                     from: local.source_for(p.endpoint, to.ip()),
                     bytes,
@@ -239,7 +239,7 @@ impl Discovery {
             }
             None => {
                 self.traffic.group_queries += 1;
-                self.datagrams.extend(self.families.multicast(bytes));
+                self.out.datagrams.extend(self.families.multicast(bytes));
             }
         }
         if let Some(p) = self.inflight.probe_mut(txid) {
@@ -295,12 +295,12 @@ impl Discovery {
                 }
                 Some(old) if !old.same_endpoint(&learned) => {
                     log::trace!("discovery: {k} is now {}", learned.gid);
-                    self.outcomes.push(Outcome::Changed(k.clone()));
+                    self.out.outcomes.push(Outcome::Changed(k.clone()));
                 }
                 _ => {}
             }
             if let Some(dropped) = self.state.learned.insert(k, learned.clone(), expires) {
-                self.outcomes.push(Outcome::Changed(dropped));
+                self.out.outcomes.push(Outcome::Changed(dropped));
             }
         }
     }
@@ -313,7 +313,9 @@ impl Discovery {
             self.lookup_stats
                 .resolved
                 .observe(now.saturating_duration_since(l.started));
-            self.outcomes.push(Outcome::Resolved(key.clone(), learned));
+            self.out
+                .outcomes
+                .push(Outcome::Resolved(key.clone(), learned));
         }
     }
 
@@ -330,7 +332,7 @@ impl Discovery {
             self.lookup_stats
                 .failed
                 .observe(now.saturating_duration_since(l.started));
-            self.outcomes.push(Outcome::Failed(key.clone(), status));
+            self.out.outcomes.push(Outcome::Failed(key.clone(), status));
         }
     }
 
@@ -340,8 +342,8 @@ impl Discovery {
     /// failure is remembered: the next request asks again).
     pub fn abandon_all(&mut self) {
         self.inflight.clear();
-        self.state.neighbour_jobs.clear();
-        self.state.nss_jobs.clear();
+        self.out.neighbour_jobs.clear();
+        self.out.resolver_jobs.clear();
     }
 
     /// Endpoint `ep` is closing. A lookup whose queries carry its record
@@ -445,7 +447,7 @@ impl Discovery {
                     p.target
                 );
                 if self.state.learned.remove(&p.target).is_some() {
-                    self.outcomes.push(Outcome::Changed(p.target));
+                    self.out.outcomes.push(Outcome::Changed(p.target));
                 }
             }
             Purpose::Lookup | Purpose::Claim | Purpose::Address => {

@@ -144,6 +144,20 @@ pub enum Outcome {
     Changed(Address),
 }
 
+/// Everything discovery wants done, in one value ([`Discovery::take_output`]).
+#[derive(Debug, Default)]
+pub struct Output {
+    /// To the network, in this order.
+    pub datagrams: Vec<Datagram>,
+    /// Names the runtime must ask the system's resolver about.
+    pub resolver_jobs: Vec<NssJob>,
+    /// Neighbour lookups for the runtime to make, each at its `at`
+    /// (netlink is not for the daemon's event loop).
+    pub neighbour_jobs: Vec<NeighbourJob>,
+    /// What the request path must act on.
+    pub outcomes: Vec<Outcome>,
+}
+
 pub struct Discovery {
     cfg: Config,
     /// The sockets are open.
@@ -168,8 +182,8 @@ pub struct Discovery {
     /// Opens discovery datagrams when authentication is on.
     auth: Option<Auth>,
     reply_limit: ratelimit::RateLimiter,
-    datagrams: Vec<Datagram>,
-    outcomes: Vec<Outcome>,
+    /// What it wants done, until the engine's next poll takes it.
+    out: Output,
     /// Faults to inject into itself (off but in simulations).
     buggify: Buggify,
     /// Hosts that joined and were answered with an announcement, lately,
@@ -229,8 +243,7 @@ impl Discovery {
             checks_skipped: 0,
             conflicts: 0,
             auth: None,
-            datagrams: Vec::new(),
-            outcomes: Vec::new(),
+            out: Output::default(),
             buggify: Buggify::off(),
             claim_window: None,
             welcomed: Expiring::new(MAX_WELCOMED),
@@ -432,7 +445,7 @@ impl Discovery {
         self.lookup_timers(local, now);
         let sent = self
             .announcer
-            .on_timers(local, self.families, now, &mut self.datagrams);
+            .on_timers(local, self.families, now, &mut self.out.datagrams);
         self.traffic.announcements += sent as u64;
         if self.announcer.take_start_query() {
             self.send_start_query(local, now);
@@ -474,25 +487,13 @@ impl Discovery {
         .fold(None, earliest)
     }
 
-    /// Neighbour lookups for the caller to make, each at its `at` (netlink
-    /// is not for the daemon's event loop).
-    pub fn take_neighbour_jobs(&mut self) -> Vec<NeighbourJob> {
-        std::mem::take(&mut self.state.neighbour_jobs)
-    }
-
-    /// Names the runtime must ask the system's resolver about.
-    pub fn take_nss_jobs(&mut self) -> Vec<NssJob> {
-        std::mem::take(&mut self.state.nss_jobs)
-    }
-
-    pub fn take_datagrams(&mut self) -> Vec<Datagram> {
-        let mut out = std::mem::take(&mut self.datagrams);
-        out.retain(|_| !self.buggify.fires(Fault::DatagramLost));
+    /// What discovery wants done since the last call: the engine takes it
+    /// once per poll.
+    pub fn take_output(&mut self) -> Output {
+        let mut out = std::mem::take(&mut self.out);
+        out.datagrams
+            .retain(|_| !self.buggify.fires(Fault::DatagramLost));
         out
-    }
-
-    pub fn take_outcomes(&mut self) -> Vec<Outcome> {
-        std::mem::take(&mut self.outcomes)
     }
 
     /// Where a learned destination leads, for tests and statistics.
@@ -513,6 +514,18 @@ impl Discovery {
     #[cfg(test)]
     pub(crate) fn state_mut(&mut self) -> &mut State {
         &mut self.state
+    }
+
+    /// What waits for the engine's next poll, part by part.
+    #[cfg(test)]
+    pub(crate) fn output_sizes(&self) -> [usize; 4] {
+        let o = &self.out;
+        [
+            o.datagrams.len(),
+            o.resolver_jobs.len(),
+            o.neighbour_jobs.len(),
+            o.outcomes.len(),
+        ]
     }
 
     #[cfg(test)]

@@ -189,8 +189,6 @@ pub struct State {
     /// asker sends each one to the IPv4 and the IPv6 group, and one answer
     /// is enough (a second one costs a second confirmation).
     pub answered_groups: Expiring<(u64, Gid), ()>,
-    pub neighbour_jobs: Vec<NeighbourJob>,
-    pub nss_jobs: Vec<NssJob>,
 }
 
 impl Default for State {
@@ -208,8 +206,6 @@ impl State {
             failed: Expiring::new(max_learned),
             checked: Expiring::new(MAX_CHECKS * 4),
             answered_groups: Expiring::new(MAX_CHECKS * 4),
-            neighbour_jobs: Vec::new(),
-            nss_jobs: Vec::new(),
         }
     }
 

@@ -138,7 +138,7 @@ impl Discovery {
             Families { v4: true, .. } => Families::V4,
             other => other,
         };
-        self.datagrams.extend(one.multicast(bytes));
+        self.out.datagrams.extend(one.multicast(bytes));
     }
 }
 

@@ -147,6 +147,10 @@ impl<D: Daemon> Engine<D> {
     #[inline(never)]
     fn effects(&mut self) -> Effects {
         self.dirty = false;
+        let out = self.discovery.take_output();
+        if let Some(now) = self.clock {
+            self.apply(out.outcomes, now);
+        }
         let [lookup, announce] = self.discovery.deadlines(self.clock);
         self.timers.set(Timer::Lookup, lookup);
         self.timers.set(Timer::Announce, announce);
@@ -154,9 +158,9 @@ impl<D: Daemon> Engine<D> {
         self.timers.set(Timer::Sweep, self.sweep_due());
         Effects {
             replies: std::mem::take(&mut self.replies),
-            datagrams: self.discovery.take_datagrams(),
-            resolver_jobs: self.discovery.take_nss_jobs(),
-            neighbour_jobs: self.discovery.take_neighbour_jobs(),
+            datagrams: out.datagrams,
+            resolver_jobs: out.resolver_jobs,
+            neighbour_jobs: out.neighbour_jobs,
             deadline: self.timers.next(),
         }
     }
@@ -404,7 +408,6 @@ impl<D: Daemon> Engine<D> {
         // a review with nothing due is a look at the heap's top.
         self.cache.review(now);
         self.discovery.on_timers(&self.local, now);
-        self.apply(now);
         if self.sweep_due().is_some_and(|t| now >= t) {
             self.cache.sweep(now);
             self.discovery.sweep(now);
@@ -439,7 +442,6 @@ impl<D: Daemon> Engine<D> {
         self.input(now);
         self.discovery
             .on_datagram(&self.local, from, to, bytes, now);
-        self.apply(now);
     }
 
     /// An ICMP error for a datagram sent to `dest`.
@@ -447,21 +449,18 @@ impl<D: Daemon> Engine<D> {
         self.input(now);
         self.discovery
             .on_unreachable(&self.local, dest, payload, now);
-        self.apply(now);
     }
 
     /// What the system's resolver said about the name of lookup `key`.
     pub fn on_nss(&mut self, key: &Address, answer: Result<Vec<IpAddr>, NssError>, now: Instant) {
         self.input(now);
         self.discovery.on_nss(&self.local, key, answer, now);
-        self.apply(now);
     }
 
     /// The result of a neighbour lookup for an `eui64` derivation.
     pub fn on_neighbour(&mut self, job: NeighbourJob, mac: Option<[u8; 6]>, now: Instant) {
         self.input(now);
         self.discovery.on_neighbour(job, mac, now);
-        self.apply(now);
     }
 
     /// Ends every lookup at once and answers each waiting request with
@@ -512,8 +511,8 @@ impl<D: Daemon> Engine<D> {
 
     /// Acts on what discovery decided: a changed binding leaves the cache,
     /// a lookup's end answers the requests waiting for it.
-    fn apply(&mut self, now: Instant) {
-        for outcome in self.discovery.take_outcomes() {
+    fn apply(&mut self, outcomes: Vec<Outcome>, now: Instant) {
+        for outcome in outcomes {
             match outcome {
                 Outcome::Changed(a) => {
                     self.cache.evict(&a);

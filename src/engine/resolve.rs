@@ -277,8 +277,6 @@ impl<D: Daemon> Engine<D> {
         }
         self.discovery
             .start_lookup(&self.local, ep, key.clone(), now);
-        // A derivation may have answered at once.
-        self.apply(now);
         if waits {
             return Ok(None);
         }

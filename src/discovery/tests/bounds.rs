@@ -13,8 +13,8 @@ fn footprint(e: &Engine<FakeDaemon>) -> Vec<usize> {
         e.waiting(),
         state.learned.len(),
         state.failed.len(),
-        state.neighbour_jobs.len(),
     ]);
+    sizes.extend(d.output_sizes());
     sizes.extend(d.announcer_sizes());
     sizes
 }
