@@ -70,6 +70,23 @@ pub struct Traffic {
     pub announcements: u64,
 }
 
+/// Everything discovery counts, in one value ([`super::Discovery::counts`]).
+#[derive(Debug, Default, Clone, PartialEq)]
+pub struct Counts {
+    pub drops: DropCounts,
+    pub traffic: Traffic,
+    pub lookups: LookupStats,
+    /// Hints not checked because [`super::state::MAX_CHECKS`] checks were
+    /// in flight.
+    pub checks_skipped: u64,
+    /// Name lookups left unanswered because hosts with different GIDs
+    /// confirmed the name.
+    pub conflicts: u64,
+    /// Names heard announced by two endpoints: each is asked of the
+    /// groups, not of one host (docs/protocol.md, *Name hints*).
+    pub disputed_names: u64,
+}
+
 /// How lookups ended, and how long they took.
 #[derive(Debug, Default, Clone, PartialEq)]
 pub struct LookupStats {

@@ -128,7 +128,7 @@ impl Discovery {
                 "lookup {key}: claimed by hosts with different GIDs ({}); not answered",
                 who.join(", ")
             );
-            self.conflicts += 1;
+            self.counts.conflicts += 1;
             return self.next_stage(local, key, NO, now);
         }
         if l.probes().is_empty() && !self.ask_groups(local, key, now) {

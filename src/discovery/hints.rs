@@ -124,7 +124,6 @@ pub struct Hints {
     lifetime: Option<Tick>,
     epoch: Option<Instant>,
     /// Names found announced by two endpoints.
-    pub disputes: u64,
     /// Names dropped to make room.
     pub evicted: u64,
 }
@@ -142,7 +141,6 @@ impl Hints {
             lifetime: lifetime
                 .map(|d| Tick::try_from(d.as_millis() / TICK_MS).unwrap_or(Tick::MAX)),
             epoch: None,
-            disputes: 0,
             evicted: 0,
         }
     }
@@ -243,11 +241,13 @@ impl Hints {
     }
 
     /// An announcement heard on a group: the endpoint `gid` holds `name`,
-    /// and the announcement came from `from`, one of its addresses.
-    pub fn heard(&mut self, name: &Address, gid: Gid, from: IpAddr, now: Instant) {
+    /// and the announcement came from `from`, one of its addresses. True
+    /// if that made the name disputed.
+    pub fn heard(&mut self, name: &Address, gid: Gid, from: IpAddr, now: Instant) -> bool {
         let t = self.tick(now);
         let old = self.get_live(name, now);
         let key = old.map_or_else(|| self.key(name), |(k, _)| k);
+        let mut disputed = false;
         let next = match old.map(|(_, h)| h) {
             None => {
                 if self.names.len() >= self.cap {
@@ -286,7 +286,7 @@ impl Hints {
                         was.gid,
                         was.at.first().map_or_else(String::new, |a| a.to_string())
                     );
-                    self.disputes += 1;
+                    disputed = true;
                     self.release(h.endpoint);
                     NameHint {
                         endpoint: DISPUTED,
@@ -297,6 +297,7 @@ impl Hints {
             }
         };
         self.names.insert(key, next);
+        disputed
     }
 
     /// Makes room: drops the name first heard longest ago that was not
@@ -429,13 +430,12 @@ mod tests {
     fn two_endpoints_announcing_one_name_send_it_to_the_groups() {
         let t = Instant::now();
         let mut h = Hints::new(16, None);
-        h.heard(&name("x"), A, ip("10.0.0.1"), t);
-        h.heard(&name("x"), B, ip("10.0.0.66"), t + SETTLE / 2);
+        assert!(!h.heard(&name("x"), A, ip("10.0.0.1"), t));
+        assert!(h.heard(&name("x"), B, ip("10.0.0.66"), t + SETTLE / 2));
         assert_eq!(h.whom(&name("x"), t + SETTLE * 2), None);
-        // The first one again does not settle it.
-        h.heard(&name("x"), A, ip("10.0.0.1"), t + SETTLE * 2);
+        // The first one again does not settle it, nor count it again.
+        assert!(!h.heard(&name("x"), A, ip("10.0.0.1"), t + SETTLE * 2));
         assert_eq!(h.whom(&name("x"), t + SETTLE * 4), None);
-        assert_eq!(h.disputes, 1);
     }
 
     #[test]

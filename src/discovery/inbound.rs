@@ -50,7 +50,7 @@ impl Discovery {
         bytes: &[u8],
         now: Instant,
     ) {
-        self.traffic.received += 1;
+        self.counts.traffic.received += 1;
         let decoded = match &mut self.auth {
             None => Message::decode(bytes),
             Some(auth) => match auth.open(bytes, from.ip()) {
@@ -102,8 +102,8 @@ impl Discovery {
     /// level; `why` is formatted only when tracing is on, so a flood of
     /// garbage costs a count, not a string, per datagram.
     fn drop_datagram(&mut self, reason: DropReason, from: SocketAddr, why: impl std::fmt::Display) {
-        *reason(&mut self.drops) += 1;
-        let total = self.drops.total();
+        *reason(&mut self.counts.drops) += 1;
+        let total = self.counts.drops.total();
         log::trace!("discovery: dropped a datagram from {from}: {why} ({total} dropped so far)");
     }
 
@@ -179,7 +179,7 @@ impl Discovery {
         // A reply to a unicast query comes from the queried address, the
         // only source the asker accepts.
         let from_addr = to.filter(|ip| !ip.is_multicast());
-        self.traffic.replies += 1;
+        self.counts.traffic.replies += 1;
         self.out.datagrams.push(Datagram::Unicast {
             to: from,
             from: from_addr,
@@ -318,7 +318,7 @@ impl Discovery {
             return;
         };
         if self.inflight.checks() >= MAX_CHECKS {
-            self.checks_skipped += 1;
+            self.counts.checks_skipped += 1;
             return;
         }
         let to = match ip_of(key) {
@@ -420,7 +420,9 @@ impl Discovery {
                     self.hints.withdrawn(key, record.gid());
                     continue;
                 }
-                self.hints.heard(key, record.gid(), from.ip(), now);
+                if self.hints.heard(key, record.gid(), from.ip(), now) {
+                    self.counts.disputed_names += 1;
+                }
                 if local.holder(key).is_some() && self.announcer.defend(record.gid(), now) {
                     log::info!(
                         "discovery: {key} is ours, but {} at {from} announced it; announcing ours",

@@ -230,7 +230,7 @@ impl Discovery {
         let bytes = Message::from(Query::new(txid, target, sender)).encode();
         match p.to {
             Some(to) => {
-                self.traffic.unicast_queries += 1;
+                self.counts.traffic.unicast_queries += 1;
                 self.out.datagrams.push(Datagram::Unicast {
                     to,
                     from: local.source_for(p.endpoint, to.ip()),
@@ -238,7 +238,7 @@ impl Discovery {
                 });
             }
             None => {
-                self.traffic.group_queries += 1;
+                self.counts.traffic.group_queries += 1;
                 self.out.datagrams.extend(self.families.multicast(bytes));
             }
         }
@@ -310,7 +310,7 @@ impl Discovery {
         log::trace!("lookup {key}: {}", learned.gid);
         self.bind(key, learned.clone(), now);
         if let Some(l) = self.inflight.end_lookup(key, now) {
-            self.lookup_stats
+            self.counts.lookups
                 .resolved
                 .observe(now.saturating_duration_since(l.started));
             self.out
@@ -329,7 +329,7 @@ impl Discovery {
             self.state.failed.insert(key.clone(), status, Some(until));
         }
         if let Some(l) = self.inflight.end_lookup(key, now) {
-            self.lookup_stats
+            self.counts.lookups
                 .failed
                 .observe(now.saturating_duration_since(l.started));
             self.out.outcomes.push(Outcome::Failed(key.clone(), status));

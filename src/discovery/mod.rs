@@ -45,7 +45,7 @@ use crate::local::Local;
 use crate::summary::Summary;
 use announce::Announcer;
 use auth::Auth;
-use counts::{DropCounts, Traffic};
+use counts::{Counts, DropCounts};
 use inflight::InFlight;
 use state::{Learned, NeighbourJob, NssJob, State};
 use std::net::{IpAddr, SocketAddr};
@@ -169,16 +169,8 @@ pub struct Discovery {
     announcer: Announcer,
     /// Whom to ask for a name, from the announcements heard.
     hints: hints::Hints,
-    drops: DropCounts,
+    counts: Counts,
     drops_logged: Summary<DropCounts>,
-    traffic: Traffic,
-    lookup_stats: counts::LookupStats,
-    /// Hints not checked because [`state::MAX_CHECKS`] checks were in
-    /// flight.
-    checks_skipped: u64,
-    /// Name lookups left unanswered because hosts with different GIDs
-    /// confirmed the name.
-    conflicts: u64,
     /// Opens discovery datagrams when authentication is on.
     auth: Option<Auth>,
     reply_limit: ratelimit::RateLimiter,
@@ -236,12 +228,8 @@ impl Discovery {
             families: Families::NONE,
             announcer: Announcer::new(cfg.addr_timeout.duration(), seed.clone()),
             hints: hints::Hints::new(cfg.max_learned, cfg.addr_timeout.duration()),
-            drops: DropCounts::default(),
+            counts: Counts::default(),
             drops_logged: Summary::default(),
-            traffic: Traffic::default(),
-            lookup_stats: counts::LookupStats::default(),
-            checks_skipped: 0,
-            conflicts: 0,
             auth: None,
             out: Output::default(),
             buggify: Buggify::off(),
@@ -359,26 +347,9 @@ impl Discovery {
         self.inflight.sizes()[0]
     }
 
-    pub fn drops(&self) -> &DropCounts {
-        &self.drops
-    }
-
-    pub fn conflicts(&self) -> u64 {
-        self.conflicts
-    }
-
-    /// Names heard announced by two endpoints, since: each is asked of the
-    /// groups, not of one host (docs/protocol.md, *Name hints*).
-    pub fn disputed_names(&self) -> u64 {
-        self.hints.disputes
-    }
-
-    pub fn traffic(&self) -> &Traffic {
-        &self.traffic
-    }
-
-    pub fn lookup_stats(&self) -> &counts::LookupStats {
-        &self.lookup_stats
+    /// What it counted: drops, traffic, lookups, conflicts.
+    pub fn counts(&self) -> &Counts {
+        &self.counts
     }
 
     /// Sizes of its tables: bindings, remembered failures, lookups in
@@ -405,7 +376,7 @@ impl Discovery {
             self.state.learned.evicted,
             self.state.failed.evicted,
             self.inflight.refused(),
-            self.checks_skipped,
+            self.counts.checks_skipped,
         ]
     }
 
@@ -446,7 +417,7 @@ impl Discovery {
         let sent = self
             .announcer
             .on_timers(local, self.families, now, &mut self.out.datagrams);
-        self.traffic.announcements += sent as u64;
+        self.counts.traffic.announcements += sent as u64;
         if self.announcer.take_start_query() {
             self.send_start_query(local, now);
         }
@@ -463,8 +434,8 @@ impl Discovery {
         self.welcomed.sweep(now, |_, _| {});
         self.welcomed_at.sweep(now, |_, _| {});
         self.inflight.sweep(now);
-        if self.drops_logged.due(&self.drops, now) {
-            log::info!("discovery: datagrams dropped so far: {}", self.drops);
+        if self.drops_logged.due(&self.counts.drops, now) {
+            log::info!("discovery: datagrams dropped so far: {}", self.counts.drops);
         }
     }
 
@@ -481,7 +452,7 @@ impl Discovery {
             self.welcomed.sweep_due(),
             self.welcomed_at.sweep_due(),
             self.inflight.sweep_due(),
-            self.drops_logged.due_at(&self.drops, now),
+            self.drops_logged.due_at(&self.counts.drops, now),
         ]
         .into_iter()
         .fold(None, earliest)

@@ -52,7 +52,7 @@ impl Discovery {
         }
         l.resolving = false;
         let ep = l.endpoint;
-        self.lookup_stats.nss_asked += 1;
+        self.counts.lookups.nss_asked += 1;
         let answer = match answer {
             Ok(_) if self.buggify.fires(Fault::ResolverFailed) => Err(NssError::Failed(
                 "Temporary failure in name resolution".into(),
@@ -62,11 +62,11 @@ impl Discovery {
         let mut ips = match answer {
             Ok(ips) if !ips.is_empty() => ips,
             Ok(_) => {
-                self.lookup_stats.nss_failed += 1;
+                self.counts.lookups.nss_failed += 1;
                 return self.next_stage(local, key, ACM_STATUS_ENODATA as u8, now);
             }
             Err(e) => {
-                self.lookup_stats.nss_failed += 1;
+                self.counts.lookups.nss_failed += 1;
                 log::debug!("lookup {key}: the system's resolver: {e}");
                 let status = match e {
                     NssError::NoSuchName(_) => ACM_STATUS_ENODATA,

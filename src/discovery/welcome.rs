@@ -131,7 +131,7 @@ impl Discovery {
         self.inflight.remember_ended(txid, now);
         self.listen_until = Some(now + WELCOME_LISTEN);
         let bytes = Message::from(Query::new(txid, wire, record)).encode();
-        self.traffic.start_queries += 1;
+        self.counts.traffic.start_queries += 1;
         log::debug!("discovery: start query for {target} on the groups");
         // One family is enough: every host listens on both groups.
         let one = match self.families {

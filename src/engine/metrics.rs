@@ -24,7 +24,7 @@ impl<D: Daemon> Engine<D> {
         let mut e = Exposition::default();
         requests(&mut e, self.counters.totals());
         traffic(&mut e, &self.discovery);
-        lookups(&mut e, self.discovery.lookup_stats());
+        lookups(&mut e, &self.discovery.counts().lookups);
         tables(&mut e, self);
         e
     }
@@ -50,7 +50,7 @@ fn traffic(e: &mut Exposition, d: &Discovery) {
         Kind::Gauge,
         u64::from(d.is_up()),
     );
-    let t = d.traffic();
+    let t = &d.counts().traffic;
     e.single(
         "urdma_datagrams_received_total",
         "Discovery datagrams received.",
@@ -70,7 +70,7 @@ fn traffic(e: &mut Exposition, d: &Discovery) {
             ("announcement", t.announcements),
         ],
     );
-    let x = d.drops();
+    let x = &d.counts().drops;
     e.by_label(
             "urdma_datagrams_dropped_total",
             "Discovery datagrams dropped, by reason: forged, replayed, unasked-for or malformed traffic, replies to this host's queries that came after it stopped waiting, or replies left out by urdma_reply_rate.",
@@ -183,12 +183,12 @@ fn tables<D: Daemon>(e: &mut Exposition, engine: &Engine<D>) {
             (
                 "urdma_name_conflicts_total",
                 "Names left unanswered because hosts with different GIDs confirmed them.",
-                d.conflicts(),
+                d.counts().conflicts,
             ),
             (
                 "urdma_names_disputed_total",
                 "Names heard announced by two endpoints, so asked of the groups rather than of one host.",
-                d.disputed_names(),
+                d.counts().disputed_names,
             ),
         ];
     for (name, help, v) in counters {

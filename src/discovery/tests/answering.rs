@@ -74,7 +74,7 @@ fn queries_are_answered_by_the_owner_only_and_group_queries_never_refused() {
         polled(&mut f.e).datagrams.is_empty(),
         "our own multicast, looped back"
     );
-    assert_eq!(f.e.discovery().drops().own, 1);
+    assert_eq!(f.e.discovery().counts().drops.own, 1);
 }
 
 #[test]
@@ -119,7 +119,7 @@ fn replies_to_one_source_are_rate_limited() {
             .count()
     };
     assert_eq!(answered(&mut f.e, peer(), 100, f.t0), 40, "a 4 s burst");
-    assert_eq!(f.e.discovery().drops().rate_limited, 60);
+    assert_eq!(f.e.discovery().counts().drops.rate_limited, 60);
     let other = SocketAddr::new(IpAddr::V4([10, 0, 0, 3].into()), 6126);
     assert_eq!(answered(&mut f.e, other, 5, f.t0), 5);
     let later = f.t0 + Duration::from_secs(1);

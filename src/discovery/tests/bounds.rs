@@ -94,7 +94,7 @@ fn drops_are_summed_up_in_the_log_now_and_then() {
     f.e.on_timers(f.t0 + DROP_SUMMARY_EVERY);
     assert_eq!(f.e.discovery().drops_said().malformed, 4);
     assert_eq!(
-        f.e.discovery().drops().to_string(),
+        f.e.discovery().counts().drops.to_string(),
         "4 (malformed 4, unsolicited 0, late 0, wrong source 0, own 0, unauthenticated 0, \
          replayed 0, rate-limited 0)"
     );

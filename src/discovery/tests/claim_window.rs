@@ -37,7 +37,7 @@ fn a_name_asked_of_the_groups_is_decided_once_its_claim_window_is_over() {
     f.e.on_timers(t + window);
     let fx = polled(&mut f.e);
     assert_eq!(fx.replies[0].msg.status(), ACM_STATUS_ENODATA as u8);
-    assert_eq!(f.e.discovery().conflicts(), 1);
+    assert_eq!(f.e.discovery().counts().conflicts, 1);
 
     // A claim that comes after the window is not followed: the name was
     // decided.
@@ -52,5 +52,5 @@ fn a_name_asked_of_the_groups_is_decided_once_its_claim_window_is_over() {
     let claim = reply_bytes(&g, Answer::Found(y(ATTACKER, [10, 0, 0, 66])));
     f.e.on_datagram(attacker(), None, &claim, t + window);
     assert!(sent_queries(&polled(&mut f.e)).is_empty());
-    assert_eq!(f.e.discovery().drops().late, 1);
+    assert_eq!(f.e.discovery().counts().drops.late, 1);
 }

@@ -69,7 +69,7 @@ fn a_miss_asks_the_address_once_and_answers_every_waiter_once() {
     // dropped as late, not as unsolicited: normal traffic raises no alarm.
     f.e.on_datagram(peer(), None, &reply_bytes(&q, Answer::Refused), f.t0);
     assert!(polled(&mut f.e).replies.is_empty());
-    let d = f.e.discovery().drops();
+    let d = &f.e.discovery().counts().drops;
     assert_eq!((d.late, d.unsolicited), (1, 0));
     // Once no try of it can still be answered, a reply to it is one
     // nobody asked for.
@@ -77,7 +77,7 @@ fn a_miss_asks_the_address_once_and_answers_every_waiter_once() {
         * (Config::default().retries + 1);
     let after = f.t0 + stage + Duration::from_millis(1);
     f.e.on_datagram(peer(), None, &reply_bytes(&q, Answer::Refused), after);
-    let d = f.e.discovery().drops();
+    let d = &f.e.discovery().counts().drops;
     assert_eq!((d.late, d.unsolicited), (1, 1));
 }
 
@@ -94,16 +94,16 @@ fn replies_from_elsewhere_or_unknown_transactions_are_dropped() {
     f.e.on_datagram(impostor, None, &found, f.t0);
     let other_port = SocketAddr::new(IpAddr::V4(PEER_IP.into()), 4444);
     f.e.on_datagram(other_port, None, &found, f.t0);
-    assert_eq!(f.e.discovery().drops().wrong_source, 2);
+    assert_eq!(f.e.discovery().counts().drops.wrong_source, 2);
     let stranger = Query::new(
         std::num::NonZeroU64::new(q.txid().get() ^ 1).unwrap(),
         q.target().clone(),
         peer_record(PEER),
     );
     f.e.on_datagram(peer(), None, &reply_bytes(&stranger, Answer::Refused), f.t0);
-    assert_eq!(f.e.discovery().drops().unsolicited, 1);
+    assert_eq!(f.e.discovery().counts().drops.unsolicited, 1);
     f.e.on_datagram(peer(), None, b"garbage", f.t0);
-    assert_eq!(f.e.discovery().drops().malformed, 1);
+    assert_eq!(f.e.discovery().counts().drops.malformed, 1);
     assert!(
         polled(&mut f.e).replies.is_empty(),
         "nothing answered the client"

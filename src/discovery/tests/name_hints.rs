@@ -25,7 +25,7 @@ fn a_name_its_host_announced_is_asked_of_that_host_alone() {
     let fx = polled(&mut f.e);
     assert_eq!(fx.replies.len(), 1, "{fx:?}");
     assert_eq!(dgid(&fx.replies[0].msg), PEER.parse().unwrap());
-    assert_eq!(f.e.discovery().traffic().group_queries, 0);
+    assert_eq!(f.e.discovery().counts().traffic.group_queries, 0);
 }
 
 #[test]
@@ -62,7 +62,7 @@ fn a_name_announced_by_two_endpoints_is_asked_of_the_groups() {
     );
     let (g, to) = sent_query(&polled(&mut f.e));
     assert_eq!(to, None);
-    assert_eq!(f.e.discovery().disputed_names(), 1, "counted once");
+    assert_eq!(f.e.discovery().counts().disputed_names, 1, "counted once");
     // Two claimants are known to exist: the whole try is heard, not only
     // the claim window of a name nobody disputes.
     claimed(&mut f, &g, peer(), peer_record(PEER), later);
@@ -85,7 +85,7 @@ fn a_name_announced_by_two_endpoints_is_asked_of_the_groups() {
     assert_eq!(g.e.resolve_at(g.addr, &by_name("node-b", 1), 1, t), None);
     let (_, to) = sent_query(&polled(&mut g.e));
     assert_eq!(to, None);
-    assert_eq!(g.e.discovery().disputed_names(), 0, "nothing disputed");
+    assert_eq!(g.e.discovery().counts().disputed_names, 0, "nothing disputed");
 }
 
 #[test]

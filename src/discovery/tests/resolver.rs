@@ -69,7 +69,7 @@ fn a_name_off_the_segment_is_found_through_the_system_resolver_and_asked_by_unic
         f.e.on_datagram(elsewhere, None, &reply_bytes(q, Answer::Found(forged)), t);
     }
     assert!(polled(&mut f.e).replies.is_empty());
-    assert_eq!(f.e.discovery().drops().wrong_source, 2);
+    assert_eq!(f.e.discovery().counts().drops.wrong_source, 2);
     for (q, to) in &asked {
         let record = record_of(far_gid, to.unwrap().ip());
         f.e.on_datagram(to.unwrap(), None, &reply_bytes(q, Answer::Found(record)), t);
@@ -154,7 +154,7 @@ fn addresses_of_different_hosts_for_one_name_get_no_answer() {
     let fx = polled(&mut f.e);
     assert_eq!(fx.replies.len(), 1);
     assert_eq!(fx.replies[0].msg.status(), ACM_STATUS_ENODATA as u8);
-    assert_eq!(f.e.discovery().conflicts(), 1);
+    assert_eq!(f.e.discovery().counts().conflicts, 1);
 }
 
 #[test]

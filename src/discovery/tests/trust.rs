@@ -39,7 +39,7 @@ fn a_forged_query_never_changes_a_binding() {
         &reply_bytes(&guess, Answer::Found(forged_record())),
         f.t0,
     );
-    assert_eq!(f.e.discovery().drops().unsolicited, 1);
+    assert_eq!(f.e.discovery().counts().drops.unsolicited, 1);
     assert_eq!(bound_gid(&f.e, &peer_ip()), Some(PEER.parse().unwrap()));
     // B's own answer keeps its binding.
     f.e.on_datagram(
@@ -311,7 +311,7 @@ fn a_name_two_hosts_confirm_with_different_gids_gets_no_answer() {
     assert_eq!(fx.replies.len(), 1);
     assert_eq!(fx.replies[0].msg.status(), ACM_STATUS_ENODATA as u8);
     assert_eq!(bound_gid(&f.e, &node_b()), None);
-    assert_eq!(f.e.discovery().conflicts(), 1);
+    assert_eq!(f.e.discovery().counts().conflicts, 1);
 }
 
 #[test]
@@ -387,6 +387,6 @@ fn a_replayed_renewal_changes_no_answer() {
     let sealed_now = peer_auth.seal(now.clone());
     g.e.on_datagram(peer(), Some(group()), &sealed_now, t);
     g.e.on_datagram(peer(), Some(group()), &captured, t);
-    assert_eq!(g.e.discovery().drops().replayed, 1);
-    assert_eq!(g.e.discovery().disputed_names(), 0);
+    assert_eq!(g.e.discovery().counts().drops.replayed, 1);
+    assert_eq!(g.e.discovery().counts().disputed_names, 0);
 }

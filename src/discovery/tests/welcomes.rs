@@ -252,7 +252,7 @@ fn a_host_that_starts_sends_a_start_query_and_hosts_that_hear_it_announce_themse
         }
     }
     assert_eq!(starts, [50, 1_000], "with its first two announcements");
-    assert_eq!(f.e.discovery().traffic().start_queries, 2);
+    assert_eq!(f.e.discovery().counts().traffic.start_queries, 2);
     // A change is announced, with no start query: the host knows the
     // segment.
     f.e.add_address(f.ep, Address::name("node-a2").unwrap());

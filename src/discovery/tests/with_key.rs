@@ -31,7 +31,7 @@ fn with_a_key_only_authenticated_fresh_messages_count() {
     let other_id = auth("2 000102030405060708090a0b0c0d0e0f");
     f.e.on_datagram(peer(), None, &other_id.seal(found.clone()), f.t0);
     assert!(polled(&mut f.e).replies.is_empty());
-    assert_eq!(f.e.discovery().drops().unauthenticated, 3);
+    assert_eq!(f.e.discovery().counts().drops.unauthenticated, 3);
     assert_eq!(f.e.discovery().lookups_in_flight(), 1);
 
     let sealed = peer_auth.seal(found);
@@ -48,8 +48,8 @@ fn with_a_key_only_authenticated_fresh_messages_count() {
     // Replayed later, even to a new lookup with the same target, it is
     // caught before its transaction id is looked at.
     f.e.on_datagram(peer(), None, &sealed, f.t0);
-    assert_eq!(f.e.discovery().drops().replayed, 1);
-    assert_eq!(f.e.discovery().drops().unsolicited, 0);
+    assert_eq!(f.e.discovery().counts().drops.replayed, 1);
+    assert_eq!(f.e.discovery().counts().drops.unsolicited, 0);
 }
 
 #[test]
@@ -71,8 +71,8 @@ fn with_a_key_queries_are_answered_and_plain_or_replayed_ones_ignored() {
     );
     assert_eq!(
         (
-            f.e.discovery().drops().unauthenticated,
-            f.e.discovery().drops().replayed
+            f.e.discovery().counts().drops.unauthenticated,
+            f.e.discovery().counts().drops.replayed
         ),
         (1, 1)
     );
@@ -92,12 +92,12 @@ fn with_a_key_messages_that_overtake_each_other_all_count_and_replays_none() {
         let (_, _, answer) = sent_reply(&polled(&mut f.e));
         assert!(matches!(answer, Answer::Found(_)));
     }
-    assert_eq!(f.e.discovery().drops().total(), 0, "nothing dropped");
+    assert_eq!(f.e.discovery().counts().drops.total(), 0, "nothing dropped");
     for t in &tries {
         f.e.on_datagram(peer(), Some(own_ip()), t, f.t0);
     }
     assert!(polled(&mut f.e).datagrams.is_empty());
-    assert_eq!(f.e.discovery().drops().replayed, 3);
+    assert_eq!(f.e.discovery().counts().drops.replayed, 3);
 }
 
 #[test]

@@ -259,7 +259,7 @@ impl Sim {
             .hosts
             .iter()
             .filter_map(|h| h.engine.as_ref())
-            .map(|e| e.discovery().drops().replayed)
+            .map(|e| e.discovery().counts().drops.replayed)
             .sum();
         live + self.replayed_by_the_gone
     }
