@@ -6,6 +6,7 @@ use ibacm_urdma::metrics::parse;
 use std::collections::BTreeMap;
 use std::fs;
 use std::path::PathBuf;
+use std::time::Duration;
 use urdma_harness::{Host, HostConfig};
 
 /// Host `n`'s NIC; a restart with new hardware is generation 1.
@@ -75,6 +76,11 @@ pub fn config_of(n: usize, generation: u8, o: &Options) -> HostConfig {
         } else {
             o.log_level
         })
+        // A daemon restarted while 224 others ask at four times the storm's
+        // rate took longer than the harness's default 10 s to open its
+        // socket on two cores; what the storm measures starts only once it
+        // is up.
+        .start_timeout(Duration::from_secs(120))
         .ip_addrs(&[&format!("{ip4}/16"), &format!("{ip6}/64")])
         .addr_lines(&lines)
         .sim_config(&format!(
