@@ -310,7 +310,8 @@ impl Discovery {
         log::trace!("lookup {key}: {}", learned.gid);
         self.bind(key, learned.clone(), now);
         if let Some(l) = self.inflight.end_lookup(key, now) {
-            self.counts.lookups
+            self.counts
+                .lookups
                 .resolved
                 .observe(now.saturating_duration_since(l.started));
             self.out
@@ -329,7 +330,8 @@ impl Discovery {
             self.state.failed.insert(key.clone(), status, Some(until));
         }
         if let Some(l) = self.inflight.end_lookup(key, now) {
-            self.counts.lookups
+            self.counts
+                .lookups
                 .failed
                 .observe(now.saturating_duration_since(l.started));
             self.out.outcomes.push(Outcome::Failed(key.clone(), status));

@@ -3,9 +3,10 @@
 //! two or three, and most come from the address the previous one came
 //! from.
 
-use crate::daemon::{Counter, COUNTERS};
+use crate::daemon::{Counter, Daemon, COUNTERS};
 use crate::handle::{AddressId, EndpointId};
 use crate::local::Local;
+use acm_prov_sys::{ACM_STATUS_ENODATA, ACM_STATUS_SUCCESS};
 
 /// Where an endpoint's counters are; one that is nowhere bumps nothing.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -93,6 +94,42 @@ impl Counters {
         if let Some((_, counters)) = self.per_endpoint.get_mut(slot.0) {
             counters[Counter::Resolve as usize] += 1;
             counters[Counter::RouteCache as usize] += 1;
+        }
+    }
+
+    /// Counter `c` of endpoint `ep`, and the daemon's own of the query and
+    /// cache counters.
+    pub fn count(&mut self, ep: EndpointId, c: Counter, daemon: &impl Daemon) {
+        let slot = self.slot(ep);
+        self.tally(slot, c, daemon);
+    }
+
+    /// [`Counters::count`] on the counters at `slot`, already found.
+    #[inline]
+    pub fn tally(&mut self, slot: Slot, c: Counter, daemon: &impl Daemon) {
+        self.bump(slot, c);
+        if matches!(
+            c,
+            Counter::AddrQuery | Counter::AddrCache | Counter::RouteQuery | Counter::RouteCache
+        ) {
+            daemon.increment_counter(c);
+        }
+    }
+
+    /// A request answered from the cache: the endpoint's counters and the
+    /// daemon's.
+    #[inline]
+    pub fn tally_hit(&mut self, slot: Slot, daemon: &impl Daemon) {
+        self.bump_hit(slot);
+        daemon.increment_counter(Counter::RouteCache);
+    }
+
+    /// Counts a reply's status the way `ib_acme -P` reports it.
+    pub fn count_status(&mut self, ep: EndpointId, status: u8, daemon: &impl Daemon) {
+        match u32::from(status) {
+            ACM_STATUS_SUCCESS => {}
+            ACM_STATUS_ENODATA => self.count(ep, Counter::NoData, daemon),
+            _ => self.count(ep, Counter::Error, daemon),
         }
     }
 }

@@ -30,7 +30,7 @@ mod resolve;
 pub mod timers;
 mod waiters;
 
-use counters::{Counters, Slot};
+use counters::Counters;
 pub use effects::{Effects, Outgoing, Response};
 pub use waiters::Waiter;
 use waiters::Waiters;
@@ -40,7 +40,7 @@ use crate::bounded::earliest;
 use crate::buggify::Buggify;
 use crate::config::hosts::Hosts;
 use crate::config::Config;
-use crate::daemon::{Counter, Daemon, COUNTERS};
+use crate::daemon::{Daemon, COUNTERS};
 use crate::discovery::auth::Auth;
 use crate::discovery::state::NeighbourJob;
 use crate::discovery::{Discovery, Families, NssError, Outcome};
@@ -50,7 +50,7 @@ use crate::handle::{AddressId, DeviceId, EndpointId, PortId};
 use crate::local::{Local, Offer, PortInfo, Refused};
 use crate::request::path::Dest;
 use crate::summary::Summary;
-use acm_prov_sys::{ACM_STATUS_ENODATA, ACM_STATUS_ENOTCONN, ACM_STATUS_SUCCESS};
+use acm_prov_sys::ACM_STATUS_ENOTCONN;
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -277,47 +277,6 @@ impl<D: Daemon> Engine<D> {
     /// The seven `ACM_CNTR_*` counters of an endpoint, host order.
     pub fn counters(&self, ep: EndpointId) -> Option<[u64; COUNTERS]> {
         self.counters.of(ep)
-    }
-
-    fn count(&mut self, ep: EndpointId, c: Counter) {
-        let slot = self.counters.slot(ep);
-        self.bump(slot, c);
-    }
-
-    /// The endpoint of the address context `addr` and its counters' slot.
-    #[inline]
-    fn source(&mut self, addr: AddressId) -> Option<(EndpointId, Slot)> {
-        self.counters.source(addr, &self.local)
-    }
-
-    /// A request answered from the cache: the endpoint's counters and the
-    /// daemon's.
-    #[inline]
-    fn bump_hit(&mut self, slot: Slot) {
-        self.counters.bump_hit(slot);
-        self.daemon.increment_counter(Counter::RouteCache);
-    }
-
-    /// [`Engine::count`] on the counters at `slot`, already found; the
-    /// daemon keeps its own of the query and cache counters.
-    #[inline]
-    fn bump(&mut self, slot: Slot, c: Counter) {
-        self.counters.bump(slot, c);
-        if matches!(
-            c,
-            Counter::AddrQuery | Counter::AddrCache | Counter::RouteQuery | Counter::RouteCache
-        ) {
-            self.daemon.increment_counter(c);
-        }
-    }
-
-    /// Counts a reply's status the way `ib_acme -P` reports it.
-    fn count_status(&mut self, ep: EndpointId, status: u8) {
-        match u32::from(status) {
-            ACM_STATUS_SUCCESS => {}
-            ACM_STATUS_ENODATA => self.count(ep, Counter::NoData),
-            _ => self.count(ep, Counter::Error),
-        }
     }
 
     /// Entries in the destination cache, for tests and statistics.

@@ -85,7 +85,7 @@ impl<D: Daemon> Engine<D> {
         id: u64,
         now: impl Fn() -> Instant,
     ) -> bool {
-        let Some((ep, slot)) = self.source(addr) else {
+        let Some((ep, slot)) = self.counters.source(addr, &self.local) else {
             log::error!("resolve for an address context this provider does not know");
             msg.make_resolve_error(ACM_STATUS_ESRCADDR as u8);
             return true;
@@ -103,12 +103,12 @@ impl<D: Daemon> Engine<D> {
         {
             if let Some(e) = self.cache.hit_entry(ep, a, &now) {
                 msg.make_resolve_success(&e.wire, echo_source);
-                self.bump_hit(slot);
+                self.counters.tally_hit(slot, &self.daemon);
                 return true;
             }
         }
         let parsed = ResolveRequest::parse(msg);
-        self.bump(slot, Counter::Resolve);
+        self.counters.tally(slot, Counter::Resolve, &self.daemon);
         let now = now();
         self.input(now);
         match parsed {
@@ -125,7 +125,7 @@ impl<D: Daemon> Engine<D> {
                 msg.make_resolve_error(e.status);
             }
         }
-        self.count_status(ep, msg.status());
+        self.counters.count_status(ep, msg.status(), &self.daemon);
         true
     }
 
@@ -138,11 +138,11 @@ impl<D: Daemon> Engine<D> {
     /// Handles a `query` (`ib_acme -v`): there is no SA to ask, so the
     /// record is checked against what this provider would build.
     pub fn query_at(&mut self, addr: AddressId, req: &MsgBuf, now: Instant) -> Response {
-        let Some((ep, slot)) = self.source(addr) else {
+        let Some((ep, slot)) = self.counters.source(addr, &self.local) else {
             log::error!("query for an address context this provider does not know");
             return Response(msg::query_reply(req, ACM_STATUS_ESRCADDR as u8, None));
         };
-        self.bump(slot, Counter::Resolve);
+        self.counters.tally(slot, Counter::Resolve, &self.daemon);
         let reply = match msg::parse_query(req) {
             Ok(want) => {
                 let request = ResolveRequest {
@@ -170,7 +170,7 @@ impl<D: Daemon> Engine<D> {
                 msg::query_reply(req, e.status, None)
             }
         };
-        self.count_status(ep, reply.status());
+        self.counters.count_status(ep, reply.status(), &self.daemon);
         Response(reply)
     }
 
@@ -192,15 +192,15 @@ impl<D: Daemon> Engine<D> {
         };
         let (mut path, wire) = match self.cache.lookup(ep, &key, now) {
             CacheLookup::Route(p, wire) => {
-                self.count(ep, Counter::RouteCache);
+                self.counters.count(ep, Counter::RouteCache, &self.daemon);
                 (p, wire)
             }
             CacheLookup::Address(dest) => {
-                self.count(ep, Counter::AddrCache);
+                self.counters.count(ep, Counter::AddrCache, &self.daemon);
                 self.build_and_cache(ep, key, dest, None, now)?
             }
             CacheLookup::Miss => {
-                self.count(ep, Counter::AddrQuery);
+                self.counters.count(ep, Counter::AddrQuery, &self.daemon);
                 match self.find(ep, &key, now) {
                     Found::At(dest, learned) => {
                         self.build_and_cache(ep, key, dest, learned, now)?
@@ -294,7 +294,7 @@ impl<D: Daemon> Engine<D> {
         reconfirm_at: Option<Instant>,
         now: Instant,
     ) -> Result<(PathRecord, [u8; PATH_RECORD_LEN]), Rejected> {
-        self.count(ep, Counter::RouteQuery);
+        self.counters.count(ep, Counter::RouteQuery, &self.daemon);
         let path = self.build_path(ep, dest)?;
         let expiry = self.cfg.addr_timeout.duration().map(|d| now + d);
         let expiry = match (expiry, reconfirm_at) {
@@ -426,7 +426,8 @@ impl<D: Daemon> Engine<D> {
     }
 
     pub(super) fn answer_waiter(&mut self, w: &Waiter, reply: MsgBuf) {
-        self.count_status(w.endpoint, reply.status());
+        self.counters
+            .count_status(w.endpoint, reply.status(), &self.daemon);
         self.replies.push(Outgoing {
             id: w.id,
             msg: reply,

@@ -1,14 +1,14 @@
 use super::*;
 use crate::addr::Gid;
 use crate::config::Lifetime;
-use crate::daemon::FakeDaemon;
+use crate::daemon::{Counter, FakeDaemon};
 use crate::handle::{AddressId, DeviceId, EndpointId, Handle, PortId};
 use crate::request::msg::tests::{addr_entry, request};
 use crate::request::msg::{Entry, MsgBuf};
 use crate::request::path::PathRecord;
 use acm_prov_sys::{
     ACM_ADDRESS_IP, ACM_ADDRESS_IP6, ACM_ADDRESS_NAME, ACM_EP_FLAG_DEST, ACM_EP_FLAG_SOURCE,
-    ACM_EP_INFO_PATH, ACM_FLAGS_NODELAY, ACM_FLAGS_QUERY_SA, ACM_STATUS_EINVAL,
+    ACM_EP_INFO_PATH, ACM_FLAGS_NODELAY, ACM_FLAGS_QUERY_SA, ACM_STATUS_EINVAL, ACM_STATUS_ENODATA,
     ACM_STATUS_ESRCADDR,
 };
 

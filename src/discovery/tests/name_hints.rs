@@ -85,7 +85,11 @@ fn a_name_announced_by_two_endpoints_is_asked_of_the_groups() {
     assert_eq!(g.e.resolve_at(g.addr, &by_name("node-b", 1), 1, t), None);
     let (_, to) = sent_query(&polled(&mut g.e));
     assert_eq!(to, None);
-    assert_eq!(g.e.discovery().counts().disputed_names, 0, "nothing disputed");
+    assert_eq!(
+        g.e.discovery().counts().disputed_names,
+        0,
+        "nothing disputed"
+    );
 }
 
 #[test]
