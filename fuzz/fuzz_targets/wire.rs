@@ -7,9 +7,11 @@
 
 use ibacm_urdma::addr::Address;
 use ibacm_urdma::config::hosts::Hosts;
+use ibacm_urdma::config::keyfile::KeyFile;
 use ibacm_urdma::config::Config;
 use ibacm_urdma::daemon::NullDaemon;
-use ibacm_urdma::discovery::auth::{Auth, Keyring, WallClock};
+use ibacm_urdma::discovery::auth::Auth;
+use ibacm_urdma::discovery::seal::{Keyring, WallClock};
 use ibacm_urdma::discovery::wire::{Message, QUERY_LEN};
 use ibacm_urdma::discovery::{Datagram, Families};
 use ibacm_urdma::engine::Engine;
@@ -22,7 +24,8 @@ use std::time::Instant;
 const KEY: &str = "1 000102030405060708090a0b0c0d0e0f";
 
 fn keyed() -> Auth {
-    Auth::new(Keyring::parse(KEY, "key").unwrap(), WallClock::system())
+    let ring = Keyring::new(&KeyFile::parse(KEY, "key").unwrap());
+    Auth::new(ring, WallClock::system())
 }
 
 fn engine(authenticated: bool) -> &'static Mutex<Engine<NullDaemon>> {

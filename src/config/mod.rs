@@ -6,6 +6,7 @@
 //! case-insensitively, and a later line wins.
 
 pub mod hosts;
+pub mod keyfile;
 mod options;
 pub mod reload;
 

@@ -1,8 +1,8 @@
-//! Optional authentication of discovery messages (docs/protocol.md,
-//! Authentication). With `urdma_auth_key_file` set, every datagram carries
-//! a trailer: key id, timestamp, and an HMAC-SHA256 over the message and
-//! both. A receiver drops what it cannot verify, what is too old or too
-//! far ahead, and what it has seen before.
+//! Opening authenticated discovery datagrams (docs/protocol.md,
+//! Authentication; `seal.rs` seals them). With `urdma_auth_key_file` set,
+//! every datagram carries a trailer: key id, timestamp, and an HMAC-SHA256
+//! over the message and both. A receiver drops what it cannot verify, what
+//! is too old or too far ahead, and what it has seen before.
 //!
 //! Against replay, each source has an anti-replay window, as IPsec's
 //! (RFC 4303, 3.4.3) over sequence numbers, here over the sender's
@@ -17,192 +17,23 @@
 //! sent in a former run (an announcement of a GID it has since left) is
 //! behind the window of anything it sends now.
 
-use crate::config::Diagnostic;
+pub use super::seal::REORDER_US;
+use super::seal::{Keyring, Sealer, WallClock};
 use crate::discovery::wire::{AUTH_TRAILER_LEN, FLAG_AUTH, HEADER_LEN};
 use crate::fastmap::Map;
-use hmac::{Hmac, Mac};
-use sha2::Sha256;
+use hmac::Mac;
 use std::fmt;
-use std::path::Path;
-use std::sync::atomic::{AtomicU64, Ordering};
-
-type HmacSha256 = Hmac<Sha256>;
 
 /// How far a timestamp may be from the receiver's clock, either way: the
 /// clock skew tolerated between hosts, and how long a message is replayable
 /// (so how long its MAC is remembered).
 pub const WINDOW_US: u64 = 30_000_000;
-/// How far behind the newest message taken from a source another one from
-/// it may be and still be taken (if never taken before): the reordering
-/// tolerated. A datagram waiting for the sender's kernel to resolve the
-/// receiver's link address (ARP, IPv6 neighbour discovery) is released
-/// when a solicitation is answered, and solicitations go once a second: a
-/// datagram held through one lost solicitation arrives about a second late,
-/// after those sent since. A captured message this much older than what
-/// the source has sent since is useless.
-pub const REORDER_US: u64 = 1_500_000;
-/// Shortest key accepted: 128 bits.
-pub const MIN_KEY_BYTES: usize = 16;
-/// HMAC-SHA256 hashes longer keys down to 32 bytes anyway.
-pub const MAX_KEY_BYTES: usize = 64;
 /// MACs remembered against replays. Only verified messages are
 /// remembered, so only a key holder can fill this; when it is full of
 /// messages still inside the window, new ones are refused rather than old
 /// ones forgotten (forgetting would reopen them to replay).
 const MAX_REMEMBERED: usize = 1 << 16;
 const MAC_LEN: usize = 32;
-
-/// Microseconds since the Unix epoch, by the system's clock.
-pub fn wall_micros() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_micros() as u64)
-        .unwrap_or(0)
-}
-
-/// The wall clock (microseconds since the Unix epoch) one engine's
-/// authentication reads: the system's in the daemon ([`WallClock::system`]),
-/// each simulated host's own, skewed, in the simulation. Timestamps are
-/// compared across hosts, so this is the one clock of the core that is not
-/// the monotonic `now` of its inputs.
-#[derive(Clone)]
-pub struct WallClock(std::sync::Arc<dyn Fn() -> u64 + Send + Sync>);
-
-impl WallClock {
-    pub fn system() -> WallClock {
-        WallClock::new(wall_micros)
-    }
-
-    pub fn new(read: impl Fn() -> u64 + Send + Sync + 'static) -> WallClock {
-        WallClock(std::sync::Arc::new(read))
-    }
-
-    #[inline]
-    pub fn micros(&self) -> u64 {
-        (self.0)()
-    }
-}
-
-#[derive(Clone)]
-struct Key {
-    id: u32,
-    /// Keyed once; each message clones the state.
-    mac: HmacSha256,
-}
-
-/// The keys of a key file: the first signs, all verify (so keys can be
-/// rotated host by host without a flag day).
-pub struct Keyring {
-    keys: Vec<Key>,
-}
-
-impl fmt::Debug for Keyring {
-    // Never key material, even in a debug print.
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let ids: Vec<u32> = self.keys.iter().map(|k| k.id).collect();
-        f.debug_struct("Keyring").field("ids", &ids).finish()
-    }
-}
-
-impl Keyring {
-    /// Reads a key file, refusing one that other users can read or write:
-    /// whoever reads the key can forge every binding of the segment.
-    /// Problems with the whole file are at line 0.
-    pub fn load(path: &Path) -> Result<Keyring, Diagnostic> {
-        use std::os::unix::fs::PermissionsExt;
-        let shown = path.display().to_string();
-        let whole = |message: String| Diagnostic {
-            file: shown.clone(),
-            line: 0,
-            message: format!("urdma_auth_key_file: {message}"),
-        };
-        let meta = std::fs::metadata(path).map_err(|e| whole(e.to_string()))?;
-        if !meta.is_file() {
-            return Err(whole("not a regular file".into()));
-        }
-        let mode = meta.permissions().mode() & 0o7777;
-        if mode & 0o077 != 0 {
-            return Err(whole(format!(
-                "mode {mode:04o} lets other users read or change the key; refused \
-                 (chmod 600 {shown})"
-            )));
-        }
-        let bytes = std::fs::read(path).map_err(|e| whole(e.to_string()))?;
-        Keyring::parse(bytes, &shown)
-    }
-
-    /// One key per line, `ID HEX`: a key id (decimal or 0x hex, 32 bits)
-    /// and the key as 32 to 128 hex digits. `#` starts a comment line,
-    /// which may hold any bytes; any other line that is not text makes the
-    /// whole file unusable, like any other bad line.
-    pub fn parse(bytes: impl AsRef<[u8]>, file: &str) -> Result<Keyring, Diagnostic> {
-        let mut keys: Vec<Key> = Vec::new();
-        let at = |line: usize, message: String| Diagnostic {
-            file: file.to_string(),
-            line,
-            message,
-        };
-        for (n, line) in acm_proto::text::lines(bytes.as_ref()) {
-            let line = line.trim_ascii();
-            if line.is_empty() || line.starts_with(b"#") {
-                continue;
-            }
-            let line = acm_proto::text::text(line).map_err(|e| at(n, e))?;
-            let mut tokens = line.split_whitespace();
-            let (Some(id), Some(hex), None) = (tokens.next(), tokens.next(), tokens.next()) else {
-                return Err(at(n, "expected 'KEY-ID HEX-KEY'".into()));
-            };
-            let id = parse_id(id).ok_or_else(|| at(n, format!("bad key id '{id}'")))?;
-            if keys.iter().any(|k| k.id == id) {
-                return Err(at(n, format!("key id {id} listed twice")));
-            }
-            // The key itself never appears in a message: logs are not secret.
-            let bytes = parse_hex(hex).ok_or_else(|| {
-                let (lo, hi) = (2 * MIN_KEY_BYTES, 2 * MAX_KEY_BYTES);
-                at(n, format!("key {id} is not {lo}-{hi} hex digits"))
-            })?;
-            let mac = HmacSha256::new_from_slice(&bytes).map_err(|e| at(n, e.to_string()))?;
-            keys.push(Key { id, mac });
-        }
-        if keys.is_empty() {
-            return Err(at(0, "urdma_auth_key_file: no key".into()));
-        }
-        Ok(Keyring { keys })
-    }
-
-    /// The id of the key that signs.
-    pub fn signing_id(&self) -> u32 {
-        self.keys[0].id
-    }
-
-    pub fn len(&self) -> usize {
-        self.keys.len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.keys.is_empty()
-    }
-}
-
-fn parse_id(s: &str) -> Option<u32> {
-    match s.strip_prefix("0x").or_else(|| s.strip_prefix("0X")) {
-        Some(hex) => u32::from_str_radix(hex, 16).ok(),
-        None => s.parse().ok(),
-    }
-}
-
-fn parse_hex(s: &str) -> Option<Vec<u8>> {
-    let digits = s.as_bytes();
-    if !digits.len().is_multiple_of(2)
-        || !(2 * MIN_KEY_BYTES..=2 * MAX_KEY_BYTES).contains(&digits.len())
-    {
-        return None;
-    }
-    digits
-        .chunks(2)
-        .map(|pair| u8::from_str_radix(std::str::from_utf8(pair).ok()?, 16).ok())
-        .collect()
-}
 
 /// Why an incoming datagram was not accepted.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -250,58 +81,6 @@ impl fmt::Display for Rejection {
     }
 }
 
-/// Seals outgoing datagrams. Shared by whatever sends them; timestamps
-/// strictly increase across all of them, so no two messages from this host
-/// share a MAC, even a retried QUERY or the copies of one announcement.
-/// Threads seal and send independently, so they may send in another order
-/// than they sealed: receivers tolerate that within [`REORDER_US`].
-pub struct Sealer {
-    key: Key,
-    clock: WallClock,
-    /// The last timestamp sent.
-    last_sent: AtomicU64,
-}
-
-impl Sealer {
-    /// Starts this run's timestamps [`REORDER_US`] ahead of the clock;
-    /// called once, before the first datagram leaves (net.rs). Until the
-    /// clock catches up, timestamps step by a microsecond.
-    ///
-    /// Receivers take a message at most [`REORDER_US`] older than the
-    /// newest they took from its source. A former run of this host stopped
-    /// before this one started, so everything it sent after its own first
-    /// [`REORDER_US`] is at least that much older than anything this run
-    /// sends; what it sent before is as much older as the time between the
-    /// two starts. So a captured message of the former run (an announcement
-    /// of a GID the host has left) is refused by any receiver that has taken
-    /// a message of this run, however quickly the host restarted, unless the
-    /// former run lasted less than [`REORDER_US`]. (As before, this holds
-    /// only as long as the clock is not set back across the restart.)
-    pub fn start(&self) {
-        let ahead = self.clock.micros().saturating_add(REORDER_US);
-        self.last_sent.fetch_max(ahead, Ordering::Relaxed);
-    }
-
-    /// Sets the AUTH flag of an encoded message and appends its trailer.
-    pub fn seal(&self, mut bytes: Vec<u8>) -> Vec<u8> {
-        let now = self.clock.micros();
-        let next = |last: u64| now.max(last + 1);
-        let last = self
-            .last_sent
-            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |l| Some(next(l)))
-            .unwrap_or_else(|l| l);
-        let ts = next(last);
-        bytes[6] |= (FLAG_AUTH >> 8) as u8;
-        bytes.reserve(AUTH_TRAILER_LEN);
-        bytes.extend_from_slice(&self.key.id.to_be_bytes());
-        bytes.extend_from_slice(&ts.to_be_bytes());
-        let mut mac = self.key.mac.clone();
-        mac.update(&bytes);
-        bytes.extend_from_slice(&mac.finalize().into_bytes());
-        bytes
-    }
-}
-
 /// Sources whose newest timestamp is remembered. Only verified messages
 /// count, so only a key holder can fill it; beyond it, messages from new
 /// sources are refused until old entries leave the window.
@@ -346,11 +125,7 @@ fn make_room<K: std::hash::Hash + Eq>(
 
 impl Auth {
     pub fn new(ring: Keyring, clock: WallClock) -> Auth {
-        let sealer = std::sync::Arc::new(Sealer {
-            key: ring.keys[0].clone(),
-            clock: clock.clone(),
-            last_sent: AtomicU64::new(0),
-        });
+        let sealer = std::sync::Arc::new(Sealer::new(ring.signing().clone(), clock.clone()));
         Auth {
             ring,
             clock,
@@ -395,12 +170,7 @@ impl Auth {
         let mut ts = [0u8; 8];
         ts.copy_from_slice(&meta[4..12]);
         let ts = u64::from_be_bytes(ts);
-        let key = self
-            .ring
-            .keys
-            .iter()
-            .find(|k| k.id == id)
-            .ok_or(Rejection::UnknownKey(id))?;
+        let key = self.ring.find(id).ok_or(Rejection::UnknownKey(id))?;
         let mut mac = key.mac.clone();
         mac.update(signed);
         // Constant-time comparison.
@@ -449,6 +219,8 @@ impl Auth {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::config::keyfile::KeyFile;
+    use std::sync::atomic::{AtomicU64, Ordering};
 
     const KEYS: &str = "# rotated 2026-11\n7 000102030405060708090a0b0c0d0e0f\n\
                         0x10 ffeeddccbbaa99887766554433221100ffeeddccbbaa99887766554433221100\n";
@@ -457,7 +229,7 @@ mod tests {
     const OTHER: std::net::IpAddr = std::net::IpAddr::V4(std::net::Ipv4Addr::new(10, 0, 0, 3));
 
     fn ring(text: &str) -> Keyring {
-        Keyring::parse(text, "k").unwrap()
+        Keyring::new(&KeyFile::parse(text, "k").unwrap())
     }
 
     // Each test has its own clock so tests can run in parallel.
@@ -570,9 +342,12 @@ mod tests {
         assert!(fresh_receiver.open(&old, OTHER).is_ok());
         // The copies of one message sent to several groups are sealed
         // one by one, so none of them looks replayed.
-        let sealer = sender.sealer();
-        let (a, b) = (sealer.seal(message()), sealer.seal(message()));
+        let sealing = crate::discovery::seal::Sealing::with(sender.sealer());
+        let m = message();
+        let (a, b) = (sealing.copy(&m), sealing.copy(&m));
         assert!(receiver.open(&a, SRC).is_ok() && receiver.open(&b, OTHER).is_ok());
+        let plain = crate::discovery::seal::Sealing::default();
+        assert_eq!(plain.copy(&m), m.as_slice(), "off: sent as encoded");
     }
 
     #[test]
@@ -744,76 +519,5 @@ mod tests {
             receiver.open(&fresh, SRC).is_ok(),
             "29 s of skew is tolerated"
         );
-    }
-
-    #[test]
-    fn key_files_are_checked_line_by_line() {
-        let err = |t: &str| {
-            Keyring::parse(t, "/etc/rdma/urdma.key")
-                .unwrap_err()
-                .to_string()
-        };
-        assert_eq!(
-            err(""),
-            "/etc/rdma/urdma.key:0: urdma_auth_key_file: no key"
-        );
-        assert_eq!(err("# only\n\n"), err(""));
-        assert_eq!(
-            err("1 00010203"),
-            "/etc/rdma/urdma.key:1: key 1 is not 32-128 hex digits"
-        );
-        assert_eq!(
-            err("\n1 000102030405060708090a0b0c0d0e0f extra"),
-            "/etc/rdma/urdma.key:2: expected 'KEY-ID HEX-KEY'"
-        );
-        assert_eq!(
-            err("x 000102030405060708090a0b0c0d0e0f"),
-            "/etc/rdma/urdma.key:1: bad key id 'x'"
-        );
-        assert_eq!(
-            err("1 000102030405060708090a0b0c0d0e0f\n1 000102030405060708090a0b0c0d0e0f"),
-            "/etc/rdma/urdma.key:2: key id 1 listed twice"
-        );
-        assert!(err("1 000102030405060708090a0b0c0d0e0g").contains("hex digits"));
-        assert!(
-            !err("1 00010203zz").contains("00010203"),
-            "no key material in errors"
-        );
-        // Bytes: a comment may hold any, a key line must be text.
-        let latin1 = b"# cl\xe9 de Fran\xe7ois\n1 000102030405060708090a0b0c0d0e0f\n";
-        assert_eq!(Keyring::parse(latin1, "k").unwrap().signing_id(), 1);
-        let bad = b"1 000102030405060708090a0b0c0d0e0f\n2 0001\xe9\n";
-        assert_eq!(
-            Keyring::parse(bad, "/etc/rdma/urdma.key")
-                .unwrap_err()
-                .to_string(),
-            "/etc/rdma/urdma.key:2: not valid UTF-8 text (byte 0xe9 at column 7)"
-        );
-        let r = ring(KEYS);
-        assert_eq!((r.signing_id(), r.len()), (7, 2));
-        assert_eq!(format!("{r:?}"), "Keyring { ids: [7, 16] }");
-    }
-
-    #[test]
-    fn key_files_others_can_read_are_refused() {
-        use std::os::unix::fs::PermissionsExt;
-        let dir = std::env::temp_dir().join(format!("urdma-auth-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let path = dir.join("key");
-        std::fs::write(&path, KEYS).unwrap();
-        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644)).unwrap();
-        let e = Keyring::load(&path).unwrap_err().to_string();
-        assert!(e.contains("mode 0644") && e.contains("chmod 600"), "{e}");
-        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o640)).unwrap();
-        assert!(Keyring::load(&path).is_err(), "group-readable too");
-        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).unwrap();
-        assert_eq!(Keyring::load(&path).unwrap().signing_id(), 7);
-        let e = Keyring::load(&dir).unwrap_err();
-        assert_eq!(
-            (e.line, e.message.as_str()),
-            (0, "urdma_auth_key_file: not a regular file")
-        );
-        assert!(Keyring::load(&dir.join("missing")).is_err());
-        std::fs::remove_dir_all(&dir).unwrap();
     }
 }

@@ -31,6 +31,7 @@ mod inflight;
 mod lookup;
 mod names;
 pub mod ratelimit;
+pub mod seal;
 pub mod state;
 mod welcome;
 pub mod wire;

@@ -18,10 +18,12 @@ pub mod report;
 pub mod watcher;
 pub mod worker;
 
+use crate::config::keyfile::KeyFile;
 use crate::config::reload::{self, Stamp};
 use crate::config::Config;
 use crate::daemon::Daemon;
-use crate::discovery::auth::{Auth, Keyring, WallClock};
+use crate::discovery::auth::Auth;
+use crate::discovery::seal::{Keyring, Sealing, WallClock};
 use crate::discovery::Families;
 use crate::engine::{Effects, Engine, Outgoing};
 use crate::threads::Threads;
@@ -181,17 +183,20 @@ impl<D: Daemon + Copy + 'static> Runtime<D> {
         let cfg = lock(&self.engine).config().clone();
         let mut discovery = cfg.discovery;
         self.net.get_or_init(|| {
-            let mut sealer = None;
+            let mut sealing = Sealing::default();
             if let (true, Some(path)) = (discovery, &cfg.auth_key_file) {
-                match Keyring::load(path) {
-                    Ok(ring) => {
+                match KeyFile::load(path) {
+                    Ok(file) => {
+                        let ring = Keyring::new(&file);
                         log::info!(
                             "discovery: authenticated, signing with key {} of {}",
                             ring.signing_id(),
                             ring.len()
                         );
                         let auth = Auth::new(ring, WallClock::system());
-                        sealer = Some(auth.sealer());
+                        // A new run: ahead of all that a former run of
+                        // this host sent.
+                        sealing = Sealing::with(auth.sealer());
                         lock(&self.engine).set_auth(Some(auth));
                     }
                     Err(err) => {
@@ -205,7 +210,7 @@ impl<D: Daemon + Copy + 'static> Runtime<D> {
                 log::info!("discovery disabled; only local and static data resolve");
                 return None;
             }
-            let net = match Net::open(cfg.discovery_port, sealer) {
+            let net = match Net::open(cfg.discovery_port, sealing) {
                 Ok(n) => Arc::new(n),
                 Err(e) => {
                     log::error!(

@@ -3,7 +3,7 @@
 //! read from the sockets' error queues so an unreachable peer fails a lookup
 //! at once. Safe Rust over `std` and `nix`.
 
-use crate::discovery::auth::Sealer;
+use crate::discovery::seal::Sealing;
 use crate::discovery::wire::{RECV_BUF_LEN, V4_GROUP, V6_GROUP};
 use crate::discovery::{Datagram, Families, Family};
 use nix::ifaddrs::getifaddrs;
@@ -19,7 +19,7 @@ use std::io::{self, IoSlice, IoSliceMut};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, SocketAddrV4, SocketAddrV6, UdpSocket};
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::os::unix::net::UnixDatagram;
-use std::sync::{Arc, Mutex};
+use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 /// `SO_EE_ORIGIN_ICMP` / `SO_EE_ORIGIN_ICMP6`: the error came from the
@@ -61,7 +61,7 @@ pub struct Net {
     /// Seals each datagram as it leaves (authentication on): each copy of
     /// a multicast datagram on its own, so a receiver that gets two (one
     /// per group) never takes the second for a replay.
-    sealer: Option<Arc<Sealer>>,
+    sealing: Sealing,
     wake_tx: UnixDatagram,
     wake_rx: UnixDatagram,
     interfaces: Mutex<Interfaces>,
@@ -123,7 +123,7 @@ fn std_addr(s: &SockaddrStorage) -> Option<SocketAddr> {
 }
 
 impl Net {
-    pub fn open(port: u16, sealer: Option<Arc<Sealer>>) -> io::Result<Net> {
+    pub fn open(port: u16, sealing: Sealing) -> io::Result<Net> {
         let v4 = udp_socket(AddressFamily::Inet, port)?;
         let v6 = match udp_socket(AddressFamily::Inet6, port) {
             Ok(s) => Some(s),
@@ -132,10 +132,6 @@ impl Net {
                 None
             }
         };
-        if let Some(s) = &sealer {
-            // A new run: ahead of all that a former run of this host sent.
-            s.start();
-        }
         let (wake_tx, wake_rx) = UnixDatagram::pair()?;
         wake_tx.set_nonblocking(true)?;
         wake_rx.set_nonblocking(true)?;
@@ -143,7 +139,7 @@ impl Net {
             v4,
             v6,
             port,
-            sealer,
+            sealing,
             wake_tx,
             wake_rx,
             interfaces: Mutex::default(),
@@ -222,20 +218,12 @@ impl Net {
         }
     }
 
-    /// The bytes of one copy of a message, sealed if authentication is on.
-    fn wire<'a>(&self, bytes: &'a [u8]) -> std::borrow::Cow<'a, [u8]> {
-        match &self.sealer {
-            Some(s) => s.seal(bytes.to_vec()).into(),
-            None => bytes.into(),
-        }
-    }
-
     /// Sends one datagram; failures are logged, never fatal: the lookup's
     /// retries and timeout cover a lost send.
     pub fn send(&self, d: &Datagram) {
         let result = match d {
             Datagram::Unicast { to, from, bytes } => {
-                let bytes = self.wire(bytes);
+                let bytes = self.sealing.copy(bytes);
                 let pinned = from.map(|src| self.send_from(*to, src, &bytes));
                 match pinned {
                     Some(Ok(())) => Ok(()),
@@ -319,7 +307,7 @@ impl Net {
             .clone();
         for (index, v4s, has_v6) in list {
             if let (Family::V4, Some(src)) = (family, v4s.first()) {
-                let copy = self.wire(bytes);
+                let copy = self.sealing.copy(bytes);
                 let iov = [IoSlice::new(&copy)];
                 let info = libc::in_pktinfo {
                     ipi_ifindex: index as i32,
@@ -342,7 +330,7 @@ impl Net {
             }
             if let (Family::V6, true, Some(v6)) = (family, has_v6, &self.v6) {
                 let group = SocketAddrV6::new(V6_GROUP, self.port, 0, index);
-                if let Err(e) = v6.send_to(&self.wire(bytes), group) {
+                if let Err(e) = v6.send_to(&self.sealing.copy(bytes), group) {
                     log::trace!("discovery: multicast on interface {index} failed: {e}");
                 }
             }

@@ -12,12 +12,14 @@ mod welcomes;
 mod with_key;
 
 use super::announce::{BATCH as ANNOUNCE_BATCH, PACE as ANNOUNCE_PACE};
+use super::seal::{Keyring, WallClock};
 use super::state::NssJob;
 use super::welcome::WELCOMED_FOR;
 use super::wire::{Announce, Answer, EndpointRecord, Message, Query, WireAddress};
 use super::*;
 use crate::addr::{Address, Gid};
 use crate::config::hosts::Hosts;
+use crate::config::keyfile::KeyFile;
 use crate::config::{Config, Derivation, NameLookup};
 use crate::daemon::FakeDaemon;
 use crate::engine::{Effects, Engine};
@@ -270,8 +272,8 @@ const KEY: &str = "1 000102030405060708090a0b0c0d0e0f";
 
 fn auth(keys: &str) -> Auth {
     Auth::new(
-        crate::discovery::auth::Keyring::parse(keys, "key").unwrap(),
-        crate::discovery::auth::WallClock::system(),
+        Keyring::new(&KeyFile::parse(keys, "key").unwrap()),
+        WallClock::system(),
     )
 }
 

@@ -49,7 +49,7 @@ pub fn check(opts: &Path) -> Checked {
     // The key file as the provider loads it when discovery starts: a file
     // others can read is refused there, so it is a problem here.
     if let (true, Some(key_file)) = (cfg.discovery, &cfg.auth_key_file) {
-        if let Err(d) = ibacm_urdma::discovery::auth::Keyring::load(key_file) {
+        if let Err(d) = ibacm_urdma::config::keyfile::KeyFile::load(key_file) {
             problems.push(d);
         }
     }

@@ -14,7 +14,7 @@ use ibacm_urdma::addr::{Address, Gid};
 use ibacm_urdma::buggify::Injected;
 use ibacm_urdma::config::{Config, NameLookup};
 use ibacm_urdma::daemon::NullDaemon;
-use ibacm_urdma::discovery::auth::Sealer;
+use ibacm_urdma::discovery::seal::Sealing;
 use ibacm_urdma::discovery::state::NeighbourJob;
 use ibacm_urdma::discovery::NssError;
 use ibacm_urdma::engine::Engine;
@@ -120,7 +120,7 @@ pub(crate) struct SimHost {
     /// Which half of a partition the host is in.
     pub(crate) side: bool,
     /// Seals what it sends, when discovery is authenticated.
-    pub(crate) sealer: Option<Arc<Sealer>>,
+    pub(crate) sealing: Sealing,
 }
 
 /// A request waiting for its reply.
@@ -198,7 +198,7 @@ impl Sim {
                 source: None,
                 timer_at: None,
                 side: i % 2 == 1,
-                sealer: None,
+                sealing: Sealing::default(),
             })
             .collect();
         let by_ip = hosts

@@ -7,8 +7,10 @@ use super::{Direction, Event, GroupBatch, Sim, MS, PORT};
 use ibacm_urdma::addr::Address;
 use ibacm_urdma::buggify::{Buggify, Injected};
 use ibacm_urdma::config::hosts::Hosts;
+use ibacm_urdma::config::keyfile::KeyFile;
 use ibacm_urdma::daemon::NullDaemon;
-use ibacm_urdma::discovery::auth::{Auth, Keyring, WallClock};
+use ibacm_urdma::discovery::auth::Auth;
+use ibacm_urdma::discovery::seal::{Keyring, Sealing, WallClock};
 use ibacm_urdma::discovery::wire::{Message, V4_GROUP, V6_GROUP};
 use ibacm_urdma::discovery::{Datagram, Families, Family};
 use ibacm_urdma::engine::Engine;
@@ -85,13 +87,15 @@ impl Sim {
         }
         e.add_address(ep, Address::name(&h.name).expect("a name"))
             .expect("endpoint");
-        self.hosts[host].sealer = self.tuning.auth.map(|a| {
-            let auth = self.auth_for(host, a);
-            let sealer = auth.sealer();
-            sealer.start();
-            e.set_auth(Some(auth));
-            sealer
-        });
+        self.hosts[host].sealing = match self.tuning.auth {
+            Some(a) => {
+                let auth = self.auth_for(host, a);
+                let sealing = Sealing::with(auth.sealer());
+                e.set_auth(Some(auth));
+                sealing
+            }
+            None => Sealing::default(),
+        };
         if let Some(w) = self.tuning.claim_window {
             e.set_claim_window(w);
         }
@@ -117,7 +121,7 @@ impl Sim {
             true => format!("{NEW_KEY}\n{OLD_KEY}\n"),
             false => format!("{OLD_KEY}\n{NEW_KEY}\n"),
         };
-        let ring = Keyring::parse(keys, "sim").expect("keys");
+        let ring = Keyring::new(&KeyFile::parse(keys, "sim").expect("keys"));
         // A host's clock keeps its error across restarts (one set back
         // would be refused until it caught up: docs/protocol.md).
         let span = 2 * a.skew_ms * 1000 + 1;
@@ -165,10 +169,6 @@ impl Sim {
     /// Seals (authentication on) and sends one datagram of host `h`.
     pub(crate) fn send(&mut self, h: usize, d: Datagram) {
         self.count(h, Direction::Sent);
-        let seal = |bytes: Vec<u8>, sim: &Sim| match &sim.hosts[h].sealer {
-            Some(s) => s.seal(bytes),
-            None => bytes,
-        };
         match d {
             Datagram::Unicast { to, from, bytes } => {
                 self.traffic.unicast += 1;
@@ -177,7 +177,7 @@ impl Sim {
                     SocketAddr::V6(_) => IpAddr::V6(ip6(h)),
                 };
                 let from = SocketAddr::new(from.unwrap_or(own), PORT);
-                let bytes = seal(bytes, self);
+                let bytes = self.hosts[h].sealing.copy(&bytes).into_owned();
                 self.route(Some(h), from, to, bytes);
             }
             Datagram::Multicast { family, bytes } => {
@@ -191,7 +191,7 @@ impl Sim {
                     Family::V6 => (IpAddr::V6(ip6(h)), IpAddr::V6(V6_GROUP)),
                 };
                 let from = SocketAddr::new(from, PORT);
-                let bytes = seal(bytes, self);
+                let bytes = self.hosts[h].sealing.copy(&bytes).into_owned();
                 if !self.stolen.is_empty() {
                     self.impostor_hears(from, &bytes);
                 }
