@@ -79,6 +79,11 @@ pub struct Config {
     /// How long a binding learned by discovery is used before its holder
     /// is asked again (`None`: until `addr_timeout`).
     pub reconfirm: Option<Duration>,
+    /// How long claims to an undisputed name are heard, without
+    /// authentication, if not a share of `urdma_timeout` (docs/protocol.md,
+    /// *Trust*). Not an option of the file: for simulations that measure
+    /// what the window buys (`urdma-dst claim-window`).
+    pub claim_window: Option<Duration>,
     /// How names that are neither local nor in the hosts file are asked,
     /// in order.
     pub name_lookup: Vec<NameLookup>,
@@ -162,6 +167,7 @@ impl Default for Config {
             derive: Vec::new(),
             name_lookup: vec![NameLookup::Segment, NameLookup::Nss],
             reconfirm: Some(Duration::from_secs(30)),
+            claim_window: None,
             metrics_file: Some(PathBuf::from(DEFAULT_METRICS_FILE)),
             auth_key_file: None,
             reply_rate: 5000,
@@ -189,6 +195,17 @@ pub const KEYS: [&str; OPTIONS.len()] = {
 const STAYS_OFF: &str = "discovery stays off until this line is fixed";
 
 impl Config {
+    /// How long one try of a query waits: `urdma_timeout`.
+    pub fn timeout(&self) -> Duration {
+        Duration::from_millis(u64::from(self.timeout_ms))
+    }
+
+    /// How long the discovery stage of a lookup may take in all: its
+    /// tries, whoever answered meanwhile.
+    pub fn discovery_time(&self) -> Duration {
+        self.timeout() * (self.retries + 1)
+    }
+
     /// Applies one `key value`. `Ok(false)` means the key is not ours.
     fn apply(&mut self, key: &str, value: Option<&[u8]>) -> Result<bool, String> {
         if key == "log_level" {

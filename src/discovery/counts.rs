@@ -21,7 +21,23 @@ pub struct DropCounts {
     pub rate_limited: u64,
 }
 
+/// Which count a dropped datagram adds to.
+pub type DropReason = fn(&mut DropCounts) -> &mut u64;
+
 impl DropCounts {
+    /// Counts a datagram from `from` dropped for `reason`, and says why in
+    /// the trace log.
+    pub fn count(
+        &mut self,
+        reason: DropReason,
+        from: std::net::SocketAddr,
+        why: impl std::fmt::Display,
+    ) {
+        *reason(self) += 1;
+        let total = self.total();
+        log::trace!("discovery: dropped a datagram from {from}: {why} ({total} dropped so far)");
+    }
+
     pub fn total(&self) -> u64 {
         self.malformed
             + self.unsolicited

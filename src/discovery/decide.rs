@@ -31,23 +31,26 @@ fn weakest(a: u8, b: u8) -> u8 {
     }
 }
 
-impl Discovery {
-    /// How long after a group query left its claims are heard before the
-    /// name is decided (docs/protocol.md, *Trust*): for a name two
-    /// endpoints announced, the whole try, as they are two claimants, one
-    /// lying or both misconfigured; else none with authentication, where
-    /// only key holders can claim, and [`CLAIM_WINDOW_SHARE`] of
-    /// `urdma_timeout` without.
-    fn claim_window(&self, disputed: bool) -> Duration {
-        match (disputed, &self.auth) {
-            (true, _) => self.timeout(),
-            (false, Some(_)) => Duration::ZERO,
-            (false, None) => self
-                .claim_window
-                .unwrap_or(self.timeout() / CLAIM_WINDOW_SHARE),
-        }
+/// How long after a group query left its claims are heard before the
+/// name is decided (docs/protocol.md, *Trust*): for a name two endpoints
+/// announced, the whole try, as they are two claimants, one lying or both
+/// misconfigured; else none with authentication, where only key holders
+/// can claim, and `set` (simulations) or [`CLAIM_WINDOW_SHARE`] of
+/// `urdma_timeout` without.
+fn claim_window(
+    disputed: bool,
+    authenticated: bool,
+    set: Option<Duration>,
+    timeout: Duration,
+) -> Duration {
+    match (disputed, authenticated) {
+        (true, _) => timeout,
+        (false, true) => Duration::ZERO,
+        (false, false) => set.unwrap_or(timeout / CLAIM_WINDOW_SHARE),
     }
+}
 
+impl Discovery {
     /// One of a lookup's probes ended without a binding.
     pub(super) fn lookup_probe_ended(
         &mut self,
@@ -95,7 +98,9 @@ impl Discovery {
             // after it left, and must be heard: the first host to confirm
             // may be the one that lies, fastest. The query ends when its
             // claim window is over (`probe_due`), or now if it is.
-            let window = self.claim_window(l.disputed);
+            let authenticated = self.auth.is_some();
+            let timeout = self.cfg.timeout();
+            let window = claim_window(l.disputed, authenticated, self.cfg.claim_window, timeout);
             let sent = self.inflight.probe(g).and_then(|p| p.sent_at);
             let decide_at = sent.map_or(now, |t| t + window);
             if now < decide_at {

@@ -13,7 +13,7 @@
 //!   ([`Purpose::Check`]), and only its reply moves the binding; a refusal
 //!   or no answer removes it.
 
-use super::counts::DropCounts;
+use super::counts::DropReason;
 use super::state::{Learned, Probe, Purpose, MAX_CHECKS, MAX_CLAIMS};
 use super::wire::{Announce, Answer, Message, Query, Reply};
 use super::{Datagram, Discovery, Outcome, CHECK_HOLDOFF};
@@ -29,9 +29,6 @@ use std::time::{Duration, Instant};
 /// together (one per family); a try sent again comes `urdma_timeout`
 /// later and is answered again.
 const SAME_QUERY: Duration = Duration::from_millis(20);
-
-/// Which of the drop counts a dropped datagram goes to.
-type DropReason = fn(&mut DropCounts) -> &mut u64;
 
 /// Whether a reply came from where its query went (the port too: a reply
 /// from another port of the host is not the provider's).
@@ -60,13 +57,15 @@ impl Discovery {
                         true => |d| &mut d.replayed,
                         false => |d| &mut d.unauthenticated,
                     };
-                    return self.drop_datagram(reason, from, r);
+                    return self.counts.drops.count(reason, from, r);
                 }
             },
         };
         match decoded {
             Err(e) => {
-                self.drop_datagram(|d| &mut d.malformed, from, format_args!("malformed: {e}"))
+                self.counts
+                    .drops
+                    .count(|d| &mut d.malformed, from, format_args!("malformed: {e}"))
             }
             Ok(Message::Query(q)) => self.on_query(local, q, from, to, now),
             Ok(Message::Reply(r)) => self.on_reply(local, r, from, now),
@@ -101,12 +100,6 @@ impl Discovery {
     /// Counts a dropped datagram under `reason` and says why at trace
     /// level; `why` is formatted only when tracing is on, so a flood of
     /// garbage costs a count, not a string, per datagram.
-    fn drop_datagram(&mut self, reason: DropReason, from: SocketAddr, why: impl std::fmt::Display) {
-        *reason(&mut self.counts.drops) += 1;
-        let total = self.counts.drops.total();
-        log::trace!("discovery: dropped a datagram from {from}: {why} ({total} dropped so far)");
-    }
-
     fn on_query(
         &mut self,
         local: &Local,
@@ -116,7 +109,10 @@ impl Discovery {
         now: Instant,
     ) {
         if local.is_own_gid(q.sender().gid()) {
-            return self.drop_datagram(|d| &mut d.own, from, "our own query");
+            return self
+                .counts
+                .drops
+                .count(|d| &mut d.own, from, "our own query");
         }
         // The asker's record is a hint about the address it asked from,
         // never a binding: a changed record is checked with its holder.
@@ -129,8 +125,7 @@ impl Discovery {
         if lists_source
             && self
                 .state
-                .learned
-                .get(&source)
+                .binding(&source)
                 .is_some_and(|l| l.differs_from(q.sender()))
         {
             self.check(local, &source, now);
@@ -156,15 +151,16 @@ impl Discovery {
         let found = matches!(answer, Answer::Found(_));
         if group {
             let copy = (q.txid().get(), q.sender().gid());
-            if self.state.answered_groups.get_live(&copy, now).is_some() {
+            if !self.state.first_copy(copy, now, now + SAME_QUERY) {
                 // The same query through the other family's group.
                 return;
             }
-            let until = now + SAME_QUERY;
-            self.state.answered_groups.insert(copy, (), Some(until));
         }
         if !self.reply_limit.allow(from.ip(), now) {
-            return self.drop_datagram(|d| &mut d.rate_limited, from, "over urdma_reply_rate");
+            return self
+                .counts
+                .drops
+                .count(|d| &mut d.rate_limited, from, "over urdma_reply_rate");
         }
         if self.buggify.fires(Fault::ReplyWithheld) {
             return;
@@ -191,16 +187,19 @@ impl Discovery {
         let txid = r.txid();
         let Some(p) = self.inflight.probe(txid) else {
             if self.inflight.is_late(txid, now) {
-                return self.drop_datagram(|d| &mut d.late, from, "a reply no longer awaited");
+                return self
+                    .counts
+                    .drops
+                    .count(|d| &mut d.late, from, "a reply no longer awaited");
             }
-            return self.drop_datagram(
+            return self.counts.drops.count(
                 |d| &mut d.unsolicited,
                 from,
                 "no query with that transaction id",
             );
         };
         if r.target().address() != &p.target {
-            return self.drop_datagram(
+            return self.counts.drops.count(
                 |d| &mut d.unsolicited,
                 from,
                 "reply does not match its query",
@@ -208,7 +207,7 @@ impl Discovery {
         }
         match p.to {
             Some(to) if !same_place(to, from) => {
-                return self.drop_datagram(
+                return self.counts.drops.count(
                     |d| &mut d.wrong_source,
                     from,
                     "reply not from the queried address",
@@ -228,7 +227,8 @@ impl Discovery {
                         if p.purpose == Purpose::Address {
                             // Asked by unicast, answered from there: as
                             // good as a lookup of the address itself.
-                            self.bind(&p.target, learned.clone(), now);
+                            let changed = self.state.bind(&p.target, learned.clone(), now);
+                            self.out.changed(changed);
                         }
                         if let Some(l) = self.inflight.lookup_mut(&p.key) {
                             l.confirmed.push((from, learned));
@@ -257,7 +257,7 @@ impl Discovery {
         now: Instant,
     ) {
         if matches!(r.answer(), Answer::Refused) || from.port() != self.cfg.discovery_port {
-            return self.drop_datagram(
+            return self.counts.drops.count(
                 |d| &mut d.unsolicited,
                 from,
                 "not an answer to a group query",
@@ -281,7 +281,7 @@ impl Discovery {
             return;
         }
         if claims.len() >= MAX_CLAIMS {
-            return self.drop_datagram(
+            return self.counts.drops.count(
                 |d| &mut d.unsolicited,
                 from,
                 "too many hosts claim the name",
@@ -307,13 +307,13 @@ impl Discovery {
     /// unicast, unless it was asked very recently or is being asked now.
     /// Only the holder's reply changes the binding (see [`Purpose::Check`]).
     fn check(&mut self, local: &Local, key: &Address, now: Instant) {
-        if !self.is_up() || self.inflight.checking(key) {
+        if !self.families.any() || self.inflight.checking(key) {
             return;
         }
-        if self.state.checked.get_live(key, now).is_some() {
+        if !self.state.check_due(key, now) {
             return;
         }
-        let Some(via) = self.state.learned.get(key).and_then(|l| l.via) else {
+        let Some(via) = self.state.binding(key).and_then(|l| l.via) else {
             // Derived bindings are not discovery's to check.
             return;
         };
@@ -331,18 +331,17 @@ impl Discovery {
         log::trace!("discovery: checking {key} at {to}");
         let sent = self.send_probe(local, key, key.clone(), Some(to), Purpose::Check, ep, now);
         if sent.is_some() {
-            self.state
-                .checked
-                .insert(key.clone(), (), Some(now + CHECK_HOLDOFF));
+            self.state.checked(key, now + CHECK_HOLDOFF);
         }
     }
 
     /// A binding's holder answered a check.
     fn check_confirmed(&mut self, key: &Address, learned: Learned, now: Instant) {
-        let before = self.state.learned.get(key).map(|l| l.gid);
+        let before = self.state.binding(key).map(|l| l.gid);
         let gid = learned.gid;
         log::trace!("discovery: {key} confirmed at {gid}");
-        self.bind(key, learned, now);
+        let changed = self.state.bind(key, learned, now);
+        self.out.changed(changed);
         // The host at this address has a new GID (back after a crash with
         // new hardware, so nothing was withdrawn): what is still bound to
         // the old one went with it, and is asked again when needed.
@@ -373,7 +372,7 @@ impl Discovery {
         let group = to.is_some_and(|ip| ip.is_multicast());
         // Sent to this host alone, in the seconds after its start query: a
         // welcome it asked for (`welcome.rs`).
-        let welcome = !group && self.listening(now);
+        let welcome = !group && self.welcomes.listening(now);
         let source = Address::from(from.ip());
         // An endpoint whose addresses fill several records lists them in
         // the first (an address appears once per announcement): the
@@ -387,7 +386,9 @@ impl Discovery {
         let mut hints: Vec<Address> = Vec::new();
         for record in a.records() {
             if local.is_own_gid(record.gid()) {
-                self.drop_datagram(|d| &mut d.own, from, "our own announcement");
+                self.counts
+                    .drops
+                    .count(|d| &mut d.own, from, "our own announcement");
                 continue;
             }
             let from_record = (group || welcome) && listed.contains(&record.gid());
@@ -405,7 +406,7 @@ impl Discovery {
             }
             for w in record.addresses() {
                 let key = w.address();
-                let hint = match self.state.learned.get(key) {
+                let hint = match self.state.binding(key) {
                     Some(l) if a.withdrawn() => l.gid == record.gid(),
                     Some(l) => l.differs_from(record),
                     None => false,

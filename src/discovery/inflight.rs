@@ -146,6 +146,12 @@ impl InFlight {
         }
     }
 
+    /// A random time in `0..span`, from the transaction id stream.
+    pub fn jitter(&mut self, span: Duration) -> Duration {
+        let ms = u64::try_from(span.as_millis()).unwrap_or(u64::MAX).max(1);
+        Duration::from_millis(self.new_txid().get() % ms)
+    }
+
     pub fn lookup(&self, key: &Address) -> Option<&Lookup> {
         self.lookups.get(key)
     }

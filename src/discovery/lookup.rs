@@ -11,14 +11,13 @@
 //! error, a stage cut short) it fails ETIMEDOUT, which is never
 //! remembered: the next request asks again.
 
-use super::decide::asks;
 use super::inflight::Lookup;
 use super::state::{Learned, NeighbourJob, NssJob, Probe, Purpose, Stage, NO, UNKNOWN};
 use super::wire::{Message, Query, WireAddress};
-use super::{Datagram, Discovery, Outcome};
+use super::{Datagram, Discovery, Outcome, Refused};
 use crate::addr::{Address, Gid};
 use crate::buggify::Fault;
-use crate::config::{Derivation, NameLookup};
+use crate::config::{Config, Derivation, NameLookup};
 use crate::handle::EndpointId;
 use crate::local::{ip_of, Local};
 use std::net::SocketAddr;
@@ -26,22 +25,26 @@ use std::num::NonZeroU64;
 use std::time::{Duration, Instant};
 
 impl Discovery {
-    pub(super) fn timeout(&self) -> Duration {
-        Duration::from_millis(u64::from(self.cfg.timeout_ms))
-    }
-
-    /// How long the discovery stage of a lookup may take in all: its
-    /// tries, whoever answered meanwhile.
-    fn discovery_time(&self) -> Duration {
-        self.timeout() * (self.cfg.retries + 1)
-    }
-
     /// Whether a lookup for `key` can be started or joined; counts one
     /// refused when the table of lookups in flight is full.
-    pub fn lookup_room(&mut self, key: &Address) -> bool {
+    pub fn lookup_room(&mut self, key: &Address) -> Result<(), Refused> {
+        let up = self.families.any();
+        let possible = match key {
+            Address::Name(_) => up,
+            Address::Ip4(_) | Address::Ip6(_) => up || !self.cfg.derive.is_empty(),
+            Address::Gid(_) | Address::Lid(_) => false,
+        };
+        if !possible {
+            return Err(Refused::Unknown);
+        }
         let buggify = &mut self.buggify;
-        self.inflight
+        match self
+            .inflight
             .room(key, || buggify.fires(Fault::LookupsFull))
+        {
+            true => Ok(()),
+            false => Err(Refused::Full),
+        }
     }
 
     /// Starts a lookup for `key` on behalf of endpoint `ep` (whose record
@@ -53,47 +56,17 @@ impl Discovery {
             return;
         }
         log::trace!("lookup {key}: started");
-        let first = self.asking(&key).first().copied();
+        let first = asking(&self.cfg, self.families.any(), &key)
+            .first()
+            .copied();
         let lookup = Lookup::new(Stage::Discover, ep, NO, now);
         self.inflight.start(key.clone(), lookup);
         self.run_stage(local, key, first.unwrap_or(Stage::Derive(0)), now);
     }
 
-    /// The stages that ask someone, in order, before the derivations: for
-    /// a name those `urdma_name_lookup` lists, for an IP address its
-    /// owner; none without the discovery sockets.
-    fn asking(&self, key: &Address) -> Vec<Stage> {
-        if !self.is_up() {
-            return Vec::new();
-        }
-        match key {
-            Address::Name(_) => self
-                .cfg
-                .name_lookup
-                .iter()
-                .map(|n| match n {
-                    NameLookup::Segment => Stage::Discover,
-                    NameLookup::Nss => Stage::Nss,
-                })
-                .collect(),
-            _ => vec![Stage::Discover],
-        }
-    }
-
-    /// The stage after `stage` for a lookup of `key`.
-    fn after(&self, key: &Address, stage: Stage) -> Stage {
-        if let Stage::Derive(i) = stage {
-            return Stage::Derive(i + 1);
-        }
-        let asking = self.asking(key);
-        let next = asking.iter().position(|s| *s == stage).map(|i| i + 1);
-        next.and_then(|i| asking.get(i).copied())
-            .unwrap_or(Stage::Derive(0))
-    }
-
     fn run_stage(&mut self, local: &Local, key: Address, stage: Stage, now: Instant) {
-        let timeout = self.timeout();
-        let discovery_time = self.discovery_time();
+        let timeout = self.cfg.timeout();
+        let discovery_time = self.cfg.discovery_time();
         let Some(l) = self.inflight.lookup(&key) else {
             return;
         };
@@ -165,7 +138,7 @@ impl Discovery {
                         self.inflight.set_lookup_deadline(&key, now + timeout);
                         // The query (if any) already made the kernel
                         // resolve the neighbour.
-                        let poked = self.is_up();
+                        let poked = self.families.any();
                         self.out.neighbour_jobs.push(NeighbourJob {
                             dest: key,
                             ip,
@@ -217,7 +190,7 @@ impl Discovery {
     /// earlier try still counts). False if it cannot be built any more
     /// (its endpoint is gone).
     fn transmit(&mut self, local: &Local, txid: NonZeroU64, now: Instant) -> bool {
-        let timeout = self.timeout();
+        let timeout = self.cfg.timeout();
         let Some(p) = self.inflight.probe(txid) else {
             return false;
         };
@@ -263,52 +236,15 @@ impl Discovery {
         l.confirmed.clear();
         let stage = l.stage;
         self.inflight.end_probes_of(key, now);
-        let next = self.after(key, stage);
+        let next = after(&self.cfg, self.families.any(), key, stage);
         self.run_stage(local, key.clone(), next, now);
-    }
-
-    /// Binds `key` (and, for a binding from a peer's record, its GID) to
-    /// `learned`. A binding that changed leaves the destination cache.
-    pub(super) fn bind(&mut self, key: &Address, mut learned: Learned, now: Instant) {
-        learned.confirmed = Some(now);
-        // What a peer confirmed is good for `urdma_reconfirm`; what was
-        // derived stays as long as addresses do.
-        let reconfirm = self.cfg.reconfirm.filter(|_| learned.via.is_some());
-        let expires = match (self.cfg.addr_timeout.duration(), reconfirm) {
-            (Some(a), Some(r)) => Some(now + a.min(r)),
-            (a, r) => a.or(r).map(|d| now + d),
-        };
-        let mut keys = vec![key.clone()];
-        if learned.via.is_some() && *key != Address::Gid(learned.gid) {
-            keys.push(Address::Gid(learned.gid));
-        }
-        self.state.failed.remove(key);
-        for k in keys {
-            match self.state.learned.get(&k) {
-                // The common case (asked again): only the lifetime changes.
-                Some(old) if old.same_endpoint(&learned) && old.via == learned.via => {
-                    self.state.learned.refresh(&k, expires);
-                    if let Some(l) = self.state.learned.get_mut(&k) {
-                        l.confirmed = Some(now);
-                    }
-                    continue;
-                }
-                Some(old) if !old.same_endpoint(&learned) => {
-                    log::trace!("discovery: {k} is now {}", learned.gid);
-                    self.out.outcomes.push(Outcome::Changed(k.clone()));
-                }
-                _ => {}
-            }
-            if let Some(dropped) = self.state.learned.insert(k, learned.clone(), expires) {
-                self.out.outcomes.push(Outcome::Changed(dropped));
-            }
-        }
     }
 
     /// Completes a lookup with a binding.
     pub(super) fn succeed(&mut self, key: &Address, learned: Learned, now: Instant) {
         log::trace!("lookup {key}: {}", learned.gid);
-        self.bind(key, learned.clone(), now);
+        let changed = self.state.bind(key, learned.clone(), now);
+        self.out.changed(changed);
         if let Some(l) = self.inflight.end_lookup(key, now) {
             self.counts
                 .lookups
@@ -327,7 +263,7 @@ impl Discovery {
         log::trace!("lookup {key}: failed with status {status}");
         if status == NO && self.cfg.negative_timeout_ms > 0 {
             let until = now + Duration::from_millis(u64::from(self.cfg.negative_timeout_ms));
-            self.state.failed.insert(key.clone(), status, Some(until));
+            self.state.remember_failure(key, status, until);
         }
         if let Some(l) = self.inflight.end_lookup(key, now) {
             self.counts
@@ -362,30 +298,9 @@ impl Discovery {
         self.inflight.endpoint_closed(ep, carrier, other);
     }
 
-    /// Retries and stage changes that are due.
-    pub(super) fn lookup_timers(&mut self, local: &Local, now: Instant) {
-        for txid in self.inflight.due_probes(now) {
-            self.probe_due(local, txid, now);
-        }
-        for key in self.inflight.due_lookups(now) {
-            // Claims not confirmed in time do not count; those confirmed
-            // decide.
-            let confirmed = self
-                .inflight
-                .lookup(&key)
-                .is_some_and(|l| asks(l.stage) && !l.confirmed.is_empty());
-            if confirmed {
-                self.inflight.end_probes_of(&key, now);
-                self.settle(local, &key, now);
-            } else {
-                self.next_stage(local, &key, UNKNOWN, now);
-            }
-        }
-    }
-
     /// A probe whose try timed out: sent again while it has tries left
     /// (and its lookup time), else given up.
-    fn probe_due(&mut self, local: &Local, txid: NonZeroU64, now: Instant) {
+    pub(super) fn probe_due(&mut self, local: &Local, txid: NonZeroU64, now: Instant) {
         let Some(p) = self.inflight.probe(txid) else {
             return;
         };
@@ -448,7 +363,7 @@ impl Discovery {
                     "discovery: check of {} failed ({status}); forgotten",
                     p.target
                 );
-                if self.state.learned.remove(&p.target).is_some() {
+                if self.state.forget(&p.target) {
                     self.out.outcomes.push(Outcome::Changed(p.target));
                 }
             }
@@ -457,4 +372,35 @@ impl Discovery {
             }
         }
     }
+}
+
+/// The stages that ask someone, in order, before the derivations: for
+/// a name those `urdma_name_lookup` lists, for an IP address its
+/// owner; none without the discovery sockets.
+fn asking(cfg: &Config, up: bool, key: &Address) -> Vec<Stage> {
+    if !up {
+        return Vec::new();
+    }
+    match key {
+        Address::Name(_) => cfg
+            .name_lookup
+            .iter()
+            .map(|n| match n {
+                NameLookup::Segment => Stage::Discover,
+                NameLookup::Nss => Stage::Nss,
+            })
+            .collect(),
+        _ => vec![Stage::Discover],
+    }
+}
+
+/// The stage after `stage` for a lookup of `key`.
+fn after(cfg: &Config, up: bool, key: &Address, stage: Stage) -> Stage {
+    if let Stage::Derive(i) = stage {
+        return Stage::Derive(i + 1);
+    }
+    let asking = asking(cfg, up, key);
+    let next = asking.iter().position(|s| *s == stage).map(|i| i + 1);
+    next.and_then(|i| asking.get(i).copied())
+        .unwrap_or(Stage::Derive(0))
 }

@@ -36,8 +36,8 @@ pub mod state;
 mod welcome;
 pub mod wire;
 
-use crate::addr::{Address, Gid};
-use crate::bounded::{earliest, Expiring};
+use crate::addr::Address;
+use crate::bounded::earliest;
 use crate::buggify::{Buggify, Fault};
 use crate::config::Config;
 use crate::entropy::Seed;
@@ -51,6 +51,7 @@ use inflight::InFlight;
 use state::{Learned, NeighbourJob, NssJob, State};
 use std::net::{IpAddr, SocketAddr};
 use std::time::{Duration, Instant};
+use welcome::Welcomes;
 use wire::{EndpointRecord, WireAddress, MAX_ADDRESSES};
 
 pub use announce::welcome_pace;
@@ -62,9 +63,6 @@ pub use names::NssError;
 /// host sends each announcement three times, and a flood of forged hints
 /// must not become a flood of queries to the host they name.
 pub const CHECK_HOLDOFF: Duration = Duration::from_secs(1);
-/// Hosts remembered as welcomed (`welcome.rs`); more (a flood of forged
-/// start queries) are welcomed again, at the welcomes' pace.
-const MAX_WELCOMED: usize = 1024;
 /// How often a missing neighbour entry is looked for again.
 pub const NEIGHBOUR_POLL: Duration = Duration::from_millis(20);
 
@@ -159,6 +157,45 @@ pub struct Output {
     pub outcomes: Vec<Outcome>,
 }
 
+impl Output {
+    /// What these addresses led to changed or is gone.
+    fn changed(&mut self, addrs: Vec<Address>) {
+        self.outcomes
+            .extend(addrs.into_iter().map(Outcome::Changed));
+    }
+}
+
+/// Why a lookup cannot start ([`Discovery::lookup_room`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Refused {
+    /// Nothing could find it: no discovery sockets for a name, nor a
+    /// derivation for an address; GIDs and LIDs are never looked up.
+    Unknown,
+    /// The table of lookups in flight is full.
+    Full,
+}
+
+/// Whether discovery is up, and how full its tables are
+/// ([`Discovery::status`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Status {
+    /// The discovery sockets are open.
+    pub up: bool,
+    pub bindings: usize,
+    pub failures: usize,
+    pub lookups: usize,
+    pub probes: usize,
+    /// Evicted to make room, so far.
+    pub bindings_evicted: u64,
+    pub failures_evicted: u64,
+    /// Lookups refused because the table of lookups in flight was full.
+    pub lookups_refused: u64,
+    /// Hints left unchecked because too many checks were in flight.
+    pub checks_skipped: u64,
+    pub max_bindings: usize,
+    pub max_lookups: usize,
+}
+
 pub struct Discovery {
     cfg: Config,
     /// The sockets are open.
@@ -179,16 +216,8 @@ pub struct Discovery {
     out: Output,
     /// Faults to inject into itself (off but in simulations).
     buggify: Buggify,
-    /// Hosts that joined and were answered with an announcement, lately,
-    /// and the addresses welcomed by unicast.
-    welcomed: Expiring<Gid, ()>,
-    welcomed_at: Expiring<IpAddr, ()>,
-    /// Until when announcements sent to this host alone are the welcomes
-    /// its start query asked for.
-    listen_until: Option<Instant>,
-    /// How long claims to an undisputed name are heard, if not
-    /// [`decide::CLAIM_WINDOW_SHARE`] of `urdma_timeout` (simulations).
-    claim_window: Option<Duration>,
+    /// Hosts that joined and were welcomed (`welcome.rs`).
+    welcomes: Welcomes,
 }
 
 /// The record of endpoint `ep`: its port's GID, LID, MTU and rate, its
@@ -234,19 +263,8 @@ impl Discovery {
             auth: None,
             out: Output::default(),
             buggify: Buggify::off(),
-            claim_window: None,
-            welcomed: Expiring::new(MAX_WELCOMED),
-            welcomed_at: Expiring::new(MAX_WELCOMED),
-            listen_until: None,
+            welcomes: Welcomes::new(),
         }
-    }
-
-    /// Hears the claims to an undisputed name, without authentication, for
-    /// `window` after its group query left instead of a share of
-    /// `urdma_timeout` (docs/protocol.md, *Trust*): for simulations
-    /// that measure what the window buys (`urdma-dst claim-window`).
-    pub fn set_claim_window(&mut self, window: Duration) {
-        self.claim_window = Some(window);
     }
 
     /// Injects these faults into itself from now on.
@@ -261,9 +279,9 @@ impl Discovery {
     /// Called when the discovery sockets open (for these families) or
     /// close (none).
     pub fn set_up(&mut self, families: Families) {
-        let was_up = self.is_up();
+        let was_up = self.families.any();
         self.families = families;
-        match (was_up, self.is_up()) {
+        match (was_up, families.any()) {
             (false, true) => self.announcer.start(),
             (true, true) => self.schedule_announce(),
             _ => {}
@@ -276,27 +294,6 @@ impl Discovery {
         self.auth = auth;
     }
 
-    /// Whether discovery is configured and not turned off.
-    pub fn enabled(&self) -> bool {
-        self.cfg.discovery
-    }
-
-    /// Turns discovery off for good: its configuration cannot be honoured
-    /// (an unusable key file must not mean unauthenticated discovery).
-    pub fn disable(&mut self) {
-        self.cfg.discovery = false;
-        self.families = Families::NONE;
-    }
-
-    /// Whether a lookup of `key` can be started at all.
-    pub fn can_look_up(&self, key: &Address) -> bool {
-        match key {
-            Address::Name(_) => self.is_up(),
-            Address::Ip4(_) | Address::Ip6(_) => self.is_up() || !self.cfg.derive.is_empty(),
-            Address::Gid(_) | Address::Lid(_) => false,
-        }
-    }
-
     /// A live binding learned for `a`: one confirmed by its holder less
     /// than `urdma_reconfirm` ago (after that it expires, and the next
     /// request asks again), so a host that changed while its announcements
@@ -304,38 +301,9 @@ impl Discovery {
     /// same.
     pub fn learned(&mut self, a: &Address, now: Instant) -> Option<&Learned> {
         if self.buggify.fires(Fault::BindingEvicted) {
-            self.state.learned.remove(a);
+            self.state.forget(a);
         }
         self.state.learned(a, now)
-    }
-
-    /// How long a destination learned by discovery may be served from the
-    /// cache before its binding is looked at again.
-    pub fn reconfirm(&self) -> Option<Duration> {
-        self.cfg.reconfirm
-    }
-
-    /// The status of a failed lookup of `a` still remembered.
-    pub fn failure(&mut self, a: &Address, now: Instant) -> Option<u8> {
-        self.state.failure(a, now)
-    }
-
-    /// How many failures are remembered.
-    pub fn failures(&self) -> usize {
-        self.state.failed.len()
-    }
-
-    /// Forgets remembered failures (`None`: all of them): what they were
-    /// about changed elsewhere, so they are asked again.
-    pub fn forget_failures(&mut self, which: Option<&[Address]>) {
-        match which {
-            None => self.state.failed.clear(),
-            Some(addrs) => {
-                for a in addrs {
-                    self.state.failed.remove(a);
-                }
-            }
-        }
     }
 
     /// Whether a lookup of `key` is in flight.
@@ -343,48 +311,39 @@ impl Discovery {
         self.inflight.has_lookup(key)
     }
 
-    /// Lookups in flight.
-    pub fn lookups_in_flight(&self) -> usize {
-        self.inflight.sizes()[0]
+    /// Its tables: bindings and remembered failures.
+    pub fn state(&self) -> &State {
+        &self.state
+    }
+
+    pub fn state_mut(&mut self) -> &mut State {
+        &mut self.state
+    }
+
+    /// Whether it is up, how full its tables are, and what reached their
+    /// bounds.
+    pub fn status(&self) -> Status {
+        let [bindings, failures] = self.state.sizes();
+        let [lookups, probes, _] = self.inflight.sizes();
+        let [bindings_evicted, failures_evicted] = self.state.evicted();
+        Status {
+            up: self.families.any(),
+            bindings,
+            failures,
+            lookups,
+            probes,
+            bindings_evicted,
+            failures_evicted,
+            lookups_refused: self.inflight.refused(),
+            checks_skipped: self.counts.checks_skipped,
+            max_bindings: self.state.capacity(),
+            max_lookups: self.inflight.max_lookups(),
+        }
     }
 
     /// What it counted: drops, traffic, lookups, conflicts.
     pub fn counts(&self) -> &Counts {
         &self.counts
-    }
-
-    /// Sizes of its tables: bindings, remembered failures, lookups in
-    /// flight, probes in flight.
-    pub fn sizes(&self) -> [usize; 4] {
-        let [lookups, probes, _] = self.inflight.sizes();
-        [
-            self.state.learned.len(),
-            self.state.failed.len(),
-            lookups,
-            probes,
-        ]
-    }
-
-    /// Whether the sockets are open.
-    pub fn is_up(&self) -> bool {
-        self.families.any()
-    }
-
-    /// What reached a table's bound so far: bindings and failures evicted
-    /// to make room, lookups refused, hints left unchecked.
-    pub fn limits(&self) -> [u64; 4] {
-        [
-            self.state.learned.evicted,
-            self.state.failed.evicted,
-            self.inflight.refused(),
-            self.counts.checks_skipped,
-        ]
-    }
-
-    /// The bounds of the tables [`Discovery::limits`] is about: bindings,
-    /// lookups in flight.
-    pub fn bounds(&self) -> (usize, usize) {
-        (self.state.learned.capacity(), self.inflight.max_lookups())
     }
 
     /// Announces this host's endpoints soon (they changed): from the next
@@ -396,7 +355,7 @@ impl Discovery {
     /// Withdraws addresses of endpoint `ep` (`only` one, or all): call
     /// before they leave `local`.
     pub fn withdraw(&mut self, local: &Local, ep: EndpointId, only: Option<&Address>) {
-        if self.is_up() {
+        if self.families.any() {
             self.announcer.withdraw(local, ep, only);
         }
     }
@@ -414,7 +373,23 @@ impl Discovery {
 
     /// Retries, stage changes and announcements that are due.
     pub fn on_timers(&mut self, local: &Local, now: Instant) {
-        self.lookup_timers(local, now);
+        for txid in self.inflight.due_probes(now) {
+            self.probe_due(local, txid, now);
+        }
+        for key in self.inflight.due_lookups(now) {
+            // Claims not confirmed in time do not count; those confirmed
+            // decide.
+            let confirmed = self
+                .inflight
+                .lookup(&key)
+                .is_some_and(|l| decide::asks(l.stage) && !l.confirmed.is_empty());
+            if confirmed {
+                self.inflight.end_probes_of(&key, now);
+                self.settle(local, &key, now);
+            } else {
+                self.next_stage(local, &key, state::UNKNOWN, now);
+            }
+        }
         let sent = self
             .announcer
             .on_timers(local, self.families, now, &mut self.out.datagrams);
@@ -427,13 +402,9 @@ impl Discovery {
     /// Forgets what expired from the tables, and says in the log what was
     /// dropped, now and then.
     pub fn sweep(&mut self, now: Instant) {
-        self.state.learned.sweep(now, |_, _| {});
-        self.state.failed.sweep(now, |_, _| {});
-        self.state.checked.sweep(now, |_, _| {});
-        self.state.answered_groups.sweep(now, |_, _| {});
+        self.state.sweep(now);
         self.hints.sweep(now);
-        self.welcomed.sweep(now, |_, _| {});
-        self.welcomed_at.sweep(now, |_, _| {});
+        self.welcomes.sweep(now);
         self.inflight.sweep(now);
         if self.drops_logged.due(&self.counts.drops, now) {
             log::info!("discovery: datagrams dropped so far: {}", self.counts.drops);
@@ -445,13 +416,9 @@ impl Discovery {
     /// is due. `None`: nothing, until something changes.
     pub fn sweep_due(&self, now: Instant) -> Option<Instant> {
         [
-            self.state.learned.sweep_due(),
-            self.state.failed.sweep_due(),
-            self.state.checked.sweep_due(),
-            self.state.answered_groups.sweep_due(),
+            self.state.sweep_due(),
             self.hints.sweep_due(),
-            self.welcomed.sweep_due(),
-            self.welcomed_at.sweep_due(),
+            self.welcomes.sweep_due(),
             self.inflight.sweep_due(),
             self.drops_logged.due_at(&self.counts.drops, now),
         ]
@@ -466,48 +433,6 @@ impl Discovery {
         out.datagrams
             .retain(|_| !self.buggify.fires(Fault::DatagramLost));
         out
-    }
-
-    /// Where a learned destination leads, for tests and statistics.
-    pub fn learned_binding(&self, a: &Address) -> Option<&Learned> {
-        self.state.learned.get(a)
-    }
-
-    #[cfg(test)]
-    pub(crate) fn state(&self) -> &State {
-        &self.state
-    }
-
-    #[cfg(test)]
-    pub(crate) fn inflight(&self) -> &InFlight {
-        &self.inflight
-    }
-
-    #[cfg(test)]
-    pub(crate) fn state_mut(&mut self) -> &mut State {
-        &mut self.state
-    }
-
-    /// What waits for the engine's next poll, part by part.
-    #[cfg(test)]
-    pub(crate) fn output_sizes(&self) -> [usize; 4] {
-        let o = &self.out;
-        [
-            o.datagrams.len(),
-            o.resolver_jobs.len(),
-            o.neighbour_jobs.len(),
-            o.outcomes.len(),
-        ]
-    }
-
-    #[cfg(test)]
-    pub(crate) fn announcer_sizes(&self) -> [usize; 3] {
-        self.announcer.sizes()
-    }
-
-    #[cfg(test)]
-    pub(crate) fn drops_said(&self) -> &DropCounts {
-        &self.drops_logged.said
     }
 }
 

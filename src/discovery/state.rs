@@ -11,7 +11,7 @@ use crate::addr::{Address, Gid};
 use crate::bounded::Expiring;
 use crate::handle::EndpointId;
 use std::net::{IpAddr, SocketAddr};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 /// How a stage ends if nothing binds: told no (ENODATA), or could not
 /// find out (ETIMEDOUT).
@@ -178,17 +178,21 @@ pub struct NssJob {
 }
 
 pub struct State {
-    pub learned: Expiring<Address, Learned>,
+    learned: Expiring<Address, Learned>,
     /// Destinations whose last lookup failed, with the status.
-    pub failed: Expiring<Address, u8>,
+    failed: Expiring<Address, u8>,
     /// When each address was last checked: a binding is checked again
     /// only after [`super::CHECK_HOLDOFF`], so hints cannot
     /// turn into a stream of queries to one host.
-    pub checked: Expiring<Address, ()>,
+    checked: Expiring<Address, ()>,
     /// Group queries answered lately, by transaction id and asker: the
     /// asker sends each one to the IPv4 and the IPv6 group, and one answer
     /// is enough (a second one costs a second confirmation).
-    pub answered_groups: Expiring<(u64, Gid), ()>,
+    answered_groups: Expiring<(u64, Gid), ()>,
+    /// How long a binding lasts: `urdma_addr_timeout`, and
+    /// `urdma_reconfirm` for what a peer confirmed.
+    addr_timeout: Option<Duration>,
+    reconfirm: Option<Duration>,
 }
 
 impl Default for State {
@@ -206,20 +210,103 @@ impl State {
             failed: Expiring::new(max_learned),
             checked: Expiring::new(MAX_CHECKS * 4),
             answered_groups: Expiring::new(MAX_CHECKS * 4),
+            addr_timeout: cfg.addr_timeout.duration(),
+            reconfirm: cfg.reconfirm,
         }
     }
 
-    /// A live learned binding.
+    /// The live binding of `a`.
     pub fn learned(&mut self, a: &Address, now: Instant) -> Option<&Learned> {
         self.learned.get_live(a, now)
     }
 
-    /// A remembered failure still in force.
+    /// The binding of `a`, live or not yet swept.
+    pub fn binding(&self, a: &Address) -> Option<&Learned> {
+        self.learned.get(a)
+    }
+
+    /// The status of a failed lookup of `a` still remembered.
     pub fn failure(&mut self, a: &Address, now: Instant) -> Option<u8> {
         self.failed.get_live(a, now).copied()
     }
 
-    /// Forgets every binding to `gid` (a withdrawn or replaced endpoint).
+    /// How many failures are remembered.
+    pub fn failures(&self) -> usize {
+        self.failed.len()
+    }
+
+    /// Forgets remembered failures (`None`: all of them): what they were
+    /// about changed elsewhere, so they are asked again.
+    pub fn forget_failures(&mut self, which: Option<&[Address]>) {
+        match which {
+            None => self.failed.clear(),
+            Some(addrs) => {
+                for a in addrs {
+                    self.failed.remove(a);
+                }
+            }
+        }
+    }
+
+    /// Remembers that the lookup of `key` failed with `status`, until
+    /// `until`.
+    pub(super) fn remember_failure(&mut self, key: &Address, status: u8, until: Instant) {
+        self.failed.insert(key.clone(), status, Some(until));
+    }
+
+    /// Binds `key` (and, for a binding from a peer's record, its GID) to
+    /// `learned`, confirmed now, and forgets a failure of `key`; returns
+    /// what now leads elsewhere or was evicted to make room (it leaves the
+    /// destination cache).
+    pub(super) fn bind(
+        &mut self,
+        key: &Address,
+        mut learned: Learned,
+        now: Instant,
+    ) -> Vec<Address> {
+        learned.confirmed = Some(now);
+        // What a peer confirmed is good for `urdma_reconfirm`; what was
+        // derived stays as long as addresses do.
+        let reconfirm = self.reconfirm.filter(|_| learned.via.is_some());
+        let expires = match (self.addr_timeout, reconfirm) {
+            (Some(a), Some(r)) => Some(now + a.min(r)),
+            (a, r) => a.or(r).map(|d| now + d),
+        };
+        let mut keys = vec![key.clone()];
+        if learned.via.is_some() && *key != Address::Gid(learned.gid) {
+            keys.push(Address::Gid(learned.gid));
+        }
+        self.failed.remove(key);
+        let mut changed = Vec::new();
+        for k in keys {
+            match self.learned.get(&k) {
+                // The common case (asked again): only the lifetime changes.
+                Some(old) if old.same_endpoint(&learned) && old.via == learned.via => {
+                    self.learned.refresh(&k, expires);
+                    if let Some(l) = self.learned.get_mut(&k) {
+                        l.confirmed = learned.confirmed;
+                    }
+                    continue;
+                }
+                Some(old) if !old.same_endpoint(&learned) => {
+                    log::trace!("discovery: {k} is now {}", learned.gid);
+                    changed.push(k.clone());
+                }
+                _ => {}
+            }
+            if let Some(dropped) = self.learned.insert(k, learned.clone(), expires) {
+                changed.push(dropped);
+            }
+        }
+        changed
+    }
+
+    /// Forgets the binding of `a`; whether there was one.
+    pub fn forget(&mut self, a: &Address) -> bool {
+        self.learned.remove(a).is_some()
+    }
+
+    /// Forgets every binding to `gid`, and says which.
     pub fn forget_gid(&mut self, gid: Gid) -> Vec<Address> {
         let gone: Vec<Address> = self
             .learned
@@ -232,6 +319,67 @@ impl State {
         }
         gone
     }
+
+    /// Whether `key` may be checked: not checked lately.
+    pub(super) fn check_due(&mut self, key: &Address, now: Instant) -> bool {
+        self.checked.get_live(key, now).is_none()
+    }
+
+    /// Notes that `key` was checked; not again before `until`.
+    pub(super) fn checked(&mut self, key: &Address, until: Instant) {
+        self.checked.insert(key.clone(), (), Some(until));
+    }
+
+    /// Whether group query `copy` is heard for the first time (not its
+    /// copy on the other family's group); it is remembered until `until`.
+    pub(super) fn first_copy(&mut self, copy: (u64, Gid), now: Instant, until: Instant) -> bool {
+        if self.answered_groups.get_live(&copy, now).is_some() {
+            return false;
+        }
+        self.answered_groups.insert(copy, (), Some(until));
+        true
+    }
+
+    /// Bindings and failures held.
+    pub fn sizes(&self) -> [usize; 2] {
+        [self.learned.len(), self.failed.len()]
+    }
+
+    /// Bindings and failures evicted to make room so far.
+    pub fn evicted(&self) -> [u64; 2] {
+        [self.learned.evicted, self.failed.evicted]
+    }
+
+    /// How many bindings it holds at most.
+    pub fn capacity(&self) -> usize {
+        self.learned.capacity()
+    }
+
+    /// Forgets what expired.
+    pub fn sweep(&mut self, now: Instant) {
+        self.learned.sweep(now, |_, _| {});
+        self.failed.sweep(now, |_, _| {});
+        self.checked.sweep(now, |_, _| {});
+        self.answered_groups.sweep(now, |_, _| {});
+    }
+
+    /// When an entry may expire first.
+    pub fn sweep_due(&self) -> Option<Instant> {
+        [
+            self.learned.sweep_due(),
+            self.failed.sweep_due(),
+            self.checked.sweep_due(),
+            self.answered_groups.sweep_due(),
+        ]
+        .into_iter()
+        .fold(None, crate::bounded::earliest)
+    }
+
+    /// Binds `a` to `l` for good, as if learned long ago.
+    #[cfg(test)]
+    pub(crate) fn insert(&mut self, a: Address, l: Learned) {
+        self.learned.insert(a, l, None);
+    }
 }
 
 #[cfg(test)]
@@ -241,18 +389,16 @@ mod tests {
 
     #[test]
     fn bindings_and_failures_expire() {
-        let mut r = State::default();
+        let mut r = State::new(&crate::config::Config {
+            addr_timeout: crate::config::Lifetime::Minutes(1),
+            ..Default::default()
+        });
         let now = Instant::now();
         let a = Address::name("node2").unwrap();
-        r.learned.insert(
-            a.clone(),
-            Learned::derived(Gid([1; 16])),
-            Some(now + Duration::from_secs(1)),
-        );
-        assert!(r.learned(&a, now).is_some());
-        assert!(r.learned(&a, now + Duration::from_secs(2)).is_none());
-        r.failed
-            .insert(a.clone(), 6, Some(now + Duration::from_millis(10)));
+        assert!(r.bind(&a, Learned::derived(Gid([1; 16])), now).is_empty());
+        assert!(r.learned(&a, now + Duration::from_secs(59)).is_some());
+        assert!(r.learned(&a, now + Duration::from_secs(60)).is_none());
+        r.remember_failure(&a, 6, now + Duration::from_millis(10));
         assert_eq!(r.failure(&a, now), Some(6));
         assert_eq!(r.failure(&a, now + Duration::from_millis(10)), None);
     }

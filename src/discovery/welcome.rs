@@ -19,9 +19,11 @@
 //! start query costs the segment one announcement per host, paced.
 
 use super::announce::welcome_pace;
+use super::hints::Hints;
 use super::wire::{EndpointRecord, Message, Query, WireAddress};
 use super::{record_for, Discovery, Families};
-use crate::addr::Address;
+use crate::addr::{Address, Gid};
+use crate::bounded::{earliest, Expiring};
 use crate::local::Local;
 use std::net::{IpAddr, SocketAddr};
 use std::time::{Duration, Instant};
@@ -37,6 +39,79 @@ pub(super) const UNICAST_WELCOMES: usize = 16;
 /// to it alone as hints: the welcomes of the segment's hosts, spread over
 /// at most 10 s.
 pub(super) const WELCOME_LISTEN: Duration = Duration::from_secs(12);
+/// Hosts remembered as welcomed; more (a flood of forged start queries)
+/// are welcomed again, at the welcomes' pace.
+const MAX_WELCOMED: usize = 1024;
+
+/// Hosts that joined and were answered with an announcement lately, the
+/// addresses welcomed by unicast, and whether this host listens for the
+/// welcomes its own start query asked for.
+pub(super) struct Welcomes {
+    welcomed: Expiring<Gid, ()>,
+    welcomed_at: Expiring<IpAddr, ()>,
+    /// Until when announcements sent to this host alone are the welcomes
+    /// its start query asked for.
+    listen_until: Option<Instant>,
+}
+
+impl Welcomes {
+    pub(super) fn new() -> Welcomes {
+        Welcomes {
+            welcomed: Expiring::new(MAX_WELCOMED),
+            welcomed_at: Expiring::new(MAX_WELCOMED),
+            listen_until: None,
+        }
+    }
+
+    /// Whether endpoint `gid` was not welcomed lately; from now on it was.
+    fn first_of(&mut self, gid: Gid, now: Instant) -> bool {
+        let first = self.welcomed.get_live(&gid, now).is_none();
+        if first {
+            self.welcomed.insert(gid, (), Some(now + WELCOMED_FOR));
+        }
+        first
+    }
+
+    /// Whether nothing was welcomed at `ip` by unicast lately; from now on
+    /// it was.
+    fn first_at(&mut self, ip: IpAddr, now: Instant) -> bool {
+        let first = self.welcomed_at.get_live(&ip, now).is_none();
+        if first {
+            self.welcomed_at.insert(ip, (), Some(now + WELCOMED_FOR));
+        }
+        first
+    }
+
+    /// Whether announcements sent to this host alone are welcomes it asked
+    /// for with its start query.
+    pub(super) fn listening(&self, now: Instant) -> bool {
+        self.listen_until.is_some_and(|t| now < t)
+    }
+
+    pub(super) fn sweep(&mut self, now: Instant) {
+        self.welcomed.sweep(now, |_, _| {});
+        self.welcomed_at.sweep(now, |_, _| {});
+    }
+
+    pub(super) fn sweep_due(&self) -> Option<Instant> {
+        earliest(self.welcomed.sweep_due(), self.welcomed_at.sweep_due())
+    }
+}
+
+/// Whether `ip` is where this host heard, settled, one of the names of
+/// `record`: a host of the segment that restarted, which may be welcomed
+/// by unicast. Welcomes by unicast go only there, and to each address once
+/// in [`WELCOMED_FOR`]: every host of the segment answers one start query,
+/// and a forged one must not turn that into a flood aimed at an address of
+/// the forger's choosing.
+fn known_at(hints: &mut Hints, record: &EndpointRecord, ip: IpAddr, now: Instant) -> bool {
+    record
+        .addresses()
+        .iter()
+        .map(|w| w.address())
+        .filter(|a| matches!(a, Address::Name(_)))
+        .any(|name| hints.held_at(name, ip, now))
+}
 
 impl Discovery {
     /// The endpoint `gid`, at `from`, joined the segment: this host
@@ -53,19 +128,18 @@ impl Discovery {
     ) {
         let gid = record.gid();
         // While its own announcements are still to come, they are enough.
-        if self.announcer.announcing() || self.welcomed.get_live(&gid, now).is_some() {
+        if self.announcer.announcing() || !self.welcomes.first_of(gid, now) {
             return;
         }
-        self.welcomed.insert(gid, (), Some(now + WELCOMED_FOR));
         let (within, every) = welcome_pace(self.hints.endpoints_heard());
-        let after = self.jitter(within);
+        let after = self.inflight.jitter(within);
         let pace = (every, UNICAST_WELCOMES);
-        let unicast = welcome_address(record, from).filter(|&ip| self.known_at(record, ip, now));
+        let unicast =
+            welcome_address(record, from).filter(|&ip| known_at(&mut self.hints, record, ip, now));
         if let Some(ip) = unicast {
-            if self.welcomed_at.get_live(&ip, now).is_some() {
+            if !self.welcomes.first_at(ip, now) {
                 return;
             }
-            self.welcomed_at.insert(ip, (), Some(now + WELCOMED_FOR));
             let to = SocketAddr::new(ip, self.cfg.discovery_port);
             let source = local
                 .endpoint_for(ip)
@@ -75,33 +149,6 @@ impl Discovery {
             }
         }
         self.announcer.welcome(after, (within, every), now);
-    }
-
-    /// Whether `ip` is where this host heard, settled, one of the names
-    /// of `record`: a host of the segment that restarted, which may be
-    /// welcomed by unicast. Welcomes by unicast go only there, and to each
-    /// address once in [`WELCOMED_FOR`]: every host of the segment answers
-    /// one start query, and a forged one must not turn that into a flood
-    /// aimed at an address of the forger's choosing.
-    fn known_at(&mut self, record: &EndpointRecord, ip: IpAddr, now: Instant) -> bool {
-        record
-            .addresses()
-            .iter()
-            .map(|w| w.address())
-            .filter(|a| matches!(a, Address::Name(_)))
-            .any(|name| self.hints.held_at(name, ip, now))
-    }
-
-    /// Whether announcements sent to this host alone are welcomes it asked
-    /// for with its start query.
-    pub(super) fn listening(&self, now: Instant) -> bool {
-        self.listen_until.is_some_and(|t| now < t)
-    }
-
-    /// A random time in `0..span`, from the transaction id stream.
-    fn jitter(&mut self, span: Duration) -> Duration {
-        let ms = u64::try_from(span.as_millis()).unwrap_or(u64::MAX).max(1);
-        Duration::from_millis(self.inflight.new_txid().get() % ms)
     }
 
     /// Sends this host's start query: on the groups, for one of its own
@@ -129,7 +176,7 @@ impl Discovery {
         };
         let txid = self.inflight.new_txid();
         self.inflight.remember_ended(txid, now);
-        self.listen_until = Some(now + WELCOME_LISTEN);
+        self.welcomes.listen_until = Some(now + WELCOME_LISTEN);
         let bytes = Message::from(Query::new(txid, wire, record)).encode();
         self.counts.traffic.start_queries += 1;
         log::debug!("discovery: start query for {target} on the groups");

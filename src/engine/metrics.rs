@@ -48,7 +48,7 @@ fn traffic(e: &mut Exposition, d: &Discovery) {
         "urdma_discovery_up",
         "1 when the discovery sockets are open.",
         Kind::Gauge,
-        u64::from(d.is_up()),
+        u64::from(d.status().up),
     );
     let t = &d.counts().traffic;
     e.single(
@@ -111,10 +111,10 @@ fn lookups(e: &mut Exposition, s: &LookupStats) {
 
 /// The tables' sizes and bounds, and what their bounds cost.
 fn tables<D: Daemon>(e: &mut Exposition, engine: &Engine<D>) {
-    let d = &engine.discovery;
-    let [learned, failed, in_flight, probes] = d.sizes();
+    let t = engine.discovery.status();
+    let (learned, failed, in_flight, probes) = (t.bindings, t.failures, t.lookups, t.probes);
     let [cache_evicted, learned_evicted, failed_evicted, refused, skipped] = engine.limits();
-    let (learned_cap, lookups_cap) = d.bounds();
+    let (learned_cap, lookups_cap) = (t.max_bindings, t.max_lookups);
     let gauges = [
         ("urdma_lookups_in_flight", "Lookups in flight.", in_flight),
         ("urdma_lookups_max", "urdma_max_lookups.", lookups_cap),
@@ -183,12 +183,12 @@ fn tables<D: Daemon>(e: &mut Exposition, engine: &Engine<D>) {
             (
                 "urdma_name_conflicts_total",
                 "Names left unanswered because hosts with different GIDs confirmed them.",
-                d.counts().conflicts,
+                engine.discovery.counts().conflicts,
             ),
             (
                 "urdma_names_disputed_total",
                 "Names heard announced by two endpoints, so asked of the groups rather than of one host.",
-                d.counts().disputed_names,
+                engine.discovery.counts().disputed_names,
             ),
         ];
     for (name, help, v) in counters {

@@ -287,13 +287,12 @@ impl<D: Daemon> Engine<D> {
     /// The sizes of the tables with bounds, with their bounds: destination
     /// cache, bindings, remembered failures, lookups in flight.
     pub fn table_sizes(&self) -> [(usize, usize); 4] {
-        let [learned, failed, lookups, _] = self.discovery.sizes();
-        let (learned_cap, lookups_cap) = self.discovery.bounds();
+        let t = self.discovery.status();
         [
             (self.cache.len(), self.cache.capacity()),
-            (learned, learned_cap),
-            (failed, learned_cap),
-            (lookups, lookups_cap),
+            (t.bindings, t.max_bindings),
+            (t.failures, t.max_bindings),
+            (t.lookups, t.max_lookups),
         ]
     }
 
@@ -310,15 +309,16 @@ impl<D: Daemon> Engine<D> {
         // A whole new file changes more than is cached: then forgetting
         // everything is cheaper than a removal per address, and only costs
         // rebuilding paths (failed lookups are asked again).
-        if changed.len() > self.cache.len() + self.discovery.failures() {
+        let failures = self.discovery.state_mut();
+        if changed.len() > self.cache.len() + failures.failures() {
             self.cache.flush_all();
-            self.discovery.forget_failures(None);
+            failures.forget_failures(None);
             return;
         }
         for a in changed {
             self.cache.evict(a);
         }
-        self.discovery.forget_failures(Some(changed));
+        failures.forget_failures(Some(changed));
     }
 
     // Discovery, driven by the worker thread: each call is followed by the
@@ -336,18 +336,15 @@ impl<D: Daemon> Engine<D> {
         self.discovery.set_buggify(buggify);
     }
 
-    /// See [`Discovery::set_claim_window`] (simulations only).
-    pub fn set_claim_window(&mut self, window: Duration) {
-        self.discovery.set_claim_window(window);
-    }
-
     pub fn set_auth(&mut self, auth: Option<Auth>) {
         self.discovery.set_auth(auth);
     }
 
-    /// Turns discovery off for good (see [`Discovery::disable`]).
+    /// Turns discovery off for good: its configuration cannot be honoured
+    /// (an unusable key file must not mean unauthenticated discovery).
     pub fn disable_discovery(&mut self) {
-        self.discovery.disable();
+        self.cfg.discovery = false;
+        self.discovery.set_up(Families::NONE);
     }
 
     /// Says whether whatever runs the engine calls [`Engine::on_timers`]
@@ -434,7 +431,7 @@ impl<D: Daemon> Engine<D> {
 
     /// Where a learned destination leads, for tests and statistics.
     pub fn learned_dest(&self, a: &Address) -> Option<Dest> {
-        self.discovery.learned_binding(a).map(resolve::dest_of)
+        self.discovery.state().binding(a).map(resolve::dest_of)
     }
 
     /// Discovery, to read: its counts, what is in flight, whether it is
@@ -447,8 +444,14 @@ impl<D: Daemon> Engine<D> {
     /// What reached a table's bound so far: destinations and bindings
     /// evicted, failures evicted, lookups refused, hints left unchecked.
     pub fn limits(&self) -> [u64; 5] {
-        let [learned, failed, refused, skipped] = self.discovery.limits();
-        [self.cache.evicted, learned, failed, refused, skipped]
+        let t = self.discovery.status();
+        [
+            self.cache.evicted,
+            t.bindings_evicted,
+            t.failures_evicted,
+            t.lookups_refused,
+            t.checks_skipped,
+        ]
     }
 
     /// Says in the log, like discovery's drops, when tables reached their
@@ -459,7 +462,8 @@ impl<D: Daemon> Engine<D> {
             return;
         }
         let [cache, learned, failed, refused, skipped] = limits;
-        let (learned_cap, lookups_cap) = self.discovery.bounds();
+        let t = self.discovery.status();
+        let (learned_cap, lookups_cap) = (t.max_bindings, t.max_lookups);
         log::info!(
             "tables at their bounds so far: destination cache {cache} evicted (of {}), \
              bindings {learned} evicted (of {learned_cap}), failures {failed} evicted, \

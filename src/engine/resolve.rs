@@ -8,6 +8,7 @@ use super::{Engine, Outgoing, Response, Waiter};
 use crate::addr::Address;
 use crate::daemon::{Counter, Daemon};
 use crate::discovery::state::Learned;
+use crate::discovery::Refused;
 use crate::engine::cache::{CacheEntry, CacheLookup};
 use crate::handle::{AddressId, EndpointId};
 use crate::ib;
@@ -250,20 +251,23 @@ impl<D: Daemon> Engine<D> {
         echo_source: Option<usize>,
         now: Instant,
     ) -> Result<Option<[u8; PATH_RECORD_LEN]>, Rejected> {
-        if let Some(status) = self.discovery.failure(&key, now) {
+        if let Some(status) = self.discovery.state_mut().failure(&key, now) {
             return Err(rejected(
                 u32::from(status),
                 format!("{key} failed recently"),
             ));
         }
-        if !self.discovery.can_look_up(&key) {
-            return Err(rejected(ACM_STATUS_ENODATA, format!("{key} is unknown")));
-        }
-        if !self.discovery.lookup_room(&key) {
-            return Err(rejected(
-                ACM_STATUS_ENOMEM,
-                format!("{key}: too many lookups in flight"),
-            ));
+        match self.discovery.lookup_room(&key) {
+            Ok(()) => {}
+            Err(Refused::Unknown) => {
+                return Err(rejected(ACM_STATUS_ENODATA, format!("{key} is unknown")));
+            }
+            Err(Refused::Full) => {
+                return Err(rejected(
+                    ACM_STATUS_ENOMEM,
+                    format!("{key}: too many lookups in flight"),
+                ));
+            }
         }
         let waits = waiter.is_some();
         if let Some((id, request)) = waiter {
@@ -332,7 +336,7 @@ impl<D: Daemon> Engine<D> {
             };
             return Found::At(dest, None);
         }
-        let reconfirm = self.discovery.reconfirm();
+        let reconfirm = self.cfg.reconfirm;
         match self.discovery.learned(dest, now) {
             Some(l) if !l.in_partition(pkey) => Found::NotInPartition,
             Some(l) => {
@@ -390,8 +394,7 @@ impl<D: Daemon> Engine<D> {
                     let pkey = self.local.endpoint(w.endpoint).map(|e| e.pkey);
                     match pkey.is_some_and(|p| bound.in_partition(p)) {
                         true => {
-                            let reconfirm =
-                                self.discovery.reconfirm().filter(|_| bound.via.is_some());
+                            let reconfirm = self.cfg.reconfirm.filter(|_| bound.via.is_some());
                             let reconfirm_at = reconfirm.map(|r| now + r);
                             Found::At(dest_of(bound), reconfirm_at)
                         }

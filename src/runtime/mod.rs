@@ -229,7 +229,7 @@ impl<D: Daemon + Copy + 'static> Runtime<D> {
             }
             Some(net)
         });
-        match (self.net(), lock(&self.engine).discovery().enabled()) {
+        match (self.net(), lock(&self.engine).config().discovery) {
             (Some(net), true) => net.families(),
             _ => Families::NONE,
         }

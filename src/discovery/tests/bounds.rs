@@ -5,17 +5,18 @@ use super::*;
 /// What the engine holds, table by table.
 fn footprint(e: &Engine<FakeDaemon>) -> Vec<usize> {
     let d = e.discovery();
-    let state = d.state();
+    let t = d.status();
     let mut sizes = e.local().sizes().to_vec();
-    sizes.extend(d.inflight().sizes());
+    sizes.extend(d.inflight.sizes());
+    sizes.extend([e.cached(), e.waiting(), t.bindings, t.failures]);
+    let o = &d.out;
     sizes.extend([
-        e.cached(),
-        e.waiting(),
-        state.learned.len(),
-        state.failed.len(),
+        o.datagrams.len(),
+        o.resolver_jobs.len(),
+        o.neighbour_jobs.len(),
+        o.outcomes.len(),
     ]);
-    sizes.extend(d.output_sizes());
-    sizes.extend(d.announcer_sizes());
+    sizes.extend(d.announcer.sizes());
     sizes
 }
 
@@ -57,7 +58,7 @@ fn every_table_the_network_or_clients_fill_is_bounded() {
         f.e.on_datagram(from, None, &reply_bytes(&q, Answer::Found(rec(last))), f.t0);
         assert_eq!(polled(&mut f.e).replies.len(), 1, "answered");
     }
-    assert_eq!(f.e.discovery().state().learned.len(), 2);
+    assert_eq!(f.e.discovery().status().bindings, 2);
     assert_eq!(f.e.limits()[1], 4, "the oldest made room, two per answer");
     assert_eq!(
         f.e.cached(),
@@ -66,10 +67,7 @@ fn every_table_the_network_or_clients_fill_is_bounded() {
     );
     // What expires is swept without being asked for.
     f.e.on_timers(f.t0 + Duration::from_secs(24 * 3600 + 1));
-    assert_eq!(
-        (f.e.discovery().state().learned.len(), f.e.cached()),
-        (0, 0)
-    );
+    assert_eq!((f.e.discovery().status().bindings, f.e.cached()), (0, 0));
 }
 
 #[test]
@@ -80,19 +78,19 @@ fn drops_are_summed_up_in_the_log_now_and_then() {
     }
     f.e.on_timers(f.t0);
     assert_eq!(
-        f.e.discovery().drops_said().malformed,
+        f.e.discovery().drops_logged.said.malformed,
         3,
         "the first drops at once"
     );
     f.e.on_datagram(peer(), None, b"garbage", f.t0);
     f.e.on_timers(f.t0 + Duration::from_secs(1));
     assert_eq!(
-        f.e.discovery().drops_said().malformed,
+        f.e.discovery().drops_logged.said.malformed,
         3,
         "then once per interval"
     );
     f.e.on_timers(f.t0 + DROP_SUMMARY_EVERY);
-    assert_eq!(f.e.discovery().drops_said().malformed, 4);
+    assert_eq!(f.e.discovery().drops_logged.said.malformed, 4);
     assert_eq!(
         f.e.discovery().counts().drops.to_string(),
         "4 (malformed 4, unsolicited 0, late 0, wrong source 0, own 0, unauthenticated 0, \
@@ -158,11 +156,7 @@ fn many_announcements_leave_in_paced_batches_and_peers_check_each_binding_once()
     for a in &known {
         let mut l = Learned::derived(old);
         l.via = Some(at);
-        peer.e
-            .discovery_mut()
-            .state_mut()
-            .learned
-            .insert(a.clone(), l, None);
+        peer.e.discovery_mut().state_mut().insert(a.clone(), l);
     }
     for d in &last {
         let Datagram::Multicast { bytes, .. } = d else {

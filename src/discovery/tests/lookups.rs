@@ -64,7 +64,7 @@ fn a_miss_asks_the_address_once_and_answers_every_waiter_once() {
         Some(PEER.parse().unwrap())
     );
     assert_eq!(bound_gid(&f.e, &node_b()), None);
-    assert_eq!(f.e.discovery().lookups_in_flight(), 0);
+    assert_eq!(f.e.discovery().status().lookups, 0);
     // A second reply to the same query (its retry answered too) is
     // dropped as late, not as unsolicited: normal traffic raises no alarm.
     f.e.on_datagram(peer(), None, &reply_bytes(&q, Answer::Refused), f.t0);
@@ -109,7 +109,7 @@ fn replies_from_elsewhere_or_unknown_transactions_are_dropped() {
         "nothing answered the client"
     );
     assert_eq!(
-        f.e.discovery().lookups_in_flight(),
+        f.e.discovery().status().lookups,
         1,
         "the lookup still waits for its real answer"
     );
@@ -144,7 +144,7 @@ fn silence_is_retried_then_times_out_and_is_not_remembered() {
     let (again, to) = sent_query(&polled(&mut f.e));
     assert_eq!(to, Some(peer()));
     assert_ne!(again.txid(), first.txid(), "a new lookup");
-    assert_eq!(f.e.discovery().failures(), 0, "nothing remembered");
+    assert_eq!(f.e.discovery().status().failures, 0, "nothing remembered");
 }
 
 #[test]
@@ -262,7 +262,7 @@ fn closing_an_endpoint_answers_its_waiters() {
     fx.datagrams = polled(&mut f.e).datagrams;
     assert_eq!(fx.replies.len(), 1);
     assert_eq!(fx.replies[0].msg.status(), ACM_STATUS_ENOTCONN as u8);
-    assert_eq!(f.e.discovery().lookups_in_flight(), 0);
+    assert_eq!(f.e.discovery().status().lookups, 0);
     let withdrawn: Vec<_> = fx
         .datagrams
         .iter()
@@ -328,7 +328,7 @@ fn a_claim_its_host_never_confirms_times_out() {
         f.e.on_timers(f.t0 + Duration::from_millis(ms));
     }
     assert_eq!(one_status(&mut f), ACM_STATUS_ETIMEDOUT as u8);
-    assert_eq!(f.e.discovery().failures(), 0);
+    assert_eq!(f.e.discovery().status().failures, 0);
 }
 
 #[test]
@@ -365,7 +365,7 @@ fn a_derivation_that_times_out_after_a_refusal_times_out_the_lookup() {
     f.e.on_neighbour(job, None, f.t0);
     f.e.on_timers(f.t0 + Duration::from_secs(1));
     assert_eq!(one_status(&mut f), ACM_STATUS_ETIMEDOUT as u8);
-    assert_eq!(f.e.discovery().failures(), 0);
+    assert_eq!(f.e.discovery().status().failures, 0);
 }
 
 #[test]
@@ -378,7 +378,7 @@ fn a_full_lookup_table_is_no_answer_and_not_remembered() {
     polled(&mut f.e);
     let r = f.e.resolve(f.addr, &by_name("node-b", 2), 2).unwrap();
     assert_eq!(r.status(), ACM_STATUS_ENOMEM as u8);
-    assert_eq!(f.e.discovery().failures(), 0);
+    assert_eq!(f.e.discovery().status().failures, 0);
 }
 
 #[test]

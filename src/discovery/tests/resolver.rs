@@ -120,7 +120,7 @@ fn a_resolver_that_never_answers_fails_the_name_at_the_stage_deadline_and_nothin
     let fx = polled(&mut f.e);
     assert_eq!(fx.replies.len(), 1);
     assert_eq!(fx.replies[0].msg.status(), ACM_STATUS_ETIMEDOUT as u8);
-    assert_eq!(f.e.discovery().lookups_in_flight(), 0);
+    assert_eq!(f.e.discovery().status().lookups, 0);
     // The answer that comes late changes nothing and sends nothing.
     f.e.on_nss(&job.key, Ok(vec![IpAddr::V4([10, 0, 1, 2].into())]), t);
     assert!(polled(&mut f.e).is_empty());
@@ -167,7 +167,7 @@ fn a_name_the_segment_could_not_find_and_the_resolver_does_not_know_times_out() 
     let no = NssError::NoSuchName("Name or service not known".into());
     f.e.on_nss(&job.key, Err(no), t);
     assert_eq!(one_status(&mut f), ACM_STATUS_ETIMEDOUT as u8);
-    assert_eq!(f.e.discovery().failures(), 0, "not remembered");
+    assert_eq!(f.e.discovery().status().failures, 0, "not remembered");
     // The next request asks the segment again, where the name is found.
     learn_peer_name(&mut f, 2);
 }
@@ -181,7 +181,7 @@ fn a_resolver_that_could_not_find_out_is_no_answer() {
         let again = NssError::Failed("Temporary failure in name resolution".into());
         f.e.on_nss(&job.key, Err(again), f.t0);
         assert_eq!(one_status(&mut f), ACM_STATUS_ETIMEDOUT as u8);
-        assert_eq!(f.e.discovery().failures(), 0, "asked again: {tid}");
+        assert_eq!(f.e.discovery().status().failures, 0, "asked again: {tid}");
     }
 }
 
@@ -205,7 +205,7 @@ fn addresses_the_resolver_gave_say_no_only_if_every_one_refuses() {
     let (q, to) = &asked[1];
     f.e.on_datagram(to.unwrap(), None, &reply_bytes(q, Answer::Refused), f.t0);
     assert_eq!(one_status(&mut f), ACM_STATUS_ETIMEDOUT as u8);
-    assert_eq!(f.e.discovery().failures(), 0);
+    assert_eq!(f.e.discovery().status().failures, 0);
 
     // Both refuse: the name leads to no destination.
     assert_eq!(f.e.resolve(f.addr, &by_name("node-rr", 2), 2), None);
@@ -215,5 +215,5 @@ fn addresses_the_resolver_gave_say_no_only_if_every_one_refuses() {
         f.e.on_datagram(to.unwrap(), None, &reply_bytes(q, Answer::Refused), f.t0);
     }
     assert_eq!(one_status(&mut f), ACM_STATUS_ENODATA as u8);
-    assert_eq!(f.e.discovery().failures(), 1, "a no is remembered");
+    assert_eq!(f.e.discovery().status().failures, 1, "a no is remembered");
 }

@@ -320,7 +320,7 @@ fn names_are_asked_of_the_groups_and_this_host_announces_itself() {
     learn_peer_name(&mut f, 3);
     // Learned: the name, confirmed where the peer answered.
     assert_eq!(
-        f.e.discovery().state().learned.get(&node_b()).unwrap().via,
+        f.e.discovery().state().binding(&node_b()).unwrap().via,
         Some(peer())
     );
     assert_eq!(bound_gid(&f.e, &peer_ip()), None, "only the name was asked");
@@ -342,7 +342,7 @@ fn names_are_asked_of_the_groups_and_this_host_announces_itself() {
     assert_eq!(a.records()[0].gid(), OWN.parse().unwrap());
     assert_eq!(a.records()[0].addresses().len(), 2);
     assert_eq!(
-        f.e.discovery().announcer_sizes()[0],
+        f.e.discovery().announcer.sizes()[0],
         2,
         "repeated twice more"
     );

@@ -32,7 +32,7 @@ fn with_a_key_only_authenticated_fresh_messages_count() {
     f.e.on_datagram(peer(), None, &other_id.seal(found.clone()), f.t0);
     assert!(polled(&mut f.e).replies.is_empty());
     assert_eq!(f.e.discovery().counts().drops.unauthenticated, 3);
-    assert_eq!(f.e.discovery().lookups_in_flight(), 1);
+    assert_eq!(f.e.discovery().status().lookups, 1);
 
     let sealed = peer_auth.seal(found);
     assert!(

@@ -302,6 +302,7 @@ impl Sim {
             metrics_file: None,
             timeout_ms: self.tuning.timeout_ms,
             retries: self.tuning.retries,
+            claim_window: self.tuning.claim_window,
             max_cached: self.tuning.max_cached,
             max_learned: self.tuning.max_learned,
             max_lookups: self.tuning.max_lookups,

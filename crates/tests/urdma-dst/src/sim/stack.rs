@@ -96,9 +96,6 @@ impl Sim {
             }
             None => Sealing::default(),
         };
-        if let Some(w) = self.tuning.claim_window {
-            e.set_claim_window(w);
-        }
         if let Some(f) = &self.tuning.faults {
             let seed = seed_of_faults(self.seed, host, self.hosts[host].generation);
             e.set_buggify(Buggify::new(seed, &f.enabled, f.percent));

@@ -12,7 +12,7 @@ use std::time::Duration;
 pub struct Tuning {
     pub timeout_ms: u32,
     pub retries: u32,
-    /// Tables small enough to fill in a run.
+    /// Status small enough to fill in a run.
     pub max_cached: usize,
     pub max_learned: usize,
     pub max_lookups: usize,
@@ -21,7 +21,7 @@ pub struct Tuning {
     /// `urdma_addr_timeout`: how long what a host heard lasts.
     pub addr_timeout: Lifetime,
     /// How long claims to a name are heard, where not the provider's
-    /// (`Engine::set_claim_window`).
+    /// (`Config::claim_window`).
     pub claim_window: Option<Duration>,
     /// Names not found on the segment go to the system's resolver
     /// (`urdma_name_lookup segment,nss`), which knows none of them (the
