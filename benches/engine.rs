@@ -74,7 +74,12 @@ fn engine(n: u32, discovery: bool) -> (Engine<NullDaemon>, AddressId) {
     let mut req = request(&[addr_entry(2, 2, &ip(0))], false, 1);
     for i in 0..n {
         req.0[24..28].copy_from_slice(&ip(i));
-        assert_eq!(e.resolve(addr, &req, 1).unwrap().status(), 0);
+        assert_eq!(
+            e.resolve_at(addr, &req, 1, Instant::now())
+                .unwrap()
+                .status(),
+            0
+        );
     }
     e.poll();
     (e, addr)
@@ -103,7 +108,7 @@ fn misses(e: &mut Engine<NullDaemon>, addr: AddressId, iters: u64) {
     let mut req = request(&[addr_entry(2, 2, &ip(0))], false, 1);
     for k in 0..iters {
         req.0[24..28].copy_from_slice(&(0x0b00_0000u32 + k as u32).to_be_bytes());
-        let reply = e.resolve(addr, black_box(&req), k);
+        let reply = e.resolve_at(addr, black_box(&req), k, Instant::now());
         black_box(reply);
         black_box(e.poll());
     }

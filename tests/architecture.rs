@@ -22,7 +22,7 @@ const MAX_METHODS: usize = 45;
 
 /// Types still over [`MAX_METHODS`], each with the most it may have until
 /// it is split: a ceiling that only comes down.
-const OVER_MAX_METHODS: &[(&str, usize)] = &[("Engine", 54)];
+const OVER_MAX_METHODS: &[(&str, usize)] = &[];
 
 /// Which components each component may import (besides the shared
 /// vocabulary in [`SHARED`]), in the order of the data path.

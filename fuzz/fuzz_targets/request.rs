@@ -59,6 +59,6 @@ fuzz_target!(|data: &[u8]| {
             "reply length {len}"
         );
     }
-    let q = e.query(*addr, &msg).0;
+    let q = e.query_at(*addr, &msg, now).0;
     assert_eq!(q.tid(), tid);
 });

@@ -248,8 +248,9 @@ pub fn record_for(
 }
 
 impl Discovery {
-    /// Discovery configured by `cfg`, its transaction ids keyed by `seed`.
-    pub fn new(cfg: &Config, seed: Seed) -> Discovery {
+    /// Discovery configured by `cfg`, its transaction ids keyed by `seed`,
+    /// injecting the faults of `buggify` into itself.
+    pub fn new(cfg: &Config, seed: Seed, buggify: Buggify) -> Discovery {
         Discovery {
             state: State::new(cfg),
             inflight: InFlight::new(cfg, seed.clone()),
@@ -262,14 +263,9 @@ impl Discovery {
             drops_logged: Summary::default(),
             auth: None,
             out: Output::default(),
-            buggify: Buggify::off(),
+            buggify,
             welcomes: Welcomes::new(),
         }
-    }
-
-    /// Injects these faults into itself from now on.
-    pub fn set_buggify(&mut self, buggify: Buggify) {
-        self.buggify = buggify;
     }
 
     pub fn buggify(&self) -> &Buggify {

@@ -113,7 +113,8 @@ fn lookups(e: &mut Exposition, s: &LookupStats) {
 fn tables<D: Daemon>(e: &mut Exposition, engine: &Engine<D>) {
     let t = engine.discovery.status();
     let (learned, failed, in_flight, probes) = (t.bindings, t.failures, t.lookups, t.probes);
-    let [cache_evicted, learned_evicted, failed_evicted, refused, skipped] = engine.limits();
+    let [cache_evicted, learned_evicted, failed_evicted, refused, skipped] =
+        engine.tables().limits();
     let (learned_cap, lookups_cap) = (t.max_bindings, t.max_lookups);
     let gauges = [
         ("urdma_lookups_in_flight", "Lookups in flight.", in_flight),

@@ -27,11 +27,13 @@ mod counters;
 mod effects;
 mod metrics;
 mod resolve;
+mod tables;
 pub mod timers;
 mod waiters;
 
 use counters::Counters;
 pub use effects::{Effects, Outgoing, Response};
+pub use tables::Tables;
 pub use waiters::Waiter;
 use waiters::Waiters;
 
@@ -48,7 +50,6 @@ use crate::engine::cache::Cache;
 use crate::entropy::Seed;
 use crate::handle::{AddressId, DeviceId, EndpointId, PortId};
 use crate::local::{Local, Offer, PortInfo, Refused};
-use crate::request::path::Dest;
 use crate::summary::Summary;
 use acm_prov_sys::ACM_STATUS_ENOTCONN;
 use std::net::{IpAddr, SocketAddr};
@@ -74,7 +75,6 @@ pub struct Engine<D: Daemon> {
     discovery: Discovery,
     /// The requests waiting for each lookup in flight.
     waiting: Waiters,
-    replies: Vec<Outgoing>,
     /// The daemon's counters per endpoint.
     counters: Counters,
     /// Every deadline, for [`Effects::deadline`].
@@ -95,12 +95,13 @@ impl<D: Daemon> Engine<D> {
     /// An engine whose transaction ids are keyed from the kernel's random
     /// source.
     pub fn new(daemon: D, cfg: Config, hosts: Hosts) -> Self {
-        Engine::seeded(daemon, cfg, hosts, Seed::random())
+        Engine::seeded(daemon, cfg, hosts, Seed::random(), Buggify::off())
     }
 
-    /// An engine whose transaction ids are keyed by `seed`: with
+    /// An engine whose transaction ids are keyed by `seed` and that injects
+    /// the faults of `buggify` into itself (off but in simulations): with
     /// [`crate::fastmap::seed_thread`], one that runs the same way every time.
-    pub fn seeded(daemon: D, cfg: Config, hosts: Hosts, seed: Seed) -> Self {
+    pub fn seeded(daemon: D, cfg: Config, hosts: Hosts, seed: Seed, buggify: Buggify) -> Self {
         let offer = Offer {
             mtu: cfg.mtu,
             rate_gbps: cfg.rate_gbps,
@@ -108,12 +109,11 @@ impl<D: Daemon> Engine<D> {
         Engine {
             local: Local::new(offer),
             cache: Cache::new(cfg.max_cached),
-            discovery: Discovery::new(&cfg, seed),
+            discovery: Discovery::new(&cfg, seed, buggify),
             daemon,
             cfg,
             hosts: Arc::new(hosts),
             waiting: Waiters::default(),
-            replies: Vec::new(),
             counters: Counters::default(),
             timers: Timers::default(),
             clock: None,
@@ -148,6 +148,8 @@ impl<D: Daemon> Engine<D> {
     fn effects(&mut self) -> Effects {
         self.dirty = false;
         let out = self.discovery.take_output();
+        // Outcomes follow inputs, and every input sets the clock.
+        debug_assert!(out.outcomes.is_empty() || self.clock.is_some());
         if let Some(now) = self.clock {
             self.apply(out.outcomes, now);
         }
@@ -157,7 +159,7 @@ impl<D: Daemon> Engine<D> {
         self.timers.set(Timer::Review, self.cache.next_review());
         self.timers.set(Timer::Sweep, self.sweep_due());
         Effects {
-            replies: std::mem::take(&mut self.replies),
+            replies: self.waiting.take_replies(),
             datagrams: out.datagrams,
             resolver_jobs: out.resolver_jobs,
             neighbour_jobs: out.neighbour_jobs,
@@ -220,8 +222,13 @@ impl<D: Daemon> Engine<D> {
         };
         let addresses = e.addresses.clone();
         self.discovery.withdraw(&self.local, ep, None);
+        self.counters.forget_source();
+        let mut removed = false;
         for a in addresses {
-            self.forget_address(a);
+            removed |= self.local.remove_address(a).is_some();
+        }
+        if removed {
+            self.cache.flush_all();
         }
         self.abandon_waiters(ep, ACM_STATUS_ENOTCONN as u8);
         self.local.remove_endpoint(ep);
@@ -245,10 +252,6 @@ impl<D: Daemon> Engine<D> {
             let (ep, address) = (a.endpoint, a.address.clone());
             self.discovery.withdraw(&self.local, ep, Some(&address));
         }
-        self.forget_address(addr);
-    }
-
-    fn forget_address(&mut self, addr: AddressId) {
         self.counters.forget_source();
         if self.local.remove_address(addr).is_some() {
             self.cache.flush_all();
@@ -279,21 +282,14 @@ impl<D: Daemon> Engine<D> {
         self.counters.of(ep)
     }
 
-    /// Entries in the destination cache, for tests and statistics.
-    pub fn cached(&self) -> usize {
-        self.cache.len()
-    }
-
-    /// The sizes of the tables with bounds, with their bounds: destination
-    /// cache, bindings, remembered failures, lookups in flight.
-    pub fn table_sizes(&self) -> [(usize, usize); 4] {
-        let t = self.discovery.status();
-        [
-            (self.cache.len(), self.cache.capacity()),
-            (t.bindings, t.max_bindings),
-            (t.failures, t.max_bindings),
-            (t.lookups, t.max_lookups),
-        ]
+    /// How full its tables are, against their bounds.
+    pub fn tables(&self) -> Tables {
+        Tables {
+            cached: self.cache.len(),
+            max_cached: self.cache.capacity(),
+            cache_evicted: self.cache.evicted,
+            discovery: self.discovery.status(),
+        }
     }
 
     /// The hosts file in force.
@@ -329,11 +325,6 @@ impl<D: Daemon> Engine<D> {
     pub fn set_discovery_up(&mut self, families: Families, now: Instant) {
         self.input(now);
         self.discovery.set_up(families);
-    }
-
-    /// Injects these faults into the core from now on (simulations only).
-    pub fn set_buggify(&mut self, buggify: Buggify) {
-        self.discovery.set_buggify(buggify);
     }
 
     pub fn set_auth(&mut self, auth: Option<Auth>) {
@@ -379,7 +370,7 @@ impl<D: Daemon> Engine<D> {
         let due = [
             self.cache.sweep_due(),
             self.discovery.sweep_due(now),
-            self.limits_logged.due_at(&self.limits(), now),
+            self.limits_logged.due_at(&self.tables().limits(), now),
         ]
         .into_iter()
         .fold(None, earliest)?;
@@ -426,12 +417,10 @@ impl<D: Daemon> Engine<D> {
         self.dirty = true;
         self.discovery.abandon_all();
         let keys = self.waiting.keys();
-        keys.iter().map(|k| self.answer_waiters(k, status)).sum()
-    }
-
-    /// Where a learned destination leads, for tests and statistics.
-    pub fn learned_dest(&self, a: &Address) -> Option<Dest> {
-        self.discovery.state().binding(a).map(resolve::dest_of)
+        let (counters, daemon) = (&mut self.counters, &self.daemon);
+        keys.iter()
+            .map(|k| self.waiting.fail(k, status, counters, daemon))
+            .sum()
     }
 
     /// Discovery, to read: its counts, what is in flight, whether it is
@@ -441,28 +430,16 @@ impl<D: Daemon> Engine<D> {
         &self.discovery
     }
 
-    /// What reached a table's bound so far: destinations and bindings
-    /// evicted, failures evicted, lookups refused, hints left unchecked.
-    pub fn limits(&self) -> [u64; 5] {
-        let t = self.discovery.status();
-        [
-            self.cache.evicted,
-            t.bindings_evicted,
-            t.failures_evicted,
-            t.lookups_refused,
-            t.checks_skipped,
-        ]
-    }
-
     /// Says in the log, like discovery's drops, when tables reached their
     /// bounds.
     fn log_limits(&mut self, now: Instant) {
-        let limits = self.limits();
+        let tables = self.tables();
+        let limits = tables.limits();
         if !self.limits_logged.due(&limits, now) {
             return;
         }
         let [cache, learned, failed, refused, skipped] = limits;
-        let t = self.discovery.status();
+        let t = tables.discovery;
         let (learned_cap, lookups_cap) = (t.max_bindings, t.max_lookups);
         log::info!(
             "tables at their bounds so far: destination cache {cache} evicted (of {}), \
@@ -482,7 +459,8 @@ impl<D: Daemon> Engine<D> {
                 }
                 Outcome::Resolved(a, learned) => self.answer_resolved(&a, &learned, now),
                 Outcome::Failed(a, status) => {
-                    self.answer_waiters(&a, status);
+                    self.waiting
+                        .fail(&a, status, &mut self.counters, &self.daemon);
                 }
             }
         }
@@ -496,7 +474,9 @@ impl<D: Daemon> Engine<D> {
         self.discovery
             .endpoint_closed(&self.local, ep, |key| waiting.first_endpoint(key));
         for w in orphaned {
-            self.answer_waiter(&w, crate::request::msg::resolve_error(&w.request, status));
+            let reply = crate::request::msg::resolve_error(&w.request, status);
+            self.waiting
+                .answer(&w, reply, &mut self.counters, &self.daemon);
         }
     }
 }

@@ -4,7 +4,7 @@
 //! A request that must wait for a lookup is copied and answered when the
 //! lookup's outcome arrives.
 
-use super::{Engine, Outgoing, Response, Waiter};
+use super::{Engine, Response, Waiter};
 use crate::addr::Address;
 use crate::daemon::{Counter, Daemon};
 use crate::discovery::state::Learned;
@@ -31,7 +31,7 @@ enum Found {
 }
 
 /// Where a binding learned by discovery leads.
-pub(super) fn dest_of(l: &Learned) -> Dest {
+fn dest_of(l: &Learned) -> Dest {
     Dest {
         gid: l.gid,
         lid: l.lid,
@@ -48,14 +48,9 @@ fn rejected(status: u32, why: String) -> Rejected {
 }
 
 impl<D: Daemon> Engine<D> {
-    /// Handles a `resolve` made on behalf of the local address `addr`, at
-    /// the current time (tests, benchmarks). `None`: the request waits for
-    /// a lookup and is answered later through the effects.
-    pub fn resolve(&mut self, addr: AddressId, req: &MsgBuf, id: u64) -> Option<MsgBuf> {
-        self.resolve_at(addr, req, id, Instant::now())
-    }
-
-    /// [`Engine::resolve`] at `now`.
+    /// Handles a `resolve` made on behalf of the local address `addr` at
+    /// `now`. `None`: the request waits for a lookup and is answered later
+    /// through the effects.
     pub fn resolve_at(
         &mut self,
         addr: AddressId,
@@ -68,7 +63,7 @@ impl<D: Daemon> Engine<D> {
             .then_some(msg)
     }
 
-    /// [`Engine::resolve`] without copies: `msg` is the request and, when
+    /// [`Engine::resolve_at`] without copies: `msg` is the request and, when
     /// this returns true, the reply to send. False: the engine holds a copy
     /// of the request and answers it later.
     ///
@@ -128,12 +123,6 @@ impl<D: Daemon> Engine<D> {
         }
         self.counters.count_status(ep, msg.status(), &self.daemon);
         true
-    }
-
-    /// Handles a `query` (`ib_acme -v`) at the current time (tests): see
-    /// [`Engine::query_at`].
-    pub fn query(&mut self, addr: AddressId, req: &MsgBuf) -> Response {
-        self.query_at(addr, req, Instant::now())
     }
 
     /// Handles a `query` (`ib_acme -v`): there is no SA to ask, so the
@@ -414,27 +403,8 @@ impl<D: Daemon> Engine<D> {
                     msg::resolve_error(&w.request, ACM_STATUS_ENODATA as u8)
                 }
             };
-            self.answer_waiter(&w, reply);
+            self.waiting
+                .answer(&w, reply, &mut self.counters, &self.daemon);
         }
-    }
-
-    /// Answers every request waiting for `key` with `status`; returns how
-    /// many there were.
-    pub(super) fn answer_waiters(&mut self, key: &Address, status: u8) -> usize {
-        let waiters = self.waiting.take(key);
-        for w in &waiters {
-            self.answer_waiter(w, msg::resolve_error(&w.request, status));
-        }
-        waiters.len()
-    }
-
-    pub(super) fn answer_waiter(&mut self, w: &Waiter, reply: MsgBuf) {
-        self.counters
-            .count_status(w.endpoint, reply.status(), &self.daemon);
-        self.replies.push(Outgoing {
-            id: w.id,
-            msg: reply,
-            query: false,
-        });
     }
 }

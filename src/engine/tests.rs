@@ -81,7 +81,10 @@ fn path_req(path: PathRecord, flags: u32) -> MsgBuf {
 
 /// A resolve that must be answered at once (no lookup involved).
 fn res(e: &mut Engine<FakeDaemon>, addr: AddressId, req: &MsgBuf) -> Response {
-    Response(e.resolve(addr, req, 1).expect("answered at once"))
+    Response(
+        e.resolve_at(addr, req, 1, Instant::now())
+            .expect("answered at once"),
+    )
 }
 
 fn reply_path(r: &Response) -> PathRecord {
@@ -276,7 +279,7 @@ fn counters_follow_cache_hits_and_reach_the_daemon() {
             Counter::RouteCache
         ]
     );
-    assert_eq!(f.e.cached(), 1);
+    assert_eq!(f.e.tables().cached, 1);
 }
 
 #[test]
@@ -357,14 +360,14 @@ fn close_port_and_reregister_flush_the_cache() {
     let mut f = fixture();
     let req = request(&[dest(ACM_ADDRESS_NAME, b"node3")], false, 1);
     res(&mut f.e, f.ip, &req);
-    assert_eq!(f.e.cached(), 1);
+    assert_eq!(f.e.tables().cached, 1);
     f.e.handle_event(f.port, 10);
-    assert_eq!(f.e.cached(), 1, "other events keep the cache");
+    assert_eq!(f.e.tables().cached, 1, "other events keep the cache");
     f.e.handle_event(f.port, EVENT_CLIENT_REREGISTER);
-    assert_eq!(f.e.cached(), 0);
+    assert_eq!(f.e.tables().cached, 0);
     res(&mut f.e, f.ip, &req);
     f.e.close_port(f.port);
-    assert_eq!(f.e.cached(), 0);
+    assert_eq!(f.e.tables().cached, 0);
     assert_eq!(f.e.counters(f.ep), None, "the port's endpoints are gone");
     let r = res(&mut f.e, f.ip, &req);
     assert_eq!(
@@ -382,18 +385,20 @@ fn query_verifies_against_the_path_this_provider_builds() {
         f.ip,
         &request(&[dest(ACM_ADDRESS_NAME, b"node3")], false, 1),
     ));
-    let ok = f.e.query(f.ip, &path_req(ours, ACM_FLAGS_QUERY_SA));
+    let ok =
+        f.e.query_at(f.ip, &path_req(ours, ACM_FLAGS_QUERY_SA), Instant::now());
     assert_eq!((ok.0.opcode(), ok.0.status(), ok.0.length()), (0x81, 0, 88));
     assert_eq!(
         PathRecord::decode(ok.0.entry(0).info.first_chunk().unwrap()),
         ours
     );
-    let wrong = f.e.query(
+    let wrong = f.e.query_at(
         f.ip,
         &path_req(PathRecord { mtu: 1, ..ours }, ACM_FLAGS_QUERY_SA),
+        Instant::now(),
     );
     assert_eq!(wrong.0.status(), ACM_STATUS_EINVAL as u8);
-    let unknown = f.e.query(
+    let unknown = f.e.query_at(
         f.ip,
         &path_req(
             PathRecord {
@@ -402,9 +407,10 @@ fn query_verifies_against_the_path_this_provider_builds() {
             },
             ACM_FLAGS_QUERY_SA,
         ),
+        Instant::now(),
     );
     assert_eq!(unknown.0.status(), ACM_STATUS_ENODATA as u8);
-    let not_query = f.e.query(f.ip, &path_req(ours, 0));
+    let not_query = f.e.query_at(f.ip, &path_req(ours, 0), Instant::now());
     assert_eq!(not_query.0.status(), ACM_STATUS_EINVAL as u8);
     assert_eq!(f.e.counters(f.ep).unwrap()[Counter::Error as usize], 2);
 }

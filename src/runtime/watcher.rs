@@ -91,7 +91,9 @@ mod tests {
                 false,
                 1,
             );
-            let reply = lock(&engine).resolve(src, &req, 1).unwrap();
+            let reply = lock(&engine)
+                .resolve_at(src, &req, 1, std::time::Instant::now())
+                .unwrap();
             match reply.status() {
                 0 => Some(
                     crate::request::path::PathRecord::decode(
@@ -117,7 +119,7 @@ mod tests {
         assert_eq!(ask("move").as_deref(), Some("fe80::22"));
         assert_eq!(ask("gone"), None);
         assert_eq!(ask("new").as_deref(), Some("fe80::4"));
-        assert_eq!(lock(&engine).cached(), 3, "keep, move and new");
+        assert_eq!(lock(&engine).tables().cached, 3, "keep, move and new");
         std::fs::remove_dir_all(path.parent().unwrap()).unwrap();
     }
 }

@@ -22,7 +22,7 @@ fn queries_are_answered_by_the_owner_only_and_group_queries_never_refused() {
     // The asker's record binds nothing: nobody confirmed it.
     assert_eq!(bound_gid(&f.e, &peer_ip()), None);
     assert_eq!(
-        f.e.resolve(f.addr, &ip_request(PEER_IP, 0, 1), 1),
+        f.e.resolve_at(f.addr, &ip_request(PEER_IP, 0, 1), 1, Instant::now()),
         None,
         "asked like any"
     );

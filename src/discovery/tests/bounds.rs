@@ -8,7 +8,7 @@ fn footprint(e: &Engine<FakeDaemon>) -> Vec<usize> {
     let t = d.status();
     let mut sizes = e.local().sizes().to_vec();
     sizes.extend(d.inflight.sizes());
-    sizes.extend([e.cached(), e.waiting(), t.bindings, t.failures]);
+    sizes.extend([e.tables().cached, e.waiting(), t.bindings, t.failures]);
     let o = &d.out;
     sizes.extend([
         o.datagrams.len(),
@@ -29,13 +29,13 @@ fn every_table_the_network_or_clients_fill_is_bounded() {
         ..Config::default()
     });
     // Lookups in flight: one; the next miss is answered at once.
-    f.e.resolve(f.addr, &ip_request([10, 0, 0, 7], 0, 1), 1);
+    f.e.resolve_at(f.addr, &ip_request([10, 0, 0, 7], 0, 1), 1, Instant::now());
     let (q, _) = sent_query(&polled(&mut f.e));
     let r =
-        f.e.resolve(f.addr, &ip_request([10, 0, 0, 8], 0, 2), 2)
+        f.e.resolve_at(f.addr, &ip_request([10, 0, 0, 8], 0, 2), 2, Instant::now())
             .unwrap();
     assert_eq!(r.status(), ACM_STATUS_ENOMEM as u8);
-    assert_eq!(f.e.limits()[3], 1, "counted");
+    assert_eq!(f.e.tables().limits()[3], 1, "counted");
     // Learned bindings: at most two (an address and a GID per answer).
     let from7 = SocketAddr::new(IpAddr::V4([10, 0, 0, 7].into()), 6126);
     let rec = |last: u8| {
@@ -52,22 +52,34 @@ fn every_table_the_network_or_clients_fill_is_bounded() {
     f.e.on_datagram(from7, None, &reply_bytes(&q, Answer::Found(rec(7))), f.t0);
     polled(&mut f.e);
     for last in [8, 9] {
-        f.e.resolve(f.addr, &ip_request([10, 0, 0, last], 0, 3), 3);
+        f.e.resolve_at(
+            f.addr,
+            &ip_request([10, 0, 0, last], 0, 3),
+            3,
+            Instant::now(),
+        );
         let (q, _) = sent_query(&polled(&mut f.e));
         let from = SocketAddr::new(IpAddr::V4([10, 0, 0, last].into()), 6126);
         f.e.on_datagram(from, None, &reply_bytes(&q, Answer::Found(rec(last))), f.t0);
         assert_eq!(polled(&mut f.e).replies.len(), 1, "answered");
     }
     assert_eq!(f.e.discovery().status().bindings, 2);
-    assert_eq!(f.e.limits()[1], 4, "the oldest made room, two per answer");
     assert_eq!(
-        f.e.cached(),
+        f.e.tables().limits()[1],
+        4,
+        "the oldest made room, two per answer"
+    );
+    assert_eq!(
+        f.e.tables().cached,
         1,
         "what left the bindings left the cache (a hint could not be checked)"
     );
     // What expires is swept without being asked for.
     f.e.on_timers(f.t0 + Duration::from_secs(24 * 3600 + 1));
-    assert_eq!((f.e.discovery().status().bindings, f.e.cached()), (0, 0));
+    assert_eq!(
+        (f.e.discovery().status().bindings, f.e.tables().cached),
+        (0, 0)
+    );
 }
 
 #[test]
@@ -188,7 +200,7 @@ fn port_cycles_with_lookups_pending_leave_nothing_behind() {
     let (mut ep, mut addr) = (f.ep, f.addr);
     let mut after_first = None;
     for i in 0..1000u64 {
-        f.e.resolve(addr, &ip_request(PEER_IP, 0, i), i);
+        f.e.resolve_at(addr, &ip_request(PEER_IP, 0, i), i, Instant::now());
         let port = f.e.local().endpoint(ep).unwrap().port;
         let dev = f.e.local().port(port).unwrap().device;
         let ids: Vec<AddressId> = f.e.local().endpoint(ep).unwrap().addresses.to_vec();

@@ -6,7 +6,7 @@ use super::*;
 fn a_miss_asks_the_address_once_and_answers_every_waiter_once() {
     let mut f = fixture(Config::default());
     assert_eq!(
-        f.e.resolve(f.addr, &ip_request(PEER_IP, 0, 1), 11),
+        f.e.resolve_at(f.addr, &ip_request(PEER_IP, 0, 1), 11, Instant::now()),
         None,
         "waits for the peer"
     );
@@ -31,7 +31,10 @@ fn a_miss_asks_the_address_once_and_answers_every_waiter_once() {
         Some(IpAddr::V4([10, 0, 0, 1].into())),
         "sent from the asking endpoint's own address"
     );
-    assert_eq!(f.e.resolve(f.addr, &ip_request(PEER_IP, 0, 2), 12), None);
+    assert_eq!(
+        f.e.resolve_at(f.addr, &ip_request(PEER_IP, 0, 2), 12, Instant::now()),
+        None
+    );
     assert!(
         polled(&mut f.e).datagrams.is_empty(),
         "a second request joins the lookup"
@@ -84,7 +87,7 @@ fn a_miss_asks_the_address_once_and_answers_every_waiter_once() {
 #[test]
 fn replies_from_elsewhere_or_unknown_transactions_are_dropped() {
     let mut f = fixture(Config::default());
-    f.e.resolve(f.addr, &ip_request(PEER_IP, 0, 1), 11);
+    f.e.resolve_at(f.addr, &ip_request(PEER_IP, 0, 1), 11, Instant::now());
     let (q, _) = sent_query(&polled(&mut f.e));
     let found = reply_bytes(&q, Answer::Found(peer_record("fe80::666")));
     let impostor = SocketAddr::new(
@@ -123,7 +126,7 @@ fn silence_is_retried_then_times_out_and_is_not_remembered() {
         ..Config::default()
     };
     let mut f = fixture(cfg);
-    f.e.resolve(f.addr, &ip_request(PEER_IP, 0, 1), 11);
+    f.e.resolve_at(f.addr, &ip_request(PEER_IP, 0, 1), 11, Instant::now());
     let (first, _) = sent_query(&polled(&mut f.e));
     for try_ in 1..=2u64 {
         f.e.on_timers(f.t0 + Duration::from_millis(101 * try_));
@@ -153,7 +156,7 @@ fn a_refusal_fails_at_once_with_enodata_and_an_icmp_error_with_etimedout() {
         negative_timeout_ms: 0,
         ..Config::default()
     });
-    f.e.resolve(f.addr, &ip_request(PEER_IP, 0, 1), 11);
+    f.e.resolve_at(f.addr, &ip_request(PEER_IP, 0, 1), 11, Instant::now());
     let (q, _) = sent_query(&polled(&mut f.e));
     f.e.on_datagram(peer(), None, &reply_bytes(&q, Answer::Refused), f.t0);
     let fx = polled(&mut f.e);
@@ -161,7 +164,7 @@ fn a_refusal_fails_at_once_with_enodata_and_an_icmp_error_with_etimedout() {
 
     // Nothing listening at the address (a daemon not started yet, a
     // neighbour not resolved): nobody said no, so not ENODATA.
-    f.e.resolve(f.addr, &ip_request(PEER_IP, 0, 2), 12);
+    f.e.resolve_at(f.addr, &ip_request(PEER_IP, 0, 2), 12, Instant::now());
     let fx = polled(&mut f.e);
     let Datagram::Unicast { bytes, .. } = &fx.datagrams[0] else {
         panic!("{fx:?}")
@@ -189,7 +192,7 @@ fn derivations_follow_a_failed_discovery_in_order() {
         ..Config::default()
     };
     let mut f = fixture(cfg);
-    f.e.resolve(f.addr, &ip_request(PEER_IP, 0, 1), 11);
+    f.e.resolve_at(f.addr, &ip_request(PEER_IP, 0, 1), 11, Instant::now());
     let (q, _) = sent_query(&polled(&mut f.e));
     f.e.on_unreachable(peer(), &Message::from(q).encode(), f.t0);
     let jobs = polled(&mut f.e).neighbour_jobs;
@@ -207,7 +210,7 @@ fn derivations_follow_a_failed_discovery_in_order() {
 
     // Without a neighbour entry, eui64 gives way to ipv4-mapped at its deadline.
     let other = [10, 0, 0, 3];
-    f.e.resolve(f.addr, &ip_request(other, 0, 2), 12);
+    f.e.resolve_at(f.addr, &ip_request(other, 0, 2), 12, Instant::now());
     let (q, _) = sent_query(&polled(&mut f.e));
     let to = SocketAddr::new(IpAddr::V4(other.into()), 6126);
     f.e.on_unreachable(to, &Message::from(q).encode(), f.t0);
@@ -227,8 +230,13 @@ fn derivations_follow_a_failed_discovery_in_order() {
 fn nodelay_answers_now_and_still_starts_the_lookup() {
     let mut f = fixture(Config::default());
     let r =
-        f.e.resolve(f.addr, &ip_request(PEER_IP, ACM_FLAGS_NODELAY, 1), 11)
-            .unwrap();
+        f.e.resolve_at(
+            f.addr,
+            &ip_request(PEER_IP, ACM_FLAGS_NODELAY, 1),
+            11,
+            Instant::now(),
+        )
+        .unwrap();
     assert_eq!(r.status(), ACM_STATUS_ENODATA as u8);
     let (q, _) = sent_query(&polled(&mut f.e));
     f.e.on_datagram(
@@ -239,15 +247,20 @@ fn nodelay_answers_now_and_still_starts_the_lookup() {
     );
     assert!(polled(&mut f.e).replies.is_empty(), "nobody was waiting");
     let r =
-        f.e.resolve(f.addr, &ip_request(PEER_IP, ACM_FLAGS_NODELAY, 2), 12)
-            .unwrap();
+        f.e.resolve_at(
+            f.addr,
+            &ip_request(PEER_IP, ACM_FLAGS_NODELAY, 2),
+            12,
+            Instant::now(),
+        )
+        .unwrap();
     assert_eq!(dgid(&r), PEER.parse().unwrap());
 }
 
 #[test]
 fn closing_an_endpoint_answers_its_waiters() {
     let mut f = fixture(Config::default());
-    f.e.resolve(f.addr, &ip_request(PEER_IP, 0, 1), 11);
+    f.e.resolve_at(f.addr, &ip_request(PEER_IP, 0, 1), 11, Instant::now());
     polled(&mut f.e);
     f.e.close_endpoint(f.ep);
     let mut fx = polled(&mut f.e);
@@ -293,7 +306,10 @@ fn without_discovery_only_derivations_run() {
     let mut f = fixture(cfg);
     f.e.set_discovery_up(Families::NONE, f.t0);
     polled(&mut f.e);
-    assert_eq!(f.e.resolve(f.addr, &ip_request(PEER_IP, 0, 1), 11), None);
+    assert_eq!(
+        f.e.resolve_at(f.addr, &ip_request(PEER_IP, 0, 1), 11, Instant::now()),
+        None
+    );
     let job = polled(&mut f.e).neighbour_jobs.remove(0);
     f.e.on_neighbour(job, None, f.t0);
     let fx = polled(&mut f.e);
@@ -310,14 +326,17 @@ fn without_discovery_only_derivations_run() {
         false,
         3,
     );
-    let r = f.e.resolve(f.addr, &by_name, 2).unwrap();
+    let r = f.e.resolve_at(f.addr, &by_name, 2, Instant::now()).unwrap();
     assert_eq!(r.status(), ACM_STATUS_ENODATA as u8, "names need discovery");
 }
 
 #[test]
 fn a_claim_its_host_never_confirms_times_out() {
     let mut f = fixture(segment_only());
-    assert_eq!(f.e.resolve(f.addr, &by_name("node-b", 1), 1), None);
+    assert_eq!(
+        f.e.resolve_at(f.addr, &by_name("node-b", 1), 1, Instant::now()),
+        None
+    );
     let (g, _) = sent_query(&polled(&mut f.e));
     let claim = reply_bytes(&g, Answer::Found(peer_record(PEER)));
     f.e.on_datagram(peer(), None, &claim, f.t0);
@@ -334,18 +353,23 @@ fn a_claim_its_host_never_confirms_times_out() {
 #[test]
 fn a_refusal_is_remembered_and_an_icmp_error_is_not() {
     let mut f = fixture(Config::default());
-    f.e.resolve(f.addr, &ip_request(PEER_IP, 0, 1), 1);
+    f.e.resolve_at(f.addr, &ip_request(PEER_IP, 0, 1), 1, Instant::now());
     let (q, _) = sent_query(&polled(&mut f.e));
     f.e.on_datagram(peer(), None, &reply_bytes(&q, Answer::Refused), f.t0);
     assert_eq!(one_status(&mut f), ACM_STATUS_ENODATA as u8);
-    let r = f.e.resolve(f.addr, &ip_request(PEER_IP, 0, 2), 2).unwrap();
+    let r =
+        f.e.resolve_at(f.addr, &ip_request(PEER_IP, 0, 2), 2, Instant::now())
+            .unwrap();
     assert_eq!(r.status(), ACM_STATUS_ENODATA as u8, "remembered");
     assert!(polled(&mut f.e).datagrams.is_empty(), "nothing asked");
 
     let other = [10, 0, 0, 3];
     let to = SocketAddr::new(IpAddr::V4(other.into()), 6126);
     for tid in 3..=4 {
-        assert_eq!(f.e.resolve(f.addr, &ip_request(other, 0, tid), tid), None);
+        assert_eq!(
+            f.e.resolve_at(f.addr, &ip_request(other, 0, tid), tid, Instant::now()),
+            None
+        );
         let (q, _) = sent_query(&polled(&mut f.e));
         f.e.on_unreachable(to, &Message::from(q).encode(), f.t0);
         assert_eq!(one_status(&mut f), ACM_STATUS_ETIMEDOUT as u8);
@@ -358,7 +382,7 @@ fn a_derivation_that_times_out_after_a_refusal_times_out_the_lookup() {
         derive: vec![Derivation::Eui64],
         ..Config::default()
     });
-    f.e.resolve(f.addr, &ip_request(PEER_IP, 0, 1), 1);
+    f.e.resolve_at(f.addr, &ip_request(PEER_IP, 0, 1), 1, Instant::now());
     let (q, _) = sent_query(&polled(&mut f.e));
     f.e.on_datagram(peer(), None, &reply_bytes(&q, Answer::Refused), f.t0);
     let job = polled(&mut f.e).neighbour_jobs.remove(0);
@@ -374,9 +398,11 @@ fn a_full_lookup_table_is_no_answer_and_not_remembered() {
         max_lookups: 1,
         ..Config::default()
     });
-    f.e.resolve(f.addr, &ip_request([10, 0, 0, 7], 0, 1), 1);
+    f.e.resolve_at(f.addr, &ip_request([10, 0, 0, 7], 0, 1), 1, Instant::now());
     polled(&mut f.e);
-    let r = f.e.resolve(f.addr, &by_name("node-b", 2), 2).unwrap();
+    let r =
+        f.e.resolve_at(f.addr, &by_name("node-b", 2), 2, Instant::now())
+            .unwrap();
     assert_eq!(r.status(), ACM_STATUS_ENOMEM as u8);
     assert_eq!(f.e.discovery().status().failures, 0);
 }
@@ -389,7 +415,7 @@ fn a_binding_the_tables_bound_evicts_at_once_still_answers_its_lookup() {
         max_learned: 1,
         ..Config::default()
     });
-    f.e.resolve(f.addr, &ip_request(PEER_IP, 0, 1), 1);
+    f.e.resolve_at(f.addr, &ip_request(PEER_IP, 0, 1), 1, Instant::now());
     let (q, _) = sent_query(&polled(&mut f.e));
     let found = reply_bytes(&q, Answer::Found(peer_record(PEER)));
     f.e.on_datagram(peer(), None, &found, f.t0);

@@ -116,7 +116,7 @@ fn sent_query(fx: &Effects) -> (Query, Option<SocketAddr>) {
 /// The fixture asks for the peer's IPv4 address (request `tid`) and
 /// the peer answers FOUND with its record: the peer is learned.
 fn learn_peer(f: &mut Fixture, tid: u64) {
-    f.e.resolve(f.addr, &ip_request(PEER_IP, 0, tid), tid);
+    f.e.resolve_at(f.addr, &ip_request(PEER_IP, 0, tid), tid, Instant::now());
     let (q, _) = sent_query(&polled(&mut f.e));
     let found = reply_bytes(&q, Answer::Found(peer_record(PEER)));
     f.e.on_datagram(peer(), None, &found, f.t0);
@@ -132,7 +132,7 @@ fn learn_peer_name(f: &mut Fixture, tid: u64) {
         false,
         tid,
     );
-    assert_eq!(f.e.resolve(f.addr, &by_name, tid), None);
+    assert_eq!(f.e.resolve_at(f.addr, &by_name, tid, Instant::now()), None);
     let (group, to) = sent_query(&polled(&mut f.e));
     assert_eq!(to, None, "names are asked of the groups");
     let claim = reply_bytes(&group, Answer::Found(peer_record(PEER)));
@@ -219,7 +219,7 @@ fn sent_queries(fx: &Effects) -> Vec<(Query, Option<SocketAddr>)> {
 }
 
 fn bound_gid(e: &Engine<FakeDaemon>, a: &Address) -> Option<Gid> {
-    e.learned_dest(a).map(|d| d.gid)
+    e.discovery().state().binding(a).map(|l| l.gid)
 }
 
 fn dgid(m: &MsgBuf) -> Gid {

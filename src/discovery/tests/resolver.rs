@@ -11,7 +11,10 @@ fn record_of(gid: &str, ip: IpAddr) -> EndpointRecord {
 /// Asks for `name`, lets the segment stage time out silently, and returns
 /// the job the system's resolver gets and when it was made.
 fn to_the_resolver(f: &mut Fixture, name: &str, tid: u64) -> (NssJob, Instant) {
-    assert_eq!(f.e.resolve(f.addr, &by_name(name, tid), tid), None);
+    assert_eq!(
+        f.e.resolve_at(f.addr, &by_name(name, tid), tid, Instant::now()),
+        None
+    );
     let fx = polled(&mut f.e);
     let (_, to) = sent_query(&fx);
     assert_eq!(to, None, "the segment is asked first");
@@ -92,14 +95,19 @@ fn a_name_the_resolver_does_not_know_fails_at_once_and_is_remembered() {
         name_lookup: vec![NameLookup::Nss],
         ..Config::default()
     });
-    assert_eq!(f.e.resolve(f.addr, &by_name("nobody", 1), 1), None);
+    assert_eq!(
+        f.e.resolve_at(f.addr, &by_name("nobody", 1), 1, Instant::now()),
+        None
+    );
     let job = polled(&mut f.e).resolver_jobs.remove(0);
     let no = NssError::NoSuchName("Name or service not known".into());
     f.e.on_nss(&job.key, Err(no), f.t0);
     let fx = polled(&mut f.e);
     assert_eq!(fx.replies.len(), 1);
     assert_eq!(fx.replies[0].msg.status(), ACM_STATUS_ENODATA as u8);
-    let again = f.e.resolve(f.addr, &by_name("nobody", 2), 2).unwrap();
+    let again =
+        f.e.resolve_at(f.addr, &by_name("nobody", 2), 2, Instant::now())
+            .unwrap();
     assert_eq!(
         again.status(),
         ACM_STATUS_ENODATA as u8,
@@ -132,7 +140,10 @@ fn addresses_of_different_hosts_for_one_name_get_no_answer() {
         name_lookup: vec![NameLookup::Nss],
         ..Config::default()
     });
-    assert_eq!(f.e.resolve(f.addr, &by_name("node-rr", 1), 1), None);
+    assert_eq!(
+        f.e.resolve_at(f.addr, &by_name("node-rr", 1), 1, Instant::now()),
+        None
+    );
     let mut fx = polled(&mut f.e);
     assert!(sent_queries(&fx).is_empty(), "no segment stage");
     let job = fx.resolver_jobs.remove(0);
@@ -176,7 +187,10 @@ fn a_name_the_segment_could_not_find_and_the_resolver_does_not_know_times_out() 
 fn a_resolver_that_could_not_find_out_is_no_answer() {
     let mut f = fixture(nss_only());
     for tid in 1..=2 {
-        assert_eq!(f.e.resolve(f.addr, &by_name("node-far", tid), tid), None);
+        assert_eq!(
+            f.e.resolve_at(f.addr, &by_name("node-far", tid), tid, Instant::now()),
+            None
+        );
         let job = polled(&mut f.e).resolver_jobs.remove(0);
         let again = NssError::Failed("Temporary failure in name resolution".into());
         f.e.on_nss(&job.key, Err(again), f.t0);
@@ -194,7 +208,10 @@ fn addresses_the_resolver_gave_say_no_only_if_every_one_refuses() {
     ];
     // One with nothing listening (an ICMP error), then one that refuses:
     // the refusal coming last does not make it a no.
-    assert_eq!(f.e.resolve(f.addr, &by_name("node-rr", 1), 1), None);
+    assert_eq!(
+        f.e.resolve_at(f.addr, &by_name("node-rr", 1), 1, Instant::now()),
+        None
+    );
     let job = polled(&mut f.e).resolver_jobs.remove(0);
     f.e.on_nss(&job.key, Ok(ips.to_vec()), f.t0);
     let asked = sent_queries(&polled(&mut f.e));
@@ -208,7 +225,10 @@ fn addresses_the_resolver_gave_say_no_only_if_every_one_refuses() {
     assert_eq!(f.e.discovery().status().failures, 0);
 
     // Both refuse: the name leads to no destination.
-    assert_eq!(f.e.resolve(f.addr, &by_name("node-rr", 2), 2), None);
+    assert_eq!(
+        f.e.resolve_at(f.addr, &by_name("node-rr", 2), 2, Instant::now()),
+        None
+    );
     let job = polled(&mut f.e).resolver_jobs.remove(0);
     f.e.on_nss(&job.key, Ok(ips.to_vec()), f.t0);
     for (q, to) in &sent_queries(&polled(&mut f.e)) {

@@ -49,8 +49,13 @@ fn a_forged_query_never_changes_a_binding() {
         f.t0,
     );
     let r =
-        f.e.resolve(f.addr, &ip_request(PEER_IP, ACM_FLAGS_NODELAY, 2), 2)
-            .unwrap();
+        f.e.resolve_at(
+            f.addr,
+            &ip_request(PEER_IP, ACM_FLAGS_NODELAY, 2),
+            2,
+            Instant::now(),
+        )
+        .unwrap();
     assert_eq!(dgid(&r), PEER.parse().unwrap());
     // More forgeries soon after ask B nothing more.
     for _ in 0..100 {
@@ -141,7 +146,12 @@ fn a_forged_announcement_never_moves_a_hosts_names() {
         later,
     );
     assert!(polled(&mut f.e).datagrams.is_empty());
-    assert_eq!(f.e.learned_dest(&Address::Ip4([10, 0, 0, 4].into())), None);
+    assert_eq!(
+        f.e.discovery()
+            .state()
+            .binding(&Address::Ip4([10, 0, 0, 4].into())),
+        None
+    );
 }
 
 #[test]
@@ -149,7 +159,9 @@ fn a_host_with_a_new_gid_is_followed_once_it_confirms_it() {
     let mut f = fixture(Config::default());
     learn_peer(&mut f, 1);
     learn_peer_name(&mut f, 2);
-    let cached = f.e.resolve(f.addr, &ip_request(PEER_IP, 0, 3), 3).unwrap();
+    let cached =
+        f.e.resolve_at(f.addr, &ip_request(PEER_IP, 0, 3), 3, Instant::now())
+            .unwrap();
     assert_eq!(dgid(&cached), PEER.parse().unwrap());
     // B came back with new hardware and announces it.
     let moved = Message::from(Announce::new(vec![peer_record("fe80::c")], false).unwrap()).encode();
@@ -176,8 +188,13 @@ fn a_host_with_a_new_gid_is_followed_once_it_confirms_it() {
         "nothing is left at the old GID"
     );
     let r =
-        f.e.resolve(f.addr, &ip_request(PEER_IP, ACM_FLAGS_NODELAY, 4), 4)
-            .unwrap();
+        f.e.resolve_at(
+            f.addr,
+            &ip_request(PEER_IP, ACM_FLAGS_NODELAY, 4),
+            4,
+            Instant::now(),
+        )
+        .unwrap();
     assert_eq!(
         dgid(&r),
         "fe80::c".parse().unwrap(),
@@ -205,8 +222,13 @@ fn a_withdrawal_forgets_what_its_holder_no_longer_confirms() {
     polled(&mut f.e);
     assert_eq!(bound_gid(&f.e, second.target().address()), None);
     let r =
-        f.e.resolve(f.addr, &ip_request(PEER_IP, ACM_FLAGS_NODELAY, 3), 3)
-            .unwrap();
+        f.e.resolve_at(
+            f.addr,
+            &ip_request(PEER_IP, ACM_FLAGS_NODELAY, 3),
+            3,
+            Instant::now(),
+        )
+        .unwrap();
     assert_eq!(
         r.status(),
         ACM_STATUS_ENODATA as u8,
@@ -226,7 +248,7 @@ fn a_claim_counts_only_once_its_host_confirms_it() {
     };
     // The attacker reads the group query and answers first, in B's
     // name, with its own GID: B is asked, and B's answer counts.
-    f.e.resolve(f.addr, &by_name(b"node-b", 1), 1);
+    f.e.resolve_at(f.addr, &by_name(b"node-b", 1), 1, Instant::now());
     let (g, _) = sent_query(&polled(&mut f.e));
     f.e.on_datagram(
         peer(),
@@ -248,7 +270,7 @@ fn a_claim_counts_only_once_its_host_confirms_it() {
     // A name B does not hold, claimed in B's name: B refuses, and the
     // lookup fails once its group query's time is up. B said no only for
     // itself: a holder whose answer was lost may exist, so not ENODATA.
-    f.e.resolve(f.addr, &by_name(b"node-c", 2), 2);
+    f.e.resolve_at(f.addr, &by_name(b"node-c", 2), 2, Instant::now());
     let (g, _) = sent_query(&polled(&mut f.e));
     let c_record = EndpointRecord::new(
         ATTACKER.parse().unwrap(),
@@ -282,7 +304,7 @@ fn a_name_two_hosts_confirm_with_different_gids_gets_no_answer() {
         false,
         1,
     );
-    f.e.resolve(f.addr, &by_name, 1);
+    f.e.resolve_at(f.addr, &by_name, 1, Instant::now());
     let (g, _) = sent_query(&polled(&mut f.e));
     // The attacker claims the name from its own address too.
     let attacker = SocketAddr::new(IpAddr::V4([10, 0, 0, 66].into()), 6126);

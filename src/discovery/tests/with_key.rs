@@ -17,7 +17,7 @@ fn with_a_key_only_authenticated_fresh_messages_count() {
     let mut f = fixture(Config::default());
     f.e.set_auth(Some(auth(KEY)));
     let peer_auth = auth(KEY);
-    f.e.resolve(f.addr, &ip_request(PEER_IP, 0, 1), 11);
+    f.e.resolve_at(f.addr, &ip_request(PEER_IP, 0, 1), 11, Instant::now());
     // The engine makes the message; the sender seals each copy as it
     // leaves (net.rs).
     let (q, _) = sent_query(&polled(&mut f.e));

@@ -285,8 +285,10 @@ impl Sim {
     /// What host `asker` has bound `dest`'s address to.
     pub fn binding(&self, asker: usize, dest: usize) -> Option<Gid> {
         let e = self.hosts[asker].engine.as_ref()?;
-        e.learned_dest(&Address::Ip4(self.hosts[dest].ip))
-            .map(|d| d.gid)
+        e.discovery()
+            .state()
+            .binding(&Address::Ip4(self.hosts[dest].ip))
+            .map(|l| l.gid)
     }
 
     pub(crate) fn config(&self) -> Config {
@@ -478,7 +480,7 @@ impl Sim {
         let Some(e) = self.hosts[h].engine.as_mut() else {
             return;
         };
-        let sizes = e.table_sizes();
+        let sizes = e.tables().sizes();
         let polled = e.poll();
         for (i, (size, cap)) in sizes.into_iter().enumerate() {
             if size > cap {

@@ -68,7 +68,14 @@ impl Sim {
             return;
         }
         let seed = Seed::from_u64(self.seed ^ ((host as u64) << 20) ^ self.now);
-        let mut e = Engine::seeded(NullDaemon, self.config(), Hosts::default(), seed);
+        let buggify = match &self.tuning.faults {
+            Some(f) => {
+                let seed = seed_of_faults(self.seed, host, self.hosts[host].generation);
+                Buggify::new(seed, &f.enabled, f.percent)
+            }
+            None => Buggify::off(),
+        };
+        let mut e = Engine::seeded(NullDaemon, self.config(), Hosts::default(), seed, buggify);
         let g = self.gid_of(host);
         let dev = e.open_device(0x5254_0000_0000_0000 | host as u64);
         let port = e
@@ -96,10 +103,6 @@ impl Sim {
             }
             None => Sealing::default(),
         };
-        if let Some(f) = &self.tuning.faults {
-            let seed = seed_of_faults(self.seed, host, self.hosts[host].generation);
-            e.set_buggify(Buggify::new(seed, &f.enabled, f.percent));
-        }
         e.set_discovery_up(stack.families(), self.instant(self.now));
         // Every deadline the engine reports gets its Event::Timer.
         e.set_timers_run(true, self.instant(self.now));

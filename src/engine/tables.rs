@@ -1,0 +1,42 @@
+//! How full the engine's bounded tables are, against their bounds, and
+//! what the bounds cost so far: for the metrics, the log and the tests.
+
+use crate::discovery::Status;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Tables {
+    /// Destinations in the cache, and its bound.
+    pub cached: usize,
+    pub max_cached: usize,
+    /// Destinations evicted to make room, so far.
+    pub cache_evicted: u64,
+    /// Discovery's tables.
+    pub discovery: Status,
+}
+
+impl Tables {
+    /// The tables with bounds, each with its bound: destination cache,
+    /// bindings, remembered failures, lookups in flight.
+    pub fn sizes(&self) -> [(usize, usize); 4] {
+        let d = &self.discovery;
+        [
+            (self.cached, self.max_cached),
+            (d.bindings, d.max_bindings),
+            (d.failures, d.max_bindings),
+            (d.lookups, d.max_lookups),
+        ]
+    }
+
+    /// What reached a table's bound so far: destinations evicted, bindings
+    /// evicted, failures evicted, lookups refused, hints left unchecked.
+    pub fn limits(&self) -> [u64; 5] {
+        let d = &self.discovery;
+        [
+            self.cache_evicted,
+            d.bindings_evicted,
+            d.failures_evicted,
+            d.lookups_refused,
+            d.checks_skipped,
+        ]
+    }
+}
