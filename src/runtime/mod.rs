@@ -15,6 +15,7 @@ mod neigh;
 pub mod net;
 pub mod nss;
 pub mod report;
+pub mod schedule;
 pub mod watcher;
 pub mod worker;
 
@@ -28,7 +29,7 @@ use crate::discovery::Families;
 use crate::engine::{Effects, Engine, Outgoing};
 use crate::threads::Threads;
 use net::Net;
-use std::sync::atomic::{AtomicU64, Ordering};
+use schedule::Schedule;
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 use std::time::Instant;
 
@@ -44,15 +45,11 @@ pub struct Runtime<D: Daemon> {
     /// A copy of the engine's host: what sends a reply after the engine's
     /// lock is released, without copying it out of the engine per request.
     daemon: D,
-    /// What the daemon's thread and the resolvers got from the engine for
-    /// the worker, which alone sends and asks the neighbour table: filled
-    /// and emptied only under the engine's lock, so datagrams leave in the
-    /// order they were made.
-    outbox: Mutex<Effects>,
-    /// When the worker means to wake next, in nanoseconds since `epoch`
-    /// (written under the engine's lock): an earlier deadline wakes it.
-    worker_due: AtomicU64,
-    epoch: Instant,
+    /// What the daemon's thread and the resolvers hand over to the
+    /// worker, and when the worker wakes (`schedule.rs`). Taken only under
+    /// the engine's lock, after it, so datagrams leave in the order they
+    /// were made.
+    schedule: Mutex<Schedule>,
     /// The discovery sockets, once the first port is up (`None`: disabled
     /// or unavailable).
     net: OnceLock<Option<Arc<Net>>>,
@@ -87,12 +84,7 @@ impl<D: Daemon + Copy + 'static> Runtime<D> {
         Runtime {
             engine: Mutex::new(Engine::new(daemon, cfg, hosts)),
             daemon,
-            outbox: Mutex::default(),
-            // Until the worker says when it wakes, any deadline is
-            // earlier: its first sleep (a second, with no deadline yet)
-            // held back the first announcement after a start by up to that.
-            worker_due: AtomicU64::new(u64::MAX),
-            epoch: Instant::now(),
+            schedule: Mutex::new(Schedule::new(Some(worker::IDLE))),
             net: OnceLock::new(),
             hosts_loaded: stamp,
             watching: OnceLock::new(),
@@ -133,19 +125,9 @@ impl<D: Daemon + Copy + 'static> Runtime<D> {
     /// meant to; returns the replies. Called under the engine's lock: the
     /// daemon's thread never touches a socket, and what is sent leaves from
     /// one thread in the order it was made.
-    fn hand_over(&self, mut fx: Effects) -> Vec<Outgoing> {
-        let replies = std::mem::take(&mut fx.replies);
-        let earlier = fx
-            .deadline
-            .is_some_and(|d| self.nanos(d) < self.worker_due.load(Ordering::Relaxed));
-        let work = fx.has_work();
-        if work {
-            self.outbox
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .extend(fx);
-        }
-        if work || earlier {
+    fn hand_over(&self, fx: Effects) -> Vec<Outgoing> {
+        let (replies, wake) = self.schedule().hand_over(fx);
+        if wake {
             if let Some(net) = self.net() {
                 net.wake();
             }
@@ -153,19 +135,9 @@ impl<D: Daemon + Copy + 'static> Runtime<D> {
         replies
     }
 
-    /// What the worker is handed along with its own effects; under the
-    /// engine's lock.
-    fn take_outbox(&self) -> Effects {
-        std::mem::take(&mut *self.outbox.lock().unwrap_or_else(|p| p.into_inner()))
-    }
-
-    /// The worker sleeps until `due`; under the engine's lock.
-    fn worker_sleeps_until(&self, due: Instant) {
-        self.worker_due.store(self.nanos(due), Ordering::Relaxed);
-    }
-
-    fn nanos(&self, t: Instant) -> u64 {
-        t.saturating_duration_since(self.epoch).as_nanos() as u64
+    /// The worker's schedule; under the engine's lock, or alone.
+    fn schedule(&self) -> MutexGuard<'_, Schedule> {
+        self.schedule.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     /// Starts what a port needs, once: the discovery sockets and worker,

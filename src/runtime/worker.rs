@@ -5,7 +5,6 @@
 use super::net::{Net, NetEvent};
 use super::{lock, perform, Runtime};
 use crate::daemon::Daemon;
-use crate::discovery::state::NeighbourJob;
 use crate::threads::Stop;
 use acm_prov_sys::ACM_STATUS_ENOMEM;
 use std::sync::mpsc::Sender;
@@ -14,7 +13,7 @@ use std::time::{Duration, Instant};
 
 /// Longest sleep without a deadline: bounds how late a new interface is
 /// noticed for multicast.
-const IDLE: Duration = Duration::from_secs(1);
+pub const IDLE: Duration = Duration::from_secs(1);
 
 /// Starts the worker thread, supervised: if it panics, the requests
 /// waiting on discovery are answered with an error at once and the thread
@@ -53,9 +52,8 @@ fn recover<D: Daemon + Copy>(rt: &'static Runtime<D>, net: &Net) {
         e.set_timers_run(false, Instant::now());
         let answered = e.abandon_all(ACM_STATUS_ENOMEM as u8);
         log::error!("discovery thread: {answered} waiting requests answered with an error");
-        let mut fx = rt.take_outbox();
-        fx.extend(e.poll().unwrap_or_default());
-        fx
+        let own = e.poll().unwrap_or_default();
+        rt.schedule().round(own, Instant::now()).0
     };
     perform(rt.daemon(), Some(net), &fx);
 }
@@ -66,22 +64,16 @@ fn run<D: Daemon + Copy>(
     resolvers: &Sender<super::nss::Work>,
     stop: &Stop,
 ) {
-    let mut deadline = None;
-    // Neighbour lookups waiting for their time (the kernel resolving).
-    let mut neighbours: Vec<NeighbourJob> = Vec::new();
+    let mut wake: Option<Instant> = None;
     lock(&rt.engine).set_timers_run(true, Instant::now());
     while !stop.requested() {
-        let now = Instant::now();
-        let timeout = deadline
-            .map(|t: Instant| t.saturating_duration_since(now))
-            .unwrap_or(IDLE)
-            .min(IDLE);
+        let timeout = wake.map_or(IDLE, |t| t.saturating_duration_since(Instant::now()));
         let events = net.poll(timeout);
         let now = Instant::now();
-        let (due, later): (Vec<_>, Vec<_>) = neighbours.drain(..).partition(|j| j.at <= now);
-        neighbours = later;
         // Netlink before the engine's lock.
-        let macs: Vec<_> = due
+        let macs: Vec<_> = rt
+            .schedule()
+            .due_neighbours(now)
             .into_iter()
             .map(|job| {
                 let mac = super::neigh::mac_of(job.ip).unwrap_or_else(|e| {
@@ -93,7 +85,6 @@ fn run<D: Daemon + Copy>(
             .collect();
         let mut fx = {
             let mut e = lock(&rt.engine);
-            let mut fx = rt.take_outbox();
             for ev in events {
                 match ev {
                     NetEvent::Datagram { from, to, bytes } => e.on_datagram(from, to, &bytes, now),
@@ -108,13 +99,9 @@ fn run<D: Daemon + Copy>(
             e.on_timers(now);
             #[cfg(feature = "fault-injection")]
             crate::fault::in_worker(&e);
-            fx.extend(e.poll().unwrap_or_default());
-            neighbours.append(&mut fx.neighbour_jobs);
-            deadline = [fx.deadline, neighbours.iter().map(|j| j.at).min()]
-                .into_iter()
-                .flatten()
-                .min();
-            rt.worker_sleeps_until(deadline.map_or(now + IDLE, |d| d.min(now + IDLE)));
+            let own = e.poll().unwrap_or_default();
+            let (fx, next) = rt.schedule().round(own, now);
+            wake = next;
             fx
         };
         for job in fx.resolver_jobs.drain(..) {

@@ -8,6 +8,7 @@ mod derive;
 mod stack;
 mod traffic;
 mod tuning;
+mod worker;
 
 use acm_prov_sys::{ACM_ADDRESS_IP, ACM_ADDRESS_IP6, ACM_ADDRESS_NAME, ACM_EP_FLAG_DEST};
 use ibacm_urdma::addr::{Address, Gid};
@@ -20,6 +21,7 @@ use ibacm_urdma::discovery::NssError;
 use ibacm_urdma::engine::Engine;
 use ibacm_urdma::handle::AddressId;
 use ibacm_urdma::request::msg::{addr_entry, request};
+use ibacm_urdma::runtime::schedule::Schedule;
 pub use stack::{Authenticated, Stack};
 use std::collections::{BTreeMap, HashMap};
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
@@ -115,7 +117,11 @@ pub(crate) struct SimHost {
     pub(crate) engine: Option<Engine<NullDaemon>>,
     /// The address context requests are made from.
     pub(crate) source: Option<AddressId>,
-    /// The timer queued for the engine, if any.
+    /// When its worker wakes and what it carries out: the runtime's own
+    /// scheduling, without the idle wakes (a simulated host has no new
+    /// interfaces to notice).
+    pub(crate) schedule: Schedule,
+    /// The worker's wake queued, if any.
     pub(crate) timer_at: Option<u64>,
     /// Which half of a partition the host is in.
     pub(crate) side: bool,
@@ -196,6 +202,7 @@ impl Sim {
                 generation: 0,
                 engine: None,
                 source: None,
+                schedule: Schedule::new(None),
                 timer_at: None,
                 side: i % 2 == 1,
                 sealing: Sealing::default(),
@@ -378,11 +385,7 @@ impl Sim {
                     return;
                 }
                 self.hosts[host].timer_at = None;
-                let now = self.instant(self.now);
-                if let Some(e) = self.hosts[host].engine.as_mut() {
-                    e.on_timers(now);
-                    self.after(host);
-                }
+                self.wake(host);
             }
             Event::Nss { host, key, name } => {
                 let now = self.instant(self.now);
@@ -393,7 +396,7 @@ impl Sim {
                 };
                 if let Some(e) = self.hosts[host].engine.as_mut() {
                     e.on_nss(&key, answer, now);
-                    self.after(host);
+                    self.handed_over(host);
                 }
             }
             Event::Neighbour { host, job } => self.neighbour(host, job),
@@ -472,49 +475,7 @@ impl Sim {
         if let Some(reply) = e.resolve_at(source, &req, id, now) {
             self.answer(id, &reply);
         }
-        self.after(host);
-    }
-
-    /// Sends what host `h`'s engine produced and queues its next timer.
-    pub(crate) fn after(&mut self, h: usize) {
-        let Some(e) = self.hosts[h].engine.as_mut() else {
-            return;
-        };
-        let sizes = e.tables().sizes();
-        let polled = e.poll();
-        for (i, (size, cap)) in sizes.into_iter().enumerate() {
-            if size > cap {
-                let what = format!("host {h}: table {i} holds {size}, over its bound {cap}");
-                self.violation(what);
-            }
-        }
-        let Some(fx) = polled else {
-            return;
-        };
-        let next = fx
-            .deadline
-            .map(|t| (t.saturating_duration_since(self.base).as_nanos() as u64).max(self.now));
-        for job in fx.resolver_jobs {
-            let ev = Event::Nss {
-                host: h,
-                key: job.key,
-                name: job.name,
-            };
-            self.queue.push(self.now + NSS_DELAY, ev);
-        }
-        self.neighbour_jobs(h, fx.neighbour_jobs);
-        for r in &fx.replies {
-            self.answer(r.id, &r.msg);
-        }
-        for d in fx.datagrams {
-            self.send(h, d);
-        }
-        if let Some(t) = next {
-            if self.hosts[h].timer_at.is_none_or(|q| t < q) {
-                self.hosts[h].timer_at = Some(t);
-                self.schedule(t, Event::Timer { host: h });
-            }
-        }
+        self.handed_over(host);
     }
 
     /// What the simulated DNS says host `d`'s name is.

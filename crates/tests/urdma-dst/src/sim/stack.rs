@@ -16,6 +16,7 @@ use ibacm_urdma::discovery::{Datagram, Families, Family};
 use ibacm_urdma::engine::Engine;
 use ibacm_urdma::entropy::Seed;
 use ibacm_urdma::local::PortInfo;
+use ibacm_urdma::runtime::schedule::Schedule;
 use std::net::{IpAddr, Ipv6Addr, SocketAddr};
 use std::rc::Rc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -108,9 +109,10 @@ impl Sim {
         e.set_timers_run(true, self.instant(self.now));
         self.hosts[host].source = Some(source.expect("an address"));
         self.hosts[host].engine = Some(e);
+        self.hosts[host].schedule = Schedule::new(None);
         self.hosts[host].timer_at = None;
         self.history[host].push((g, self.now, None));
-        self.after(host);
+        self.handed_over(host);
     }
 
     /// Host `host`'s keys (which one signs depends on when it starts) and
