@@ -347,21 +347,24 @@ fn too_long(files: &[(PathBuf, String)]) -> Vec<String> {
 }
 
 /// The workspace's own Rust code: the provider, every crate's library and
-/// programs, and the benches. (Test files hold only tests.)
+/// programs, and the benches. (Test files hold only tests.) A part of
+/// [`every_file`]: its files in a `src/` or `benches/` of the root or of a
+/// crate.
 fn workspace_sources() -> Vec<PathBuf> {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let mut files = Vec::new();
-    sources(&root.join("src"), &mut files);
-    sources(&root.join("benches"), &mut files);
-    for dir in crate_dirs() {
-        for sub in ["src", "benches"] {
-            if dir.join(sub).is_dir() {
-                sources(&dir.join(sub), &mut files);
-            }
-        }
-    }
-    files.sort();
-    files
+    let crates = crate_dirs();
+    every_file()
+        .into_iter()
+        .filter(|f| {
+            std::iter::once(root)
+                .chain(crates.iter().map(PathBuf::as_path))
+                .any(|dir| {
+                    ["src", "benches"]
+                        .iter()
+                        .any(|sub| f.starts_with(dir.join(sub)))
+                })
+        })
+        .collect()
 }
 
 #[test]
