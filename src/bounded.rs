@@ -277,6 +277,20 @@ impl<K: Hash + Eq + Clone, V> Expiring<K, V> {
     }
 }
 
+/// A table of marks: keys that count as seen until their mark expires,
+/// for rules of the kind "once per period per key".
+impl<K: Hash + Eq + Clone> Expiring<K, ()> {
+    /// Whether `k` is unmarked at `now` (never marked, or its mark
+    /// expired); if so, it is marked until `until`.
+    pub fn mark(&mut self, k: K, now: Instant, until: Instant) -> bool {
+        if self.get_live(&k, now).is_some() {
+            return false;
+        }
+        self.insert(k, (), Some(until));
+        true
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -295,6 +309,18 @@ mod tests {
         );
         assert_eq!((t.len(), t.evicted), (2, 1));
         assert_eq!(t.get(&1), Some(&"a2"));
+    }
+
+    #[test]
+    fn a_mark_holds_until_it_expires() {
+        let t0 = Instant::now();
+        let s = Duration::from_secs(1);
+        let mut t: Expiring<u32, ()> = Expiring::new(4);
+        assert!(t.mark(7, t0, t0 + s), "first time");
+        assert!(!t.mark(7, t0 + s / 2, t0 + s * 2), "marked");
+        assert!(t.mark(8, t0, t0 + s), "each key its own");
+        assert!(t.mark(7, t0 + s, t0 + s * 3), "expired: marked again");
+        assert!(!t.mark(7, t0 + s * 2, t0 + s * 4), "until the new expiry");
     }
 
     #[test]

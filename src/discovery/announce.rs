@@ -352,10 +352,9 @@ impl Announcer {
     /// this one and asks the groups. Once per endpoint in
     /// [`DEFEND_AGAIN`]; true if this one is answered.
     pub fn defend(&mut self, gid: Gid, now: Instant) -> bool {
-        if self.defended.get_live(&gid, now).is_some() {
+        if !self.defended.mark(gid, now, now + DEFEND_AGAIN) {
             return false;
         }
-        self.defended.insert(gid, (), Some(now + DEFEND_AGAIN));
         if self.defend_at.is_none() {
             let paced = self.answered_at.map(|t| t + DEFEND_DELAY);
             self.defend_at = Some(paced.map_or(now, |t| t.max(now)));

@@ -133,6 +133,14 @@ pub struct Sealer {
 }
 
 impl Sealer {
+    pub(super) fn new(key: Key, clock: WallClock) -> Sealer {
+        Sealer {
+            key,
+            clock,
+            last_sent: AtomicU64::new(0),
+        }
+    }
+
     /// Starts this run's timestamps [`REORDER_US`] ahead of the clock;
     /// called once, before the first datagram leaves. Until the
     /// clock catches up, timestamps step by a microsecond.
@@ -169,16 +177,6 @@ impl Sealer {
         mac.update(&bytes);
         bytes.extend_from_slice(&mac.finalize().into_bytes());
         bytes
-    }
-}
-
-impl Sealer {
-    pub(super) fn new(key: Key, clock: WallClock) -> Sealer {
-        Sealer {
-            key,
-            clock,
-            last_sent: AtomicU64::new(0),
-        }
     }
 }
 

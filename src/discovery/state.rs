@@ -333,11 +333,7 @@ impl State {
     /// Whether group query `copy` is heard for the first time (not its
     /// copy on the other family's group); it is remembered until `until`.
     pub(super) fn first_copy(&mut self, copy: (u64, Gid), now: Instant, until: Instant) -> bool {
-        if self.answered_groups.get_live(&copy, now).is_some() {
-            return false;
-        }
-        self.answered_groups.insert(copy, (), Some(until));
-        true
+        self.answered_groups.mark(copy, now, until)
     }
 
     /// Bindings and failures held.

@@ -47,7 +47,9 @@ const MAX_WELCOMED: usize = 1024;
 /// addresses welcomed by unicast, and whether this host listens for the
 /// welcomes its own start query asked for.
 pub(super) struct Welcomes {
+    /// Endpoints welcomed lately, once each in [`WELCOMED_FOR`].
     welcomed: Expiring<Gid, ()>,
+    /// Addresses welcomed by unicast lately, likewise.
     welcomed_at: Expiring<IpAddr, ()>,
     /// Until when announcements sent to this host alone are the welcomes
     /// its start query asked for.
@@ -61,25 +63,6 @@ impl Welcomes {
             welcomed_at: Expiring::new(MAX_WELCOMED),
             listen_until: None,
         }
-    }
-
-    /// Whether endpoint `gid` was not welcomed lately; from now on it was.
-    fn first_of(&mut self, gid: Gid, now: Instant) -> bool {
-        let first = self.welcomed.get_live(&gid, now).is_none();
-        if first {
-            self.welcomed.insert(gid, (), Some(now + WELCOMED_FOR));
-        }
-        first
-    }
-
-    /// Whether nothing was welcomed at `ip` by unicast lately; from now on
-    /// it was.
-    fn first_at(&mut self, ip: IpAddr, now: Instant) -> bool {
-        let first = self.welcomed_at.get_live(&ip, now).is_none();
-        if first {
-            self.welcomed_at.insert(ip, (), Some(now + WELCOMED_FOR));
-        }
-        first
     }
 
     /// Whether announcements sent to this host alone are welcomes it asked
@@ -127,8 +110,9 @@ impl Discovery {
         now: Instant,
     ) {
         let gid = record.gid();
+        let until = now + WELCOMED_FOR;
         // While its own announcements are still to come, they are enough.
-        if self.announcer.announcing() || !self.welcomes.first_of(gid, now) {
+        if self.announcer.announcing() || !self.welcomes.welcomed.mark(gid, now, until) {
             return;
         }
         let (within, every) = welcome_pace(self.hints.endpoints_heard());
@@ -137,7 +121,7 @@ impl Discovery {
         let unicast =
             welcome_address(record, from).filter(|&ip| known_at(&mut self.hints, record, ip, now));
         if let Some(ip) = unicast {
-            if !self.welcomes.first_at(ip, now) {
+            if !self.welcomes.welcomed_at.mark(ip, now, until) {
                 return;
             }
             let to = SocketAddr::new(ip, self.cfg.discovery_port);
