@@ -6,6 +6,10 @@
 //! level from the daemon's `log_level`, so a message for a level that would
 //! be filtered out is never formatted: the `log` macros test the level
 //! before they build their arguments.
+//!
+//! The daemon writes every level's lines alike, so each message begins with
+//! its severity (`error: `, `warning: `, `info: `, `debug: `, `trace: `):
+//! an operator can grep or alert on `urdma: error:` whatever `log_level` is.
 
 use log::{Level, LevelFilter, Log, Metadata, Record};
 use std::sync::OnceLock;
@@ -26,6 +30,17 @@ pub fn daemon_level(level: Level) -> u8 {
     }
 }
 
+/// The word a line of this level begins with.
+pub fn severity(level: Level) -> &'static str {
+    match level {
+        Level::Error => "error",
+        Level::Warn => "warning",
+        Level::Info => "info",
+        Level::Debug => "debug",
+        Level::Trace => "trace",
+    }
+}
+
 /// The most verbose `log` level a daemon `log_level` lets through.
 pub fn filter_for(daemon_log_level: u8) -> LevelFilter {
     match daemon_log_level {
@@ -42,7 +57,8 @@ impl Log for Bridge {
 
     fn log(&self, record: &Record) {
         if self.enabled(record.metadata()) {
-            (self.sink)(daemon_level(record.level()), &record.args().to_string());
+            let line = format!("{}: {}", severity(record.level()), record.args());
+            (self.sink)(daemon_level(record.level()), &line);
         }
     }
 
@@ -94,6 +110,7 @@ mod tests {
         );
         log::error!("broken {}", Counted(&formats));
         log::info!("summary");
+        log::warn!("odd");
         assert_eq!(formats.load(Ordering::SeqCst), 1);
         install(|| unreachable!("installed once"), 1);
         log::trace!("{}", Counted(&formats));
@@ -103,10 +120,11 @@ mod tests {
         assert_eq!(formats.load(Ordering::SeqCst), 1);
         let got = lines.lock().unwrap().clone();
         let want: Vec<(u8, String)> = vec![
-            (0, "broken formatted".into()),
-            (0, "summary".into()),
-            (1, "cfg".into()),
-            (2, "op 7".into()),
+            (0, "error: broken formatted".into()),
+            (0, "info: summary".into()),
+            (0, "warning: odd".into()),
+            (1, "debug: cfg".into()),
+            (2, "trace: op 7".into()),
         ];
         assert_eq!(got, want);
     }

@@ -636,6 +636,34 @@ fn librdmacm_gets_the_route_from_the_provider() {
 // 15 -----------------------------------------------------------------------
 
 #[test]
+fn with_log_file_stderr_every_line_reaches_stderr_with_its_severity() {
+    // What docs/systemd.md recommends under systemd, where stderr is the
+    // journal: the daemon then truncates no file at its next start.
+    let host = Host::start(
+        static_config()
+            .hosts_file(HOSTS)
+            .opt("urdma_mtu 999")
+            .opt("log_file stderr"),
+    );
+    let deadline = std::time::Instant::now() + WAIT;
+    while !host.daemon_output().contains("urdma: info: hosts file ")
+        && std::time::Instant::now() < deadline
+    {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let out = host.daemon_output();
+    for line in ["urdma: info: options from ", "urdma: info: hosts file "] {
+        assert!(out.contains(line), "no `{line}` on stderr:\n{out}");
+    }
+    assert!(
+        out.lines()
+            .any(|l| l.contains("urdma: error: ") && l.contains("'999'")),
+        "the bad value is not an error on stderr:\n{out}"
+    );
+    assert!(host.raw_log().is_empty(), "{}", host.raw_log());
+}
+
+#[test]
 fn bad_option_lines_are_located_and_defaults_kept() {
     let host = Host::start(
         static_config()
@@ -655,6 +683,12 @@ fn bad_option_lines_are_located_and_defaults_kept() {
     assert!(unknown.contains("urdma_colour"), "{unknown}");
     host.expect_log("urdma: urdma_mtu 4096", WAIT);
     host.expect_log("urdma: urdma_sl 3", WAIT);
+    // Each line says how much it matters, whatever level the daemon
+    // writes it at: a mistake is an error, the summary is detail.
+    let at = |message: &str| host.log_severity(message).unwrap_or_default();
+    assert_eq!(at(&format!("{}:{mtu_line}: ", opts.display())), "error");
+    assert_eq!(at("options from "), "info");
+    assert_eq!(at("urdma_sl 3"), "debug");
     assert!(host.daemon_alive(), "{}", host.diagnostics());
 
     // Served with the default MTU (4096 = 5) and the good line's SL.

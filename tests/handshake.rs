@@ -80,12 +80,12 @@ fn the_real_daemon_loads_the_provider_and_reads_its_options() {
             prov.display()
         ),
         "default provider: urdma".to_string(),
-        format!("urdma: {opts}:6: bad value '9000' for urdma_mtu"),
+        format!("urdma: error: {opts}:6: bad value '9000' for urdma_mtu"),
         "keeping urdma_mtu 4096".to_string(),
-        format!("urdma: {opts}:8: unknown key 'urdma_no_such_key'"),
-        "urdma: urdma_sl 3".to_string(),
+        format!("urdma: error: {opts}:8: unknown key 'urdma_no_such_key'"),
+        "urdma: debug: urdma_sl 3".to_string(),
         "hosts:2: no GID after 'broken-line'; line skipped".to_string(),
-        "hosts file".to_string(),
+        "urdma: info: hosts file".to_string(),
     ];
     for e in expect {
         assert!(log.contains(&e), "missing `{e}` in the daemon log:\n{log}");
