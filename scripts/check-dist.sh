@@ -87,7 +87,8 @@ check_elf "$dist/urdma-acm"
 # The packages' payloads, as `ls -l` modes and paths of regular files:
 # the provider is a regular 0644 file (the daemon skips symlinked
 # providers), and nothing else comes in or goes missing.
-docs="README.md ibacm.conf examples/urdma_hosts protocol.md systemd.md"
+docs="README.md ibacm.conf examples/urdma_hosts examples/urdma-alerts.yml
+      examples/urdma-grafana-dashboard.json protocol.md systemd.md"
 deb_files=$(
     echo "-rw-r--r-- usr/lib/x86_64-linux-gnu/ibacm/libibacm_urdma.so"
     echo "-rwxr-xr-x usr/bin/urdma-acm"

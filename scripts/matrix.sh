@@ -275,7 +275,7 @@ HOSTS
     fi
 
     if out=$(in_host a urdma-acm stats -O "$files/a/ibacm_opts.cfg" 2>&1) \
-        && grep -q '^0x505400fffe123456 .* urdma  *node-a ' <<< "$out" && grep -q '^urdma_requests_total' <<< "$out" && ! grep -q 'no metrics' <<< "$out"; then
+        && grep -q '^0x505400fffe123456 .* urdma  *node-a ' <<< "$out" && grep -q '^urdma_resolve_requests_total' <<< "$out" && ! grep -q 'no metrics' <<< "$out"; then
         pass "urdma-acm stats: counters and metrics"
     else
         fail "urdma-acm stats on host a:"$'\n'"$out"

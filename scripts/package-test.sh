@@ -48,6 +48,8 @@ expect_file "${so#/}" -rw-r--r--
 expect_file "${tool#/}" -rwxr-xr-x
 for f in usr/share/man/man7/ibacm_urdma.7.gz usr/share/man/man8/urdma-acm.8.gz \
          usr/share/doc/$pkg/ibacm.conf usr/share/doc/$pkg/examples/urdma_hosts \
+         usr/share/doc/$pkg/examples/urdma-alerts.yml \
+         usr/share/doc/$pkg/examples/urdma-grafana-dashboard.json \
          usr/share/doc/$pkg/README.md usr/share/doc/$pkg/protocol.md \
          usr/share/doc/$pkg/systemd.md usr/share/doc/$pkg/copyright \
          usr/share/doc/$pkg/changelog.gz; do

@@ -73,6 +73,13 @@ pub struct Family {
     pub samples: Vec<Sample>,
 }
 
+/// One series of the daemon's request counters: its labels, and the seven
+/// counters in `ACM_CNTR_*` order.
+pub type RequestSeries = (Vec<(String, String)>, [u64; 7]);
+
+/// A label (empty: none), its value, and the counter it takes.
+type Split = (&'static str, &'static str, usize);
+
 /// Builds the families of an exposition, in order.
 #[derive(Default)]
 pub struct Exposition {
@@ -155,6 +162,58 @@ impl Exposition {
                 &[(label, v)],
                 h.count() as f64,
             ));
+        }
+    }
+
+    /// The daemon's request counters (`ACM_CNTR_*` order) of each series
+    /// of `labels`, as four families that each count one thing, so that a
+    /// `sum()` over any of them means something: requests, failures by
+    /// reason, address resolutions and paths by where they came from. The
+    /// provider writes them for all its endpoints together (`prefix`
+    /// `urdma`), `urdma-acm stats --prometheus` per endpoint
+    /// (`urdma_endpoint`).
+    pub fn requests(&mut self, prefix: &str, series: &[RequestSeries]) {
+        let [error, resolve, no_data, addr_query, addr_cache, route_query, route_cache] =
+            [0, 1, 2, 3, 4, 5, 6];
+        // Name, help, and each series' label and counter.
+        let families: [(&str, &str, &[Split]); 4] = [
+            (
+                "resolve_requests_total",
+                "Resolve requests the daemon gave the provider.",
+                &[("", "", resolve)],
+            ),
+            (
+                "resolve_failures_total",
+                "Requests answered with an error, by reason: no_data (the destination is unknown: ENODATA) or error (any other, such as ETIMEDOUT when a lookup got no answer).",
+                &[("reason", "no_data", no_data), ("reason", "error", error)],
+            ),
+            (
+                "address_resolutions_total",
+                "Destinations resolved to an address, by source: lookup (not cached: local addresses, the hosts file, then discovery) or cache (cached, its path expired).",
+                &[("source", "lookup", addr_query), ("source", "cache", addr_cache)],
+            ),
+            (
+                "path_resolutions_total",
+                "Path records answered, by source: built (after a resolution) or cache.",
+                &[("source", "built", route_query), ("source", "cache", route_cache)],
+            ),
+        ];
+        for (name, help, values) in families {
+            let name = format!("{prefix}_{name}");
+            let f = self.family(&name, help, Kind::Counter);
+            for (labels, counters) in series {
+                for (key, value, i) in values {
+                    let mut labels = labels.clone();
+                    if !key.is_empty() {
+                        labels.push((key.to_string(), value.to_string()));
+                    }
+                    f.samples.push(Sample {
+                        name: name.clone(),
+                        labels,
+                        value: counters[*i] as f64,
+                    });
+                }
+            }
         }
     }
 

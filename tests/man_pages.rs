@@ -62,7 +62,7 @@ fn every_metric_the_provider_writes_is_documented() {
         .into_iter()
         .map(|f| f.name)
         .collect();
-    names.push("urdma_metrics_written_seconds".into());
+    names.push("urdma_metrics_written_timestamp_seconds".into());
     assert!(names.len() > 20, "{names:?}");
     // Entries name metrics as `.B name` or in a `\fBname` list.
     let documented = |n: &str| {

@@ -183,24 +183,25 @@ fn run(duration: Duration) -> Report {
     }
 }
 
-/// What `host`'s provider counted as replayed, from the operator's tool,
-/// or why that could not be read.
+/// What `host`'s provider refused as old (replayed, stale or unchecked for
+/// replay), from its metrics file as an operator reads it, or why that
+/// could not be read.
 fn replayed(host: &Host) -> Result<u64, String> {
-    let (code, out, err) = host.stats(&["--prometheus"]);
-    if code != 0 {
-        return Err(format!("urdma-acm stats exited {code}: {err}"));
-    }
-    parse(&out)?
-        .iter()
+    let samples: Vec<_> = parse(&host.metrics_file())?
+        .into_iter()
         .filter(|f| f.name == "urdma_datagrams_dropped_total")
-        .flat_map(|f| &f.samples)
-        .find(|s| {
-            s.labels
-                .iter()
-                .any(|(k, v)| k == "reason" && v == "replayed")
+        .flat_map(|f| f.samples)
+        .filter(|s| {
+            s.labels.iter().any(|(k, v)| {
+                k == "reason"
+                    && ["replayed", "stale_timestamp", "replay_memory_full"].contains(&v.as_str())
+            })
         })
-        .map(|s| s.value as u64)
-        .ok_or_else(|| format!("no replay count: {err}"))
+        .collect();
+    match samples.len() {
+        3 => Ok(samples.iter().map(|s| s.value as u64).sum()),
+        n => Err(format!("{n} of the 3 replay counts in the metrics file")),
+    }
 }
 
 /// `ib_acme -P col`: `Name : value` lines.

@@ -375,7 +375,7 @@ fn stats_counts_what_was_resolved_per_endpoint() {
         let (code, out) = host.exec(&[tool.to_str().unwrap(), "stats"]);
         assert_eq!(code, 0, "{out}");
         let (table, metrics) = out.split_once("\n\n").expect("a table, then metrics");
-        if metrics.contains("urdma_requests_total{counter=resolve} 5\n") {
+        if metrics.contains("urdma_resolve_requests_total 5\n") {
             break format!("{table}\n");
         }
         assert!(Instant::now() < deadline, "{metrics}");
@@ -384,9 +384,9 @@ fn stats_counts_what_was_resolved_per_endpoint() {
     assert_eq!(
         out,
         "\
-GUID                PORT  PKEY    PROVIDER  ADDRESS   ERROR  RESOLVE  NODATA  ADDR_QUERY  ADDR_CACHE  ROUTE_QUERY  ROUTE_CACHE
-0x505400fffe123456  1     0x8001  urdma     node1b    0      1        0       1           0           1            0
-0x505400fffe123456  1     0xffff  urdma     10.0.0.1  0      4        1       2           0           1            2
+GUID                PORT  PKEY    PROVIDER  ADDRESS   ERROR  RESOLVE  NO_DATA  ADDR_QUERY  ADDR_CACHE  ROUTE_QUERY  ROUTE_CACHE
+0x505400fffe123456  1     0x8001  urdma     node1b    0      1        0        1           0           1            0
+0x505400fffe123456  1     0xffff  urdma     10.0.0.1  0      4        1        2           0           1            2
 "
     );
 
@@ -546,6 +546,31 @@ fn check_prometheus(text: &str) -> BTreeMap<String, f64> {
     values
 }
 
+/// `promtool check metrics` (Debian's `prometheus`): Prometheus' own
+/// parser and its naming lints (units, `_total` on counters, no metric
+/// named like a label), which print a line per problem.
+fn promtool_check_metrics(text: &str) {
+    use std::io::Write as _;
+    use std::process::{Command, Stdio};
+    let mut child = Command::new("promtool")
+        .args(["check", "metrics"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| panic!("promtool (apt-get install prometheus): {e}"));
+    let mut stdin = child.stdin.take().expect("piped");
+    stdin.write_all(text.as_bytes()).expect("write to promtool");
+    drop(stdin);
+    let out = child.wait_with_output().expect("promtool");
+    assert!(
+        out.status.success() && out.stdout.is_empty() && out.stderr.is_empty(),
+        "promtool check metrics: {}{}\n{text}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
 #[test]
 fn stats_reports_metrics_that_match_the_traffic_and_the_attacks() {
     use ibacm_urdma::addr::Address;
@@ -569,9 +594,14 @@ fn stats_reports_metrics_that_match_the_traffic_and_the_attacks() {
     // What A counted before the attack, once its lookups have settled (a
     // second answer to the group query that comes after the lookup ended
     // is counted as late).
+    // What node_exporter's textfile collector reads: the provider's file
+    // and, beside it, the endpoints' counters from urdma-acm. Together they
+    // must be one valid exposition (no family twice), and each passes
+    // Prometheus' own linter.
     let prometheus = || {
-        let (code, out, err) = a.stats(&["--prometheus"]);
+        let (code, endpoints, err) = a.stats(&["--prometheus"]);
         assert_eq!(code, 0, "{err}");
+        let out = a.metrics_file() + &endpoints;
         (check_prometheus(&out), out)
     };
     let dropped = |values: &BTreeMap<String, f64>, reason: &str| {
@@ -647,13 +677,23 @@ fn stats_reports_metrics_that_match_the_traffic_and_the_attacks() {
     let resolves: f64 = values
         .iter()
         .filter(|(k, _)| {
-            k.starts_with("urdma_endpoint_requests_total{")
+            k.starts_with("urdma_endpoint_resolve_requests_total{")
                 && k.contains("address=\"10.0.0.1\"")
-                && k.contains("counter=\"resolve\"")
         })
         .map(|(_, v)| v)
         .sum();
     assert!(resolves >= 2.0, "the endpoint's own counters come along");
+    assert!(get("urdma_resolve_requests_total") >= resolves);
+    assert_eq!(
+        get(&format!(
+            "urdma_build_info{{version=\"{}\"}}",
+            env!("CARGO_PKG_VERSION")
+        )),
+        1.0
+    );
+    let (_, endpoints, _) = a.stats(&["--prometheus"]);
+    promtool_check_metrics(&a.metrics_file());
+    promtool_check_metrics(&endpoints);
 
     // The same numbers as JSON, read by a JSON parser.
     let (code, out, err) = a.stats(&["--json"]);
@@ -690,6 +730,110 @@ fn stats_reports_metrics_that_match_the_traffic_and_the_attacks() {
     assert!(out.contains(&line), "{out}");
 }
 
+/// The metric names a PromQL expression mentions.
+fn metric_names(expr: &str) -> Vec<String> {
+    let mut names = Vec::new();
+    let mut rest = expr;
+    while let Some(at) = rest.find("urdma_") {
+        let word: String = rest[at..]
+            .chars()
+            .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+            .collect();
+        rest = &rest[at + word.len()..];
+        names.push(word);
+    }
+    names
+}
+
+#[test]
+fn the_example_alerts_and_dashboard_use_only_metrics_the_provider_writes() {
+    let root = env!("CARGO_MANIFEST_DIR");
+    let promtool = |args: &[&str]| {
+        let out = Command::new("promtool")
+            .args(args)
+            .current_dir(root)
+            .output()
+            .unwrap_or_else(|e| panic!("promtool (apt-get install prometheus): {e}"));
+        let text = String::from_utf8_lossy(&out.stdout).into_owned()
+            + &String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "promtool {args:?}:\n{text}");
+    };
+    let rules = "docs/examples/urdma-alerts.yml";
+    promtool(&["check", "rules", rules]);
+    // Each alert fires on what it is about and on nothing healthy.
+    promtool(&["test", "rules", "tests/prometheus/urdma-alerts.test.yml"]);
+
+    // What a running provider writes, histograms with their series.
+    let host = Host::start(HostConfig::default());
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while host.metrics_file().is_empty() {
+        assert!(Instant::now() < deadline, "{}", host.diagnostics());
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let families = ibacm_urdma::metrics::parse(&host.metrics_file()).unwrap();
+    let written: Vec<String> = families
+        .iter()
+        .flat_map(|f| {
+            let suffixes: &[&str] = match f.kind {
+                ibacm_urdma::metrics::Kind::Histogram => &["_bucket", "_sum", "_count"],
+                _ => &[""],
+            };
+            suffixes
+                .iter()
+                .map(|s| format!("{}{s}", f.name))
+                .collect::<Vec<_>>()
+        })
+        .collect();
+
+    // The rules' expressions (not their annotations, which name options).
+    let text = fs::read_to_string(format!("{root}/{rules}")).unwrap();
+    let mut exprs = Vec::new();
+    let mut in_expr = false;
+    for line in text.lines() {
+        let t = line.trim_start();
+        if let Some(e) = t.strip_prefix("expr:") {
+            in_expr = true;
+            exprs.push(e.to_string());
+        } else if in_expr && !t.contains(':') {
+            exprs.last_mut().unwrap().push_str(t);
+        } else {
+            in_expr = false;
+        }
+    }
+    // The dashboard's queries: its panels' targets and its variables.
+    let dash = "docs/examples/urdma-grafana-dashboard.json";
+    let json: serde_json::Value =
+        serde_json::from_str(&fs::read_to_string(format!("{root}/{dash}")).unwrap()).unwrap();
+    let panels = json["panels"].as_array().expect("panels");
+    assert!(panels.len() >= 10, "{dash}: {} panels", panels.len());
+    for p in panels {
+        for t in p["targets"].as_array().expect("targets") {
+            exprs.push(t["expr"].as_str().expect("expr").to_string());
+        }
+    }
+    exprs.push(json["templating"]["list"][1]["definition"].to_string());
+
+    let mut used = 0;
+    for expr in &exprs {
+        for name in metric_names(expr) {
+            assert!(
+                written.contains(&name),
+                "`{name}` (in `{expr}`) is not a metric the provider writes: {written:?}"
+            );
+            used += 1;
+        }
+    }
+    assert!(
+        used >= 40,
+        "{used} metric names found in the rules and dashboard"
+    );
+    // Every family the provider writes is on the dashboard.
+    let all: String = exprs.concat();
+    for f in &families {
+        assert!(all.contains(&f.name), "{} is on no panel", f.name);
+    }
+}
+
 #[test]
 fn stats_without_a_daemon_says_where_it_looked() {
     let (code, out, err) = run(&["stats", "-S", "/nonexistent/ibacm-unix.sock"]);
@@ -714,7 +858,7 @@ fn every_subcommand_has_help() {
         );
     }
     let (_, out, _) = run(&["stats", "--help"]);
-    let columns = "error resolve nodata addr_query addr_cache route_query route_cache";
+    let columns = "error resolve no_data addr_query addr_cache route_query route_cache";
     for column in columns.split(' ') {
         assert!(
             out.contains(&format!("\n  {column} ")),

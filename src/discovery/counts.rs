@@ -15,8 +15,14 @@ pub struct DropCounts {
     pub own: u64,
     /// Without a valid MAC of a known key (authentication on).
     pub unauthenticated: u64,
-    /// Verified, but seen before or outside the time window.
+    /// Verified, but seen before, or older than the newest from its source.
     pub replayed: u64,
+    /// Verified, but stamped more than the tolerated skew away from this
+    /// host's clock: a clock that is off, more often than an old replay.
+    pub stale: u64,
+    /// Verified, but not checkable for replay: the memory of recent
+    /// messages was full (a flood of valid messages, or a too small bound).
+    pub replay_full: u64,
     /// Queries left unanswered by the per-source reply limit.
     pub rate_limited: u64,
 }
@@ -38,6 +44,12 @@ impl DropCounts {
         log::trace!("discovery: dropped a datagram from {from}: {why} ({total} dropped so far)");
     }
 
+    /// Verified datagrams refused as old or uncheckable: none in normal
+    /// operation with keys and synchronised clocks.
+    pub fn replay_window(&self) -> u64 {
+        self.replayed + self.stale + self.replay_full
+    }
+
     pub fn total(&self) -> u64 {
         self.malformed
             + self.unsolicited
@@ -46,6 +58,8 @@ impl DropCounts {
             + self.own
             + self.unauthenticated
             + self.replayed
+            + self.stale
+            + self.replay_full
             + self.rate_limited
     }
 }
@@ -55,7 +69,8 @@ impl std::fmt::Display for DropCounts {
         write!(
             f,
             "{} (malformed {}, unsolicited {}, late {}, wrong source {}, own {}, \
-             unauthenticated {}, replayed {}, rate-limited {})",
+             unauthenticated {}, replayed {}, stale {}, replay memory full {}, \
+             rate-limited {})",
             self.total(),
             self.malformed,
             self.unsolicited,
@@ -64,6 +79,8 @@ impl std::fmt::Display for DropCounts {
             self.own,
             self.unauthenticated,
             self.replayed,
+            self.stale,
+            self.replay_full,
             self.rate_limited
         )
     }

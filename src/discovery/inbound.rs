@@ -13,6 +13,7 @@
 //!   ([`Purpose::Check`]), and only its reply moves the binding; a refusal
 //!   or no answer removes it.
 
+use super::auth::Rejection;
 use super::counts::DropReason;
 use super::state::{Learned, Probe, Purpose, MAX_CHECKS, MAX_CLAIMS};
 use super::wire::{Announce, Answer, Message, Query, Reply};
@@ -53,9 +54,11 @@ impl Discovery {
             Some(auth) => match auth.open(bytes, from.ip()) {
                 Ok(body) => Message::decode_authenticated(body),
                 Err(r) => {
-                    let reason: DropReason = match r.is_replay() {
-                        true => |d| &mut d.replayed,
-                        false => |d| &mut d.unauthenticated,
+                    let reason: DropReason = match r {
+                        Rejection::Stale(_) => |d| &mut d.stale,
+                        Rejection::Busy => |d| &mut d.replay_full,
+                        Rejection::Replayed | Rejection::Older(_) => |d| &mut d.replayed,
+                        _ => |d| &mut d.unauthenticated,
                     };
                     return self.counts.drops.count(reason, from, r);
                 }

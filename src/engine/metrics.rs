@@ -2,44 +2,28 @@
 //! a snapshot the runtime renders into its metrics file.
 
 use super::Engine;
-use crate::daemon::{Daemon, COUNTERS};
+use crate::daemon::Daemon;
 use crate::discovery::counts::LookupStats;
 use crate::discovery::Discovery;
 use crate::metrics::{Exposition, Kind};
-
-/// The daemon's per-endpoint counters (`ACM_CNTR_*` order), by name.
-const REQUEST_COUNTERS: [&str; COUNTERS] = [
-    "error",
-    "resolve",
-    "no_data",
-    "addr_query",
-    "addr_cache",
-    "route_query",
-    "route_cache",
-];
 
 impl<D: Daemon> Engine<D> {
     /// Every metric, now.
     pub fn metrics(&self) -> Exposition {
         let mut e = Exposition::default();
-        requests(&mut e, self.counters.totals());
+        e.by_label(
+            "urdma_build_info",
+            "Always 1: the provider's version is in the label.",
+            Kind::Gauge,
+            "version",
+            &[(env!("CARGO_PKG_VERSION"), 1)],
+        );
+        e.requests("urdma", &[(Vec::new(), self.counters.totals())]);
         traffic(&mut e, &self.discovery);
         lookups(&mut e, &self.discovery.counts().lookups);
         tables(&mut e, self);
         e
     }
-}
-
-/// What the daemon asked and how it went.
-fn requests(e: &mut Exposition, requests: [u64; COUNTERS]) {
-    let requests: Vec<(&str, u64)> = REQUEST_COUNTERS.iter().copied().zip(requests).collect();
-    e.by_label(
-            "urdma_requests_total",
-            "Requests of the daemon and how they went, all endpoints together (what ib_acme -P shows per endpoint).",
-            Kind::Counter,
-            "counter",
-            &requests,
-        );
 }
 
 /// Discovery's datagrams: sent, received, dropped.
@@ -73,7 +57,7 @@ fn traffic(e: &mut Exposition, d: &Discovery) {
     let x = &d.counts().drops;
     e.by_label(
             "urdma_datagrams_dropped_total",
-            "Discovery datagrams dropped, by reason: forged, replayed, unasked-for or malformed traffic, replies to this host's queries that came after it stopped waiting, or replies left out by urdma_reply_rate.",
+            "Discovery datagrams dropped, by reason: forged, replayed, unasked-for or malformed traffic, a clock more than 30 s off (stale_timestamp), a full replay memory, replies to this host's queries that came after it stopped waiting, or replies left out by urdma_reply_rate.",
             Kind::Counter,
             "reason",
             &[
@@ -84,6 +68,8 @@ fn traffic(e: &mut Exposition, d: &Discovery) {
                 ("own", x.own),
                 ("unauthenticated", x.unauthenticated),
                 ("replayed", x.replayed),
+                ("stale_timestamp", x.stale),
+                ("replay_memory_full", x.replay_full),
                 ("rate_limited", x.rate_limited),
             ],
         );

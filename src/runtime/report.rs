@@ -43,7 +43,7 @@ impl MetricsFile {
             .duration_since(UNIX_EPOCH)
             .map_or(0, |d| d.as_secs());
         metrics.single(
-            "urdma_metrics_written_seconds",
+            "urdma_metrics_written_timestamp_seconds",
             "When this file was written (Unix time): a stale file means a provider that stopped.",
             Kind::Gauge,
             unix,

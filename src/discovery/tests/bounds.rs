@@ -106,7 +106,7 @@ fn drops_are_summed_up_in_the_log_now_and_then() {
     assert_eq!(
         f.e.discovery().counts().drops.to_string(),
         "4 (malformed 4, unsolicited 0, late 0, wrong source 0, own 0, unauthenticated 0, \
-         replayed 0, rate-limited 0)"
+         replayed 0, stale 0, replay memory full 0, rate-limited 0)"
     );
 }
 

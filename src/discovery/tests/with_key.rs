@@ -116,3 +116,26 @@ fn with_a_key_a_name_asked_of_the_groups_is_decided_at_its_first_confirmation() 
     assert_eq!(fx.replies.len(), 1, "at once: only key holders claim");
     assert_eq!(dgid(&fx.replies[0].msg), PEER.parse().unwrap());
 }
+
+#[test]
+fn a_peer_whose_clock_is_off_counts_as_stale_not_as_replayed() {
+    let mut f = fixture(Config::default());
+    f.e.set_auth(Some(auth(KEY)));
+    let ahead = Auth::new(
+        Keyring::new(&KeyFile::parse(KEY, "key").unwrap()),
+        WallClock::new(|| crate::discovery::seal::wall_micros() + 60_000_000),
+    );
+    f.e.on_datagram(
+        peer(),
+        Some(own_ip()),
+        &ahead.seal(peer_asks_for_us()),
+        f.t0,
+    );
+    assert!(polled(&mut f.e).datagrams.is_empty(), "not answered");
+    let drops = &f.e.discovery().counts().drops;
+    assert_eq!(
+        (drops.stale, drops.replayed, drops.unauthenticated),
+        (1, 0, 0)
+    );
+    assert_eq!(drops.replay_window(), 1);
+}

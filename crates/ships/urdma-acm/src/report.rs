@@ -13,7 +13,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 pub const COUNTERS: [&str; ACM_MAX_COUNTER as usize] = [
     "error",
     "resolve",
-    "nodata",
+    "no_data",
     "addr_query",
     "addr_cache",
     "route_query",
@@ -48,7 +48,7 @@ pub fn read_metrics(path: &Path) -> Result<(Vec<Family>, f64), String> {
     let families = metrics::parse(&text).map_err(|e| format!("{}: {e}", path.display()))?;
     let written = families
         .iter()
-        .find(|f| f.name == "urdma_metrics_written_seconds")
+        .find(|f| f.name == "urdma_metrics_written_timestamp_seconds")
         .and_then(|f| f.samples.first())
         .map_or(0.0, |s| s.value);
     let now = SystemTime::now()
@@ -175,38 +175,28 @@ fn kind(k: Kind) -> &'static str {
     }
 }
 
-/// Endpoints' counters and the provider's metrics in the Prometheus text
-/// format.
-pub fn prometheus(rows: &[Row], families: Vec<Family>) -> String {
-    let mut e = Exposition { families };
-    let name = "urdma_endpoint_requests_total";
-    let mut samples = Vec::new();
-    for (ep, counters) in rows {
-        let Ok(values) = counters else { continue };
-        for (c, v) in COUNTERS.iter().zip(values) {
+/// The endpoints' counters in the Prometheus text format: the provider's
+/// request families (`Exposition::requests`), per endpoint as
+/// `urdma_endpoint_*`, labelled with the endpoint's device GUID, port,
+/// P_Key, provider and first address. The provider's own families are not
+/// repeated: they are in its metrics file.
+pub fn prometheus(rows: &[Row]) -> String {
+    let series: Vec<metrics::RequestSeries> = rows
+        .iter()
+        .filter_map(|(ep, counters)| {
+            let values: [u64; 7] = counters.as_ref().ok()?.as_slice().try_into().ok()?;
             let labels = [
                 ("guid", format!("{:#018x}", ep.guid)),
                 ("port", ep.port.to_string()),
                 ("pkey", format!("{:#06x}", ep.pkey)),
+                ("provider", ep.provider.clone()),
                 ("address", ep.addresses.first().cloned().unwrap_or_default()),
-                ("counter", c.to_string()),
             ];
-            samples.push(Sample {
-                name: name.into(),
-                labels: labels.map(|(k, v)| (k.to_string(), v)).to_vec(),
-                value: *v as f64,
-            });
-        }
-    }
-    e.families.insert(
-        0,
-        Family {
-            name: name.into(),
-            help: "The daemon's counters per endpoint (ib_acme -P), by the endpoint's device GUID, port, P_Key and first address.".into(),
-            kind: Kind::Counter,
-            samples,
-        },
-    );
+            Some((labels.map(|(k, v)| (k.to_string(), v)).to_vec(), values))
+        })
+        .collect();
+    let mut e = Exposition::default();
+    e.requests("urdma_endpoint", &series);
     e.render()
 }
 
@@ -238,13 +228,38 @@ mod tests {
     }
 
     #[test]
-    fn prometheus_output_parses_back_with_the_endpoints_first() {
-        let text = prometheus(&rows(), families());
+    fn prometheus_output_is_the_endpoints_only_and_parses_back() {
+        let text = prometheus(&rows());
         let back = metrics::parse(&text).unwrap();
-        assert_eq!(back[0].name, "urdma_endpoint_requests_total");
-        assert_eq!(back[0].samples.len(), 7);
-        assert_eq!(back[0].samples[6].value, 3.0);
-        assert_eq!(back[1].samples[0].value, 4.0);
+        let names: Vec<&str> = back.iter().map(|f| f.name.as_str()).collect();
+        assert_eq!(
+            names,
+            [
+                "urdma_endpoint_resolve_requests_total",
+                "urdma_endpoint_resolve_failures_total",
+                "urdma_endpoint_address_resolutions_total",
+                "urdma_endpoint_path_resolutions_total"
+            ]
+        );
+        // rows(): error 0, resolve 5, no_data 1, addr_query 2, addr_cache
+        // 0, route_query 2, route_cache 3.
+        let values: Vec<Vec<f64>> = back
+            .iter()
+            .map(|f| f.samples.iter().map(|s| s.value).collect())
+            .collect();
+        assert_eq!(
+            values,
+            [vec![5.0], vec![1.0, 0.0], vec![2.0, 0.0], vec![2.0, 3.0]]
+        );
+        let labels = &back[1].samples[0].labels;
+        assert!(
+            labels.contains(&("reason".into(), "no_data".into())),
+            "{labels:?}"
+        );
+        assert!(
+            labels.contains(&("address".into(), "10.0.0.1".into())),
+            "{labels:?}"
+        );
     }
 
     #[test]

@@ -34,7 +34,7 @@ provider's seven counters since the daemon started:
   error        requests answered with an error other than ENODATA
                (e.g. ETIMEDOUT when discovery got no answer)
   resolve      resolve and verify requests made from the endpoint
-  nodata       requests answered ENODATA (destination unknown)
+  no_data      requests answered ENODATA (destination unknown)
   addr_query   destinations the endpoint's cache did not hold, looked up
                in local addresses, the hosts file, then by discovery
   addr_cache   destinations whose address was cached but whose path had
@@ -57,8 +57,8 @@ pub struct Args {
     /// Everything as one JSON object.
     #[arg(long, conflicts_with = "prometheus")]
     pub json: bool,
-    /// Everything in the Prometheus text format (node_exporter's textfile
-    /// collector).
+    /// The endpoints' counters in the Prometheus text format, for
+    /// node_exporter's textfile collector beside the provider's own file.
     #[arg(long)]
     pub prometheus: bool,
 }
@@ -213,6 +213,13 @@ pub fn run(args: &Args) -> ExitCode {
             eprintln!("urdma-acm: the daemon has no endpoints (no ACTIVE port with an address)");
             ExitCode::FAILURE
         }
+        Ok(rows) if args.prometheus => {
+            // The provider's own families are in its metrics file, which
+            // node_exporter reads beside this output: repeating them here
+            // would make the two collide.
+            print!("{}", crate::report::prometheus(&rows));
+            ExitCode::SUCCESS
+        }
         Ok(rows) => {
             let path = crate::report::metrics_path(args.metrics.as_deref(), &args.opts);
             let metrics = match path.as_deref().map(crate::report::read_metrics) {
@@ -234,8 +241,6 @@ pub fn run(args: &Args) -> ExitCode {
             let (families, age) = metrics.map_or((Vec::new(), None), |(f, a)| (f, Some(a)));
             if args.json {
                 print!("{}", crate::report::json(&rows, &families, age));
-            } else if args.prometheus {
-                print!("{}", crate::report::prometheus(&rows, families));
             } else {
                 print!("{}", table(&rows));
                 if !families.is_empty() {
@@ -272,8 +277,8 @@ mod tests {
         let t = table(&[(ep, Ok(counters))]);
         assert_eq!(
             t,
-            "GUID                PORT  PKEY    PROVIDER  ADDRESS   ERROR  RESOLVE  NODATA  ADDR_QUERY  ADDR_CACHE  ROUTE_QUERY  ROUTE_CACHE\n\
-             0x505400fffe123456  1     0xffff  urdma     10.0.0.1  0      4        0       1           0           1            3\n"
+            "GUID                PORT  PKEY    PROVIDER  ADDRESS   ERROR  RESOLVE  NO_DATA  ADDR_QUERY  ADDR_CACHE  ROUTE_QUERY  ROUTE_CACHE\n\
+             0x505400fffe123456  1     0xffff  urdma     10.0.0.1  0      4        0        1           0           1            3\n"
         );
         assert_eq!(
             parse_ep_reply(&[1, 0x83, 2, 0, 0, 0, 0, 16, 0, 0, 0, 0, 0, 0, 0, 0]).unwrap(),

@@ -403,7 +403,7 @@ impl Sim {
             Event::Start { host } => self.start(host),
             Event::Crash { host, down_ms } => {
                 if let Some(e) = self.hosts[host].engine.take() {
-                    self.replayed_by_the_gone += e.discovery().counts().drops.replayed;
+                    self.replayed_by_the_gone += e.discovery().counts().drops.replay_window();
                     stack::add(
                         &mut self.injected_by_the_gone,
                         e.discovery().buggify().injected(),

@@ -261,7 +261,7 @@ impl Sim {
             .hosts
             .iter()
             .filter_map(|h| h.engine.as_ref())
-            .map(|e| e.discovery().counts().drops.replayed)
+            .map(|e| e.discovery().counts().drops.replay_window())
             .sum();
         live + self.replayed_by_the_gone
     }

@@ -72,6 +72,12 @@ impl Host {
         })
     }
 
+    /// The provider's metrics file at its default path (`/run` is the
+    /// host's run directory), empty before the first write.
+    pub fn metrics_file(&self) -> String {
+        fs::read_to_string(self.path("run/ibacm-urdma.prom")).unwrap_or_default()
+    }
+
     /// The daemon's stdout/stderr: simulator messages and acknowledgements.
     pub fn daemon_output(&self) -> String {
         fs::read_to_string(self.path("daemon.out")).unwrap_or_default()
