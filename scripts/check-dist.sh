@@ -95,6 +95,9 @@ deb_files=$(
     for f in $docs copyright changelog.gz; do echo "-rw-r--r-- usr/share/doc/ibacm-urdma/$f"; done
     echo "-rw-r--r-- usr/share/man/man7/ibacm_urdma.7.gz"
     echo "-rw-r--r-- usr/share/man/man8/urdma-acm.8.gz"
+    echo "-rw-r--r-- usr/share/bash-completion/completions/urdma-acm"
+    echo "-rw-r--r-- usr/share/zsh/vendor-completions/_urdma-acm"
+    echo "-rw-r--r-- usr/share/fish/vendor_completions.d/urdma-acm.fish"
 )
 rpm_files=$(
     echo "-rw-r--r-- /usr/lib64/ibacm/libibacm_urdma.so"
@@ -102,6 +105,9 @@ rpm_files=$(
     for f in $docs; do echo "-rw-r--r-- /usr/share/doc/ibacm-urdma/$f"; done
     echo "-rw-r--r-- /usr/share/man/man7/ibacm_urdma.7.gz"
     echo "-rw-r--r-- /usr/share/man/man8/urdma-acm.8.gz"
+    echo "-rw-r--r-- /usr/share/bash-completion/completions/urdma-acm"
+    echo "-rw-r--r-- /usr/share/zsh/site-functions/_urdma-acm"
+    echo "-rw-r--r-- /usr/share/fish/vendor_completions.d/urdma-acm.fish"
 )
 # LABEL EXPECTED ACTUAL: both lists sorted, differences named.
 same_list() {

@@ -16,7 +16,7 @@ cargo generate-rpm --version > /dev/null 2>&1 || cargo install --locked cargo-ge
 
 # Fresh each time: a stale package of another version must not linger.
 rm -rf "$dist"
-mkdir -p "$dist/man"
+mkdir -p "$dist/man" "$dist/completions"
 # 0644: the mode the provider is installed with (a library, not a program).
 install -m 0644 "$zig/libibacm_urdma.so" "$dist/"
 install -m 0755 "$zig/urdma-acm" "$dist/"
@@ -24,6 +24,10 @@ install -m 0755 "$zig/urdma-acm" "$dist/"
 for page in docs/man/ibacm_urdma.7 docs/man/urdma-acm.8; do
     gzip -9n < "$page" > "$dist/man/$(basename "$page").gz"
 done
+# Completions from the shipped binary itself, so they match its options.
+"$dist/urdma-acm" completions bash > "$dist/completions/urdma-acm"
+"$dist/urdma-acm" completions zsh > "$dist/completions/_urdma-acm"
+"$dist/urdma-acm" completions fish > "$dist/completions/urdma-acm.fish"
 
 # --no-build: the assets are the files above; --no-strip: zig's output is
 # already stripped, and the .deb must carry the same bytes.
@@ -33,5 +37,5 @@ deb=$(cargo deb -p ibacm-urdma --no-build --no-strip --quiet --output "$dist/" |
 cargo generate-rpm -p . --payload-compress gzip --output "$dist/" > /dev/null
 rpm=$(echo "$dist"/ibacm-urdma-*.x86_64.rpm)
 [ -f "$deb" ] && [ -f "$rpm" ] || { echo "dist.sh: no .deb or .rpm in $dist" >&2; exit 1; }
-rm -rf "$dist/man"
+rm -rf "$dist/man" "$dist/completions"
 stat -c '%n (%s bytes)' "$dist/libibacm_urdma.so" "$dist/urdma-acm" "$deb" "$rpm"

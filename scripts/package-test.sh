@@ -52,7 +52,9 @@ for f in usr/share/man/man7/ibacm_urdma.7.gz usr/share/man/man8/urdma-acm.8.gz \
          usr/share/doc/$pkg/examples/urdma-grafana-dashboard.json \
          usr/share/doc/$pkg/README.md usr/share/doc/$pkg/protocol.md \
          usr/share/doc/$pkg/systemd.md usr/share/doc/$pkg/copyright \
-         usr/share/doc/$pkg/changelog.gz; do
+         usr/share/doc/$pkg/changelog.gz usr/share/bash-completion/completions/urdma-acm \
+         usr/share/zsh/vendor-completions/_urdma-acm \
+         usr/share/fish/vendor_completions.d/urdma-acm.fish; do
     expect_file "$f" -rw-r--r--
 done
 if grep -q ' \./etc/' <<< "$contents"; then fail "the package installs under /etc"; fi
@@ -83,6 +85,9 @@ for page in "7 ibacm_urdma" "8 urdma-acm"; do
 done
 "$tool" check-config "/usr/share/doc/$pkg/ibacm.conf" > /dev/null \
     || fail "the installed sample options file does not pass check-config"
+# bash-completion's loader finds the installed script by the command's name.
+bash -c "source /usr/share/bash-completion/completions/urdma-acm; complete -p urdma-acm" \
+    | grep -q -- '-F _urdma__acm urdma-acm' || fail "no bash completion for urdma-acm"
 
 say "end-to-end from the installed paths"
 # The harness also needs the simulator and the librdmacm client, which are

@@ -173,6 +173,53 @@ roce0 (node GUID 0x505400fffe123458)
     );
     assert_eq!(out, want, "stderr: {err}");
     assert_eq!(code, 0, "one port can be served: {err}");
+
+    // The same diagnosis as JSON, with the same exit status.
+    let mut json_args = strs(&args);
+    json_args.push("--json");
+    let (code, out, err) = run_on(&host, &json_args);
+    assert_eq!(code, 0, "{err}");
+    let j: serde_json::Value = serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {out}"));
+    assert_eq!(
+        (
+            j["ok"].as_bool(),
+            j["ports_served"].as_u64(),
+            j["ports_total"].as_u64()
+        ),
+        (Some(true), Some(1), Some(7)),
+        "{out}"
+    );
+    assert_eq!(j["options_file"], opts.as_str());
+    assert_eq!(j["daemon_release"], 44);
+    assert!(
+        j["provider_dir_source"].is_null(),
+        "named by the options file"
+    );
+    assert_eq!(j["providers"][0]["file"], "libibacm_urdma.so");
+    assert_eq!(j["providers"][0]["urdma"], true);
+    assert_eq!(j["loading_errors"].as_array().map(Vec::len), Some(0));
+    assert!(j["devices_error"].is_null());
+    let devices = j["devices"].as_array().unwrap();
+    let names: Vec<&str> = devices
+        .iter()
+        .map(|d| d["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["urdma0", "urdma1", "roce0"]);
+    assert_eq!(devices[0]["node_guid"], "0x505400fffe123456");
+    assert_eq!(devices[0]["ports"][0]["served"], true);
+    assert_eq!(
+        devices[0]["ports"][0]["attributes"],
+        "InfiniBand, ACTIVE, GID 0 fe80::5054:ff:fe12:3456, P_Keys 0xffff"
+    );
+    assert_eq!(
+        devices[1]["ports"][1]["problems"][0],
+        "port state is DOWN: the daemon brings a port up only when it is ACTIVE"
+    );
+    assert_eq!(devices[2]["skipped"], true);
+    assert_eq!(
+        devices[2]["ports"][0]["problems"].as_array().map(Vec::len),
+        Some(2)
+    );
 }
 
 #[test]
@@ -283,6 +330,29 @@ fn check_config_prints_every_problem_at_file_and_line() {
         .map(|d| format!("{d}\n"))
         .collect();
     assert_eq!(out, logged);
+
+    // As JSON: the same problems, split into their parts, the same status.
+    let (code, json, err) = run(&["check-config", "--json", &opts]);
+    assert_eq!(code, 1, "{json}{err}");
+    let j: serde_json::Value =
+        serde_json::from_str(&json).unwrap_or_else(|e| panic!("{e}: {json}"));
+    assert_eq!(j["ok"], false);
+    assert_eq!(j["file"], opts.as_str());
+    let problems = j["problems"].as_array().unwrap();
+    let again: String = problems
+        .iter()
+        .map(|p| {
+            format!(
+                "{}:{}: {}\n",
+                p["file"].as_str().unwrap(),
+                p["line"],
+                p["message"].as_str().unwrap()
+            )
+        })
+        .collect();
+    assert_eq!(again, out);
+    assert_eq!(j["hosts_file"], hosts.as_str());
+    assert_eq!(j["hosts"], 1, "only node2's line binds: {json}");
 }
 
 #[test]
@@ -412,9 +482,11 @@ fn stats_reads_an_endpoint_with_more_addresses_than_a_message_holds() {
     host.acme_path(&["-f", "i", "-s", "10.0.0.1", "-d", "10.0.0.3"]);
     let (code, out, err) = host.stats(&["--json"]);
     assert_eq!(code, 0, "{out}{err}");
-    assert!(out.contains("\"provider\":\"urdma\""), "{out}");
-    assert!(out.contains("\"resolve\":1,"), "{out}");
-    assert!(!out.contains("\"error\":\""), "{out}");
+    let json: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let ep = &json["endpoints"][0];
+    assert_eq!(ep["provider"], "urdma", "{out}");
+    assert_eq!(ep["counters"]["resolve"], 1, "{out}");
+    assert!(ep["error"].is_null(), "{out}");
 }
 
 // stats: the provider's metrics ------------------------------------------------
@@ -719,7 +791,10 @@ fn stats_reports_metrics_that_match_the_traffic_and_the_attacks() {
         .iter()
         .find(|s| s["labels"]["reason"] == "malformed")
         .unwrap();
-    assert_eq!(malformed["value"], dropped(&values, "malformed") as u64);
+    assert_eq!(
+        malformed["value"].as_f64(),
+        Some(dropped(&values, "malformed"))
+    );
     assert_eq!(family("urdma_lookup_duration_seconds")["type"], "histogram");
 
     // And after the table, one line per series.
@@ -849,7 +924,7 @@ fn stats_without_a_daemon_says_where_it_looked() {
 
 #[test]
 fn every_subcommand_has_help() {
-    for sub in ["doctor", "check-config", "stats"] {
+    for sub in ["doctor", "check-config", "stats", "completions"] {
         let (code, out, err) = run(&[sub, "--help"]);
         assert_eq!(code, 0, "{sub} --help: {err}");
         assert!(
@@ -871,4 +946,53 @@ fn every_subcommand_has_help() {
         err.contains("unrecognized subcommand 'frobnicate'"),
         "{err}"
     );
+}
+
+#[test]
+fn completions_offer_every_subcommand_and_option_and_nothing_internal() {
+    let (code, script, err) = run(&["completions", "bash"]);
+    assert_eq!(code, 0, "{err}");
+    // Loaded into bash, asked what follows `urdma-acm ` and `urdma-acm stats --`.
+    let scratch = Scratch::new("completions");
+    let file = scratch.write("urdma-acm.bash", &script);
+    let complete = |line: &str| {
+        let words: Vec<&str> = line.split(' ').collect();
+        let program = format!(
+            "source {file}; COMP_WORDS=({}); COMP_CWORD={}; COMP_LINE='{line}'; COMP_POINT=${{#COMP_LINE}}; \
+             _urdma__acm urdma-acm '{}' '{}'; printf '%s\\n' \"${{COMPREPLY[@]}}\"",
+            words.iter().map(|w| format!("'{w}'")).collect::<Vec<_>>().join(" "),
+            words.len() - 1,
+            words[words.len() - 1],
+            words[words.len() - 2],
+        );
+        let out = Command::new("bash")
+            .args(["-c", &program])
+            .output()
+            .expect("bash");
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let top = complete("urdma-acm ");
+    for sub in ["doctor", "check-config", "stats", "completions"] {
+        assert!(top.lines().any(|l| l == sub), "no {sub} in:\n{top}");
+    }
+    assert!(!top.contains("__"), "an internal command offered:\n{top}");
+    let stats = complete("urdma-acm stats --");
+    for opt in ["--json", "--prometheus", "--socket", "--metrics", "--opts"] {
+        assert!(stats.lines().any(|l| l == opt), "no {opt} in:\n{stats}");
+    }
+    for shell in ["zsh", "fish"] {
+        let (code, script, err) = run(&["completions", shell]);
+        assert_eq!(code, 0, "{shell}: {err}");
+        assert!(
+            script.contains("check-config") && script.contains("prometheus"),
+            "{shell}:\n{script}"
+        );
+    }
+    let (code, _, err) = run(&["completions", "tcsh"]);
+    assert_eq!(code, 2, "{err}");
 }

@@ -12,6 +12,29 @@ pub struct Args {
     /// The options file to check.
     #[arg(value_name = "FILE", default_value = DEFAULT_OPTS_FILE)]
     pub file: PathBuf,
+    /// The result as one JSON object (schema in urdma-acm(8)); the exit
+    /// status is the same.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `check-config --json`.
+#[derive(serde::Serialize)]
+struct CheckJson<'a> {
+    file: String,
+    ok: bool,
+    problems: Vec<ProblemJson<'a>>,
+    hosts_file: Option<String>,
+    /// Addresses the hosts file binds; null when it is absent or unreadable.
+    hosts: Option<usize>,
+}
+
+#[derive(serde::Serialize)]
+struct ProblemJson<'a> {
+    file: &'a str,
+    /// 0: the file as a whole.
+    line: usize,
+    message: &'a str,
 }
 
 /// What checking found: every problem, and what the files hold.
@@ -62,6 +85,32 @@ pub fn check(opts: &Path) -> Checked {
 
 pub fn run(args: &Args) -> ExitCode {
     let checked = check(&args.file);
+    let status = match checked.problems.is_empty() {
+        true => ExitCode::SUCCESS,
+        false => ExitCode::FAILURE,
+    };
+    if args.json {
+        let json = CheckJson {
+            file: args.file.display().to_string(),
+            ok: checked.problems.is_empty(),
+            problems: checked
+                .problems
+                .iter()
+                .map(|p| ProblemJson {
+                    file: &p.file,
+                    line: p.line,
+                    message: &p.message,
+                })
+                .collect(),
+            hosts_file: checked.hosts_file.as_ref().map(|f| f.display().to_string()),
+            hosts: checked.hosts,
+        };
+        println!(
+            "{}",
+            serde_json::to_string(&json).expect("strings and numbers only")
+        );
+        return status;
+    }
     for p in &checked.problems {
         println!("{p}");
     }

@@ -1,10 +1,10 @@
 //! Loading a provider file the way the daemon does (`dlopen(path,
 //! RTLD_LAZY)`, then `dlsym(handle, "provider_query")`), in a child process:
 //! a library whose constructor crashes or hangs takes down the child, not
-//! doctor. The child is this program again, run with a hidden subcommand
-//! ([`child`]); the parent ([`probe`]) reads its verdict. Nothing in the
-//! library is called: its constructors run (as in the daemon), its
-//! `provider_query` does not.
+//! doctor. The child is this program again, run with a first argument
+//! no one types ([`CHILD_COMMAND`], [`child`]); the parent ([`probe`])
+//! reads its verdict. Nothing in the library is called: its constructors
+//! run (as in the daemon), its `provider_query` does not.
 //!
 //! With `verbs.rs`, the tool's only `unsafe` code.
 #![deny(clippy::undocumented_unsafe_blocks)]
@@ -28,7 +28,7 @@ extern "C" {
     fn dlerror() -> *mut c_char;
 }
 
-/// The hidden subcommand the child runs.
+/// The first argument that makes this program the child (see main.rs).
 pub const CHILD_COMMAND: &str = "__load-provider";
 
 /// How long loading may take before the child is killed.

@@ -41,6 +41,10 @@ pub struct Args {
     /// ending in .so from 29).
     #[arg(long = "daemon-version", value_name = "VERSION")]
     pub daemon_version: Option<String>,
+    /// The diagnosis as one JSON object (schema in urdma-acm(8)); the exit
+    /// status is the same.
+    #[arg(long)]
+    pub json: bool,
 }
 
 /// What the daemon's configuration looks like to the port checks.
@@ -127,90 +131,240 @@ impl Setup {
 
 pub fn run(args: &Args) -> ExitCode {
     let setup = Setup::load(args);
-    let devices = match crate::verbs::devices() {
-        Ok(d) => d,
-        Err(e) => {
-            // What loads does not depend on devices: say it all the same.
-            let mut out = String::new();
-            header(&mut out, &setup, &setup.options());
-            print!("{out}");
-            eprintln!("urdma-acm: {e}; the daemon cannot start without devices");
-            return ExitCode::FAILURE;
-        }
+    let (diagnosis, devices_error) = match crate::verbs::devices() {
+        Ok(devices) => (diagnose(&setup, &devices), None),
+        // What loads does not depend on devices: say it all the same.
+        Err(e) => (diagnose(&setup, &[]), Some(e)),
     };
-    let (text, ok) = report(&setup, &devices);
-    print!("{text}");
-    if ok {
-        ExitCode::SUCCESS
+    if args.json {
+        let json = DoctorJson {
+            diagnosis: &diagnosis,
+            devices_error: devices_error.as_deref(),
+            ok: diagnosis.ok && devices_error.is_none(),
+        };
+        println!(
+            "{}",
+            serde_json::to_string(&json).expect("strings and numbers only")
+        );
+    } else if let Some(e) = &devices_error {
+        print!("{}", header_text(&diagnosis));
+        eprintln!("urdma-acm: {e}; the daemon cannot start without devices");
     } else {
-        ExitCode::FAILURE
+        print!("{}", text(&diagnosis));
+    }
+    match diagnosis.ok && devices_error.is_none() {
+        true => ExitCode::SUCCESS,
+        false => ExitCode::FAILURE,
     }
 }
 
-/// The report and whether some port can be served by urdma.
-pub fn report(setup: &Setup, devices: &[Device]) -> (String, bool) {
-    let mut out = String::new();
+/// `doctor --json`: the diagnosis, and why no device could be listed.
+#[derive(serde::Serialize)]
+struct DoctorJson<'a> {
+    #[serde(flatten)]
+    diagnosis: &'a Diagnosis,
+    devices_error: Option<&'a str>,
+    ok: bool,
+}
+
+/// Everything doctor found, as `--json` writes it (urdma-acm(8) documents
+/// the schema) and the text is rendered from.
+#[derive(serde::Serialize)]
+pub struct Diagnosis {
+    options_file: String,
+    options_file_exists: bool,
+    /// Lines of the options file the daemon reads otherwise than it seems.
+    warnings: Vec<String>,
+    /// The daemon's release and the loading rule it implies.
+    daemon: String,
+    daemon_release: Option<u32>,
+    provider_dir: String,
+    /// Where the directory comes from; null when the options file names it.
+    provider_dir_source: Option<String>,
+    /// The directory's files the daemon considers; null when it cannot be
+    /// read (the reason is in `loading_errors`).
+    providers: Option<Vec<ProviderFile>>,
+    /// Why urdma will not be loaded exactly once (empty: it will).
+    loading_errors: Vec<String>,
+    devices: Vec<DeviceDiagnosis>,
+    ports_served: usize,
+    ports_total: usize,
+    /// urdma loads exactly once and some port can be served.
+    pub ok: bool,
+}
+
+#[derive(serde::Serialize)]
+struct ProviderFile {
+    file: String,
+    urdma: bool,
+    /// What the daemon does with it.
+    verdict: String,
+}
+
+#[derive(serde::Serialize)]
+struct DeviceDiagnosis {
+    name: String,
+    node_guid: String,
+    /// Why it could not be opened or queried (the daemon skips it).
+    error: Option<String>,
+    /// The daemon skips it: none of its ports is InfiniBand.
+    skipped: bool,
+    ports: Vec<PortDiagnosis>,
+}
+
+#[derive(serde::Serialize)]
+struct PortDiagnosis {
+    port: u8,
+    served: bool,
+    /// Link layer, state, GID 0 and P_Keys, when served.
+    attributes: Option<String>,
+    /// Something that will keep a served port from having endpoints.
+    note: Option<String>,
+    /// Every reason it is not served.
+    problems: Vec<String>,
+}
+
+/// The diagnosis of `devices` under `setup`.
+pub fn diagnose(setup: &Setup, devices: &[Device]) -> Diagnosis {
     let opts = setup.options();
     let loaded = setup.loaded();
-    let loads_once = header(&mut out, setup, &opts);
-    let (mut served, mut total) = (0, 0);
+    let loading_errors = setup.loading_problems(&opts);
+    let mut devs = Vec::new();
     for dev in devices {
-        let _ = write!(out, "\n{} (node GUID {:#018x})", dev.name, dev.guid);
+        let mut d = DeviceDiagnosis {
+            name: dev.name.clone(),
+            node_guid: format!("{:#018x}", dev.guid),
+            error: None,
+            skipped: false,
+            ports: Vec::new(),
+        };
         let ports = match &dev.ports {
             Ok(p) => p,
             Err(e) => {
-                let _ = writeln!(out, ": {e}; the daemon skips it");
+                d.error = Some(e.clone());
+                devs.push(d);
                 continue;
             }
         };
-        let _ = writeln!(out);
-        let has_ib = ports.iter().any(|p| {
+        d.skipped = !ports.iter().any(|p| {
             p.attrs
                 .as_ref()
                 .is_ok_and(|a| u32::from(a.link_layer) == IBV_LINK_LAYER_INFINIBAND)
         });
-        if !has_ib {
-            let _ = writeln!(
-                out,
-                "  the daemon skips this device: none of its ports is InfiniBand"
-            );
-        }
         for port in ports {
-            total += 1;
             let problems = match &port.attrs {
                 Err(e) => vec![e.clone()],
                 Ok(a) => {
                     let mut p = port_problems(setup, &opts, &loaded, a);
-                    if !has_ib {
+                    if d.skipped {
                         p.insert(0, "its device is skipped (no InfiniBand port)".to_string());
                     }
                     p
                 }
             };
-            if problems.is_empty() {
-                served += 1;
-                let a = port.attrs.as_ref().expect("checked");
-                let _ = writeln!(out, "  port {}: served by urdma ({})", port.num, summary(a));
-                if let Some(note) = address_note(setup, &dev.name, port.num) {
-                    let _ = writeln!(out, "    note: {note}");
+            let served = problems.is_empty();
+            d.ports.push(PortDiagnosis {
+                port: port.num,
+                served,
+                attributes: port.attrs.as_ref().ok().filter(|_| served).map(summary),
+                note: served
+                    .then(|| address_note(setup, &dev.name, port.num))
+                    .flatten(),
+                problems,
+            });
+        }
+        devs.push(d);
+    }
+    let ports = devs.iter().flat_map(|d| &d.ports);
+    let ports_served = ports.clone().filter(|p| p.served).count();
+    let ports_total = ports.count();
+    Diagnosis {
+        options_file: setup.opts_file.clone(),
+        options_file_exists: setup.opts.is_some(),
+        warnings: opts
+            .tabbed
+            .iter()
+            .map(|line| {
+                format!(
+                    "{}:{line}: a tab in a provider line: the daemon splits provider lines on spaces only",
+                    setup.opts_file
+                )
+            })
+            .collect(),
+        daemon: setup.daemon.describe(),
+        daemon_release: setup.daemon.major,
+        provider_dir: setup.provider_dir.display().to_string(),
+        provider_dir_source: opts
+            .provider_dir_line
+            .is_none()
+            .then(|| setup.provider_dir_source.clone()),
+        providers: setup.providers.as_ref().ok().map(|files| {
+            files
+                .iter()
+                .map(|f| ProviderFile {
+                    file: f.file.clone(),
+                    urdma: f.urdma,
+                    verdict: f.describe(setup.daemon.rule()),
+                })
+                .collect()
+        }),
+        ok: ports_served > 0 && loading_errors.is_empty(),
+        loading_errors,
+        devices: devs,
+        ports_served,
+        ports_total,
+    }
+}
+
+/// The report as text, and whether some port can be served by urdma.
+#[cfg(test)]
+pub fn report(setup: &Setup, devices: &[Device]) -> (String, bool) {
+    let d = diagnose(setup, devices);
+    (text(&d), d.ok)
+}
+
+/// The whole report as text.
+fn text(d: &Diagnosis) -> String {
+    let mut out = header_text(d);
+    for dev in &d.devices {
+        let _ = write!(out, "\n{} (node GUID {})", dev.name, dev.node_guid);
+        if let Some(e) = &dev.error {
+            let _ = writeln!(out, ": {e}; the daemon skips it");
+            continue;
+        }
+        let _ = writeln!(out);
+        if dev.skipped {
+            let _ = writeln!(
+                out,
+                "  the daemon skips this device: none of its ports is InfiniBand"
+            );
+        }
+        for port in &dev.ports {
+            match &port.attributes {
+                Some(a) if port.served => {
+                    let _ = writeln!(out, "  port {}: served by urdma ({a})", port.port);
+                    if let Some(note) = &port.note {
+                        let _ = writeln!(out, "    note: {note}");
+                    }
                 }
-            } else {
-                let _ = writeln!(out, "  port {}: not served by urdma:", port.num);
-                for p in problems {
-                    let _ = writeln!(out, "    - {p}");
+                _ => {
+                    let _ = writeln!(out, "  port {}: not served by urdma:", port.port);
+                    for p in &port.problems {
+                        let _ = writeln!(out, "    - {p}");
+                    }
                 }
             }
         }
     }
-    let ok = served > 0 && loads_once;
-    if devices.is_empty() {
+    let (served, total) = (d.ports_served, d.ports_total);
+    if d.devices.is_empty() {
         let _ = writeln!(
             out,
             "\nno RDMA devices: libibverbs lists none (is the urdma kernel module loaded?)"
         );
     } else if served > 0 {
         let _ = writeln!(out, "\n{served} of {total} ports can be served by urdma");
-        if !loads_once {
+        if !d.loading_errors.is_empty() {
             let _ = writeln!(
                 out,
                 "but the provider directory must be fixed first: see the errors above"
@@ -222,55 +376,49 @@ pub fn report(setup: &Setup, devices: &[Device]) -> (String, bool) {
             "\nno port can be served by urdma: {total} ports, each with the reasons above"
         );
     }
-    (out, ok)
+    out
 }
 
 /// The options file, the daemon's release, the provider directory's files
-/// and the verdict on loading urdma; whether urdma loads exactly once.
-fn header(out: &mut String, setup: &Setup, opts: &Options) -> bool {
-    match &setup.opts {
-        Some(_) => {
-            let _ = writeln!(out, "options file: {}", setup.opts_file);
+/// and the verdict on loading urdma.
+fn header_text(d: &Diagnosis) -> String {
+    let mut out = String::new();
+    match d.options_file_exists {
+        true => {
+            let _ = writeln!(out, "options file: {}", d.options_file);
         }
-        None => {
+        false => {
             let _ = writeln!(
                 out,
                 "options file: {} does not exist: the daemon uses its defaults",
-                setup.opts_file
+                d.options_file
             );
         }
     }
-    for line in &opts.tabbed {
-        let _ = writeln!(
-            out,
-            "warning: {}:{line}: a tab in a provider line: the daemon splits provider lines on spaces only",
-            setup.opts_file
-        );
+    for w in &d.warnings {
+        let _ = writeln!(out, "warning: {w}");
     }
-    let _ = writeln!(out, "{}", setup.daemon.describe());
-    let dir = setup.provider_dir.display();
-    // The directory's origin goes unsaid when the options file names it.
-    match opts.provider_dir_line {
-        Some(_) => {
-            let _ = writeln!(out, "providers in {dir}:");
-        }
+    let _ = writeln!(out, "{}", d.daemon);
+    match &d.provider_dir_source {
         None => {
-            let _ = writeln!(out, "providers in {dir} ({}):", setup.provider_dir_source);
+            let _ = writeln!(out, "providers in {}:", d.provider_dir);
+        }
+        Some(source) => {
+            let _ = writeln!(out, "providers in {} ({source}):", d.provider_dir);
         }
     }
-    if let Ok(files) = &setup.providers {
+    if let Some(files) = &d.providers {
         if files.is_empty() {
             let _ = writeln!(out, "  none");
         }
         for f in files {
-            let _ = writeln!(out, "  {}", f.describe(setup.daemon.rule()));
+            let _ = writeln!(out, "  {}", f.verdict);
         }
     }
-    let problems = setup.loading_problems(opts);
-    for p in &problems {
+    for p in &d.loading_errors {
         let _ = writeln!(out, "error: {p}");
     }
-    problems.is_empty()
+    out
 }
 
 fn state_name(state: u32) -> String {

@@ -9,8 +9,8 @@ mod report;
 mod stats;
 mod verbs;
 
-use clap::{Parser, Subcommand};
-use std::path::PathBuf;
+use clap::{CommandFactory, Parser, Subcommand};
+use std::io::Write;
 use std::process::ExitCode;
 
 #[derive(Parser, Debug)]
@@ -40,17 +40,44 @@ enum Command {
     /// Shows the provider's counters per endpoint, read from a running
     /// daemon over its unix socket, as a table.
     Stats(stats::Args),
-    /// Internal (doctor runs it): loads FILE as the daemon does, in a
-    /// process of its own.
-    #[command(name = dl::CHILD_COMMAND, hide = true)]
-    LoadProvider { file: PathBuf },
+    /// Prints the completion script for SHELL (bash, zsh, fish, elvish or
+    /// powershell) on stdout; the packages install bash's, zsh's and
+    /// fish's.
+    Completions {
+        #[arg(value_name = "SHELL")]
+        shell: clap_complete::Shell,
+    },
 }
 
 fn main() -> ExitCode {
+    // doctor's child, which loads one provider file the daemon's way: not a
+    // subcommand, so that neither --help nor the completions offer it.
+    let argv: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    if let [_, command, file] = argv.as_slice() {
+        if command == dl::CHILD_COMMAND {
+            return dl::child(std::path::Path::new(file));
+        }
+    }
     match Cli::parse().command {
         Command::Doctor(args) => doctor::run(&args),
         Command::CheckConfig(args) => check::run(&args),
         Command::Stats(args) => stats::run(&args),
-        Command::LoadProvider { file } => dl::child(&file),
+        Command::Completions { shell } => {
+            let mut script = Vec::new();
+            clap_complete::generate(shell, &mut Cli::command(), "urdma-acm", &mut script);
+            if shell == clap_complete::Shell::Bash {
+                // clap_complete 4.6 names a subcommand's branch after the
+                // hyphenated program name otherwise than it sets it, so
+                // nothing after `urdma-acm SUB` would complete (tested).
+                let text = String::from_utf8_lossy(&script)
+                    .replace("urdma__subcmd__acm__subcmd__", "urdma__acm__subcmd__");
+                script = text.into_bytes();
+            }
+            // A closed pipe (`| head`) is no error worth a panic.
+            match std::io::stdout().write_all(&script) {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(_) => ExitCode::FAILURE,
+            }
+        }
     }
 }

@@ -85,86 +85,90 @@ fn number(v: f64) -> String {
     }
 }
 
-/// A JSON string literal.
-fn string(s: &str) -> String {
-    let mut out = String::from("\"");
-    for c in s.chars() {
-        match c {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            '\n' => out.push_str("\\n"),
-            c if (c as u32) < 0x20 => {
-                let _ = write!(out, "\\u{:04x}", c as u32);
-            }
-            c => out.push(c),
-        }
-    }
-    out.push('"');
-    out
+/// One endpoint in `stats --json`: its identity, then its counters (by
+/// the table's column names) or why they could not be read.
+#[derive(serde::Serialize)]
+struct EndpointJson<'a> {
+    guid: String,
+    port: u8,
+    pkey: String,
+    provider: &'a str,
+    address: Option<&'a str>,
+    counters: Option<std::collections::BTreeMap<&'static str, u64>>,
+    error: Option<&'a str>,
 }
 
-/// Endpoints and metrics as one JSON object (documented in urdma-acm(8)).
+#[derive(serde::Serialize)]
+struct SampleJson<'a> {
+    name: &'a str,
+    labels: std::collections::BTreeMap<&'a str, &'a str>,
+    /// Non-finite values are written as null.
+    value: f64,
+}
+
+#[derive(serde::Serialize)]
+struct FamilyJson<'a> {
+    name: &'a str,
+    help: &'a str,
+    #[serde(rename = "type")]
+    kind: &'static str,
+    samples: Vec<SampleJson<'a>>,
+}
+
+#[derive(serde::Serialize)]
+struct StatsJson<'a> {
+    endpoints: Vec<EndpointJson<'a>>,
+    metrics: Vec<FamilyJson<'a>>,
+    metrics_age_seconds: Option<f64>,
+}
+
+/// Endpoints and metrics as one JSON object (the schema is in urdma-acm(8)).
 pub fn json(rows: &[Row], families: &[Family], stale: Option<f64>) -> String {
-    let endpoints: Vec<String> = rows
+    let endpoints = rows
         .iter()
-        .map(|(ep, counters)| {
-            let mut fields = vec![
-                format!("\"guid\":{}", string(&format!("{:#018x}", ep.guid))),
-                format!("\"port\":{}", ep.port),
-                format!("\"pkey\":{}", string(&format!("{:#06x}", ep.pkey))),
-                format!("\"provider\":{}", string(&ep.provider)),
-                format!(
-                    "\"address\":{}",
-                    ep.addresses.first().map_or("null".into(), |a| string(a))
-                ),
-            ];
-            match counters {
-                Ok(values) => fields.extend(
-                    COUNTERS
-                        .iter()
-                        .zip(values)
-                        .map(|(c, v)| format!("{}:{v}", string(c))),
-                ),
-                Err(e) => fields.push(format!("\"error\":{}", string(e))),
-            }
-            format!("{{{}}}", fields.join(","))
+        .map(|(ep, counters)| EndpointJson {
+            guid: format!("{:#018x}", ep.guid),
+            port: ep.port,
+            pkey: format!("{:#06x}", ep.pkey),
+            provider: &ep.provider,
+            address: ep.addresses.first().map(String::as_str),
+            counters: counters.as_ref().ok().map(|values| {
+                COUNTERS
+                    .iter()
+                    .copied()
+                    .zip(values.iter().copied())
+                    .collect()
+            }),
+            error: counters.as_ref().err().map(String::as_str),
         })
         .collect();
-    let families: Vec<String> = families
+    let metrics = families
         .iter()
-        .map(|f| {
-            let samples: Vec<String> = f
+        .map(|f| FamilyJson {
+            name: &f.name,
+            help: &f.help,
+            kind: kind(f.kind),
+            samples: f
                 .samples
                 .iter()
-                .map(|s| {
-                    let labels: Vec<String> = s
+                .map(|s| SampleJson {
+                    name: &s.name,
+                    labels: s
                         .labels
                         .iter()
-                        .map(|(k, v)| format!("{}:{}", string(k), string(v)))
-                        .collect();
-                    format!(
-                        "{{\"name\":{},\"labels\":{{{}}},\"value\":{}}}",
-                        string(&s.name),
-                        labels.join(","),
-                        number(s.value)
-                    )
+                        .map(|(k, v)| (k.as_str(), v.as_str()))
+                        .collect(),
+                    value: s.value,
                 })
-                .collect();
-            format!(
-                "{{\"name\":{},\"help\":{},\"type\":{},\"samples\":[{}]}}",
-                string(&f.name),
-                string(&f.help),
-                string(kind(f.kind)),
-                samples.join(",")
-            )
+                .collect(),
         })
         .collect();
-    let stale = stale.map_or("null".into(), number);
-    format!(
-        "{{\"endpoints\":[{}],\"metrics\":[{}],\"metrics_age_seconds\":{stale}}}\n",
-        endpoints.join(","),
-        families.join(",")
-    )
+    let all = StatsJson {
+        endpoints,
+        metrics,
+        metrics_age_seconds: stale,
+    };
+    serde_json::to_string(&all).expect("strings and numbers only") + "\n"
 }
 
 fn kind(k: Kind) -> &'static str {
@@ -263,10 +267,25 @@ mod tests {
     }
 
     #[test]
-    fn json_strings_are_escaped() {
-        let j = json(&rows(), &families(), Some(1.0));
+    fn json_is_typed_escaped_and_never_holds_a_non_finite_number() {
+        let mut families = families();
+        families[0].samples[0].value = f64::NAN;
+        let mut rows = rows();
+        let mut broken = rows[0].clone();
+        broken.1 = Err("no endpoint owns 10.0.0.1 any more".into());
+        rows.push(broken);
+        let j = json(&rows, &families, Some(1.0));
         assert!(j.contains(r#""help":"Dropped \"datagrams\".""#), "{j}");
-        assert!(j.contains(r#""route_cache":3"#), "{j}");
-        assert!(j.ends_with("\"metrics_age_seconds\":1}\n"), "{j}");
+        let v: serde_json::Value = serde_json::from_str(&j).unwrap();
+        let ep = &v["endpoints"][0];
+        assert_eq!(ep["counters"]["route_cache"], 3);
+        assert_eq!(ep["counters"]["error"], 0, "a counter, apart from messages");
+        assert!(ep["error"].is_null());
+        let bad = &v["endpoints"][1];
+        assert!(bad["counters"].is_null());
+        assert_eq!(bad["error"], "no endpoint owns 10.0.0.1 any more");
+        assert!(v["metrics"][0]["samples"][0]["value"].is_null(), "{j}");
+        assert_eq!(v["metrics"][0]["type"], "counter");
+        assert_eq!(v["metrics_age_seconds"], 1.0);
     }
 }
