@@ -64,6 +64,7 @@ dist=${1:-target/dist}
 missing=()
 command -v lintian > /dev/null || missing+=(lintian)
 command -v rpm > /dev/null || missing+=(rpm)
+command -v rpmlint > /dev/null || missing+=(rpmlint)
 if [ ${#missing[@]} -gt 0 ]; then
     echo "check-dist: installing ${missing[*]}"
     export DEBIAN_FRONTEND=noninteractive
@@ -103,6 +104,10 @@ rpm_files=$(
     echo "-rw-r--r-- /usr/lib64/ibacm/libibacm_urdma.so"
     echo "-rwxr-xr-x /usr/bin/urdma-acm"
     for f in $docs; do echo "-rw-r--r-- /usr/share/doc/ibacm-urdma/$f"; done
+    for d in doc/ibacm-urdma doc/ibacm-urdma/examples licenses/ibacm-urdma; do
+        echo "drwxr-xr-x /usr/share/$d"
+    done
+    for f in LICENSE-MIT LICENSE-APACHE; do echo "-rw-r--r-- /usr/share/licenses/ibacm-urdma/$f"; done
     echo "-rw-r--r-- /usr/share/man/man7/ibacm_urdma.7.gz"
     echo "-rw-r--r-- /usr/share/man/man8/urdma-acm.8.gz"
     echo "-rw-r--r-- /usr/share/bash-completion/completions/urdma-acm"
@@ -149,6 +154,29 @@ if grep -q 't64' <<< "$depends"; then fail "$(basename "$deb"): Depends '$depend
 mkdir "$tmp/deb"
 dpkg-deb -x "$deb" "$tmp/deb"
 check_payload_elves "$deb" "$tmp/deb" usr/lib/x86_64-linux-gnu/ibacm/libibacm_urdma.so usr/bin/urdma-acm
+# LABEL DEP5FILE NAME LICENSEFILE: the copyright file's `License: NAME`
+# paragraph holds the license's text word for word.
+dep5_holds() {
+    if diff -q <(sed -n "/^License: $3\$/,/^\$/p" "$2" | tail -n +2 | sed '/^$/d; s/^ \.$//; s/^ //') \
+        <(sed -n '/./,$p' "$4" | sed '/Copyright (c)/,+1d; /^MIT License$/,+1d') > /dev/null; then
+        ok "$1: $3's text is $(basename "$4")'s"
+    else
+        fail "$1: the $3 text differs from $(basename "$4") (regenerate debian/copyright)"
+    fi
+}
+copyright=$tmp/deb/usr/share/doc/ibacm-urdma/copyright
+dep5_holds "$(basename "$deb")" "$copyright" MIT LICENSE-MIT
+# Debian keeps Apache-2.0's text in base-files, which the paragraph names.
+if grep -q '^ /usr/share/common-licenses/Apache-2.0\.$' "$copyright" \
+    && cmp -s /usr/share/common-licenses/Apache-2.0 LICENSE-APACHE; then
+    ok "$(basename "$deb"): Apache-2.0 by Debian's common-licenses, the same text as LICENSE-APACHE"
+else
+    fail "$(basename "$deb"): the Apache-2.0 paragraph does not name Debian's copy of LICENSE-APACHE's text"
+fi
+# An upgrade restarts a running daemon (scripts/matrix.sh runs it).
+dpkg-deb -I "$deb" postinst 2> /dev/null | grep 'try-restart ibacm.service' > /dev/null \
+    && ok "$(basename "$deb"): postinst try-restarts ibacm on upgrade" \
+    || fail "$(basename "$deb"): no postinst try-restart of ibacm"
 
 # The .rpm.
 same_list "$(basename "$rpm"): rpm -qlp" "$(cut -d' ' -f2 <<< "$rpm_files")" "$(rpm -qlp "$rpm")"
@@ -163,6 +191,23 @@ rpm -qp --requires "$rpm" | grep -qx ibacm || fail "$(basename "$rpm"): rpm -qp 
 mkdir "$tmp/rpm"
 rpm2archive -n - < "$rpm" | tar -x -C "$tmp/rpm"
 check_payload_elves "$rpm" "$tmp/rpm" usr/lib64/ibacm/libibacm_urdma.so usr/bin/urdma-acm
+for f in LICENSE-MIT LICENSE-APACHE; do
+    cmp -s "$tmp/rpm/usr/share/licenses/ibacm-urdma/$f" "$f" || fail "$(basename "$rpm"): $f differs from the repository's"
+done
+rpm -qp --licensefiles "$rpm" | grep -x /usr/share/licenses/ibacm-urdma/LICENSE-APACHE > /dev/null \
+    && ok "$(basename "$rpm"): %license LICENSE-MIT and LICENSE-APACHE" \
+    || fail "$(basename "$rpm"): the license files are not %license"
+rpm -qp --scripts "$rpm" | grep 'systemctl try-restart ibacm.service' > /dev/null \
+    && ok "$(basename "$rpm"): %postun try-restarts ibacm on upgrade" \
+    || fail "$(basename "$rpm"): no %postun try-restart of ibacm"
+# rpmlint with no error and no warning; an unsigned build cannot have a
+# signature.
+rpmlint -c rpm/rpmlint.toml "$rpm" > "$tmp/rpmlint" 2>&1 || true
+if grep -E ': [EW]: ' "$tmp/rpmlint" | grep -v ': E: no-signature$' > "$tmp/rpmlint.bad"; then
+    fail "rpmlint $(basename "$rpm"): $(tr '\n' ';' < "$tmp/rpmlint.bad")"
+else
+    ok "rpmlint $(basename "$rpm"): no errors or warnings (unsigned)"
+fi
 
 if [ "$failures" -gt 0 ]; then
     echo "check-dist: $failures failure(s)" >&2

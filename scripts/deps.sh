@@ -6,7 +6,7 @@
 # (scripts/test.sh): rustfmt and clippy, make and binutils, nftables (packet loss in
 # tests/loss.rs), valgrind and python3 (make memcheck), dnsmasq (the DNS
 # server of tests/names.rs), man (tests/man_pages.rs), cargo-fuzz (the fuzz
-# smoke), cargo-deb, lintian and rpm (make dist and its checks), debootstrap
+# smoke), cargo-deb, lintian, rpm and rpmlint (make dist and its checks), debootstrap
 # (the compatibility matrix), Debian's kernel headers, QEMU, busybox, cpio,
 # ibverbs-utils and kmod (depmod, modprobe: make urdma and its guest tier),
 # and zig with cargo-zigbuild (the glibc 2.28 build; scripts/zigbuild.sh
@@ -19,7 +19,7 @@ test=false
 [ "${1:-}" = --test ] && test=true
 if $test; then
     packages+=(g++ binutils make man-db groff-base nftables valgrind python3 dnsmasq-base
-               lintian rpm debootstrap linux-headers-amd64 qemu-system-x86 busybox-static cpio
+               lintian rpm rpmlint debootstrap linux-headers-amd64 qemu-system-x86 busybox-static cpio
                ibverbs-utils kmod prometheus)
 fi
 missing=()
@@ -39,4 +39,3 @@ for c in rustfmt clippy; do
 done
 cargo fuzz --version > /dev/null 2>&1 || cargo install --locked cargo-fuzz
 cargo deb --version > /dev/null 2>&1 || cargo install --locked cargo-deb
-cargo generate-rpm --version > /dev/null 2>&1 || cargo install --locked cargo-generate-rpm

@@ -125,6 +125,54 @@ strays() {
     done
 }
 
+# A chroot has no systemd: the package's postinst finds a stand-in
+# deb-systemd-invoke first in its PATH, which records each call and does
+# what systemd's try-restart would do to host a's daemon (stop it if it
+# runs; upgrade_restarts_a_running_daemon then starts it again, as systemd
+# would).
+service_manager_stand_in() {
+    local shim=$rootdir/usr/local/sbin/deb-systemd-invoke
+    mkdir -p "$rootdir/run/systemd/system" "$(dirname "$shim")"
+    cat > "$shim" << SHIM
+#!/bin/sh
+echo "\$*" >> $files/invoked
+if [ "\$*" = "try-restart ibacm.service" ] && [ -s $files/a/ibacm.pid ]; then
+    kill "\$(cat $files/a/ibacm.pid)" 2> /dev/null || true
+fi
+exit 0
+SHIM
+    chmod 755 "$shim"
+}
+
+# The package upgraded (dpkg -i over itself) under host a's running daemon:
+# postinst try-restarts ibacm.service, the old daemon (with the old provider
+# mapped) goes, and the one started in its place serves.
+upgrade_restarts_a_running_daemon() {
+    local d=$files/a pid out
+    pid=$(cat "$d/ibacm.pid")
+    if ! out=$(chroot "$rootdir" dpkg -i "$files/$(basename "$deb")" 2>&1); then
+        fail "dpkg -i over a running daemon:"$'\n'"$out"
+        return
+    fi
+    for _ in $(seq 100); do kill -0 "$pid" 2> /dev/null || break; sleep 0.1; done
+    if [ "$(cat "$files/invoked" 2> /dev/null)" = "try-restart ibacm.service" ] && ! kill -0 "$pid" 2> /dev/null; then
+        pass "upgrade: postinst try-restarts ibacm.service, the running daemon stops"
+    else
+        fail "upgrade: calls '$(cat "$files/invoked" 2> /dev/null)', daemon $pid $(kill -0 "$pid" 2> /dev/null && echo still runs)"
+        return
+    fi
+    rm -f "$d/ibacm.log" "$files/invoked"
+    sim a /usr/sbin/ibacm -P -O "$d/ibacm_opts.cfg" -A "$d/ibacm_addr.cfg" > "$d/daemon.out" 2>&1 &
+    for _ in $(seq 100); do grep -q 'urdma: ' "$d/ibacm.log" 2> /dev/null && break; sleep 0.1; done
+    if wait_acme a ok -f i -s 10.0.0.1 -d 10.0.0.2; then
+        expect_dgid a "$GID_B" -f i -s 10.0.0.1 -d 10.0.0.2
+    else
+        fail "upgrade: the restarted daemon does not resolve:"$'\n'"$(tail -n 20 "$d/ibacm.log" "$d/daemon.out" 2> /dev/null)"
+    fi
+    # The rest of the suite as before: no service manager.
+    rm -rf "$rootdir/usr/local/sbin/deb-systemd-invoke" "$rootdir/run/systemd"
+}
+
 run_suite() {
     suite=$1
     local rootfs w h ip ip6 mac d version
@@ -146,8 +194,9 @@ run_suite() {
 
     local out
     cp "$deb" "$files/"
-    if out=$(chroot "$rootdir" dpkg -i "$files/$(basename "$deb")" 2>&1); then
-        pass "dpkg -i $(basename "$deb")"
+    service_manager_stand_in
+    if out=$(chroot "$rootdir" dpkg -i "$files/$(basename "$deb")" 2>&1) && [ ! -e "$files/invoked" ]; then
+        pass "dpkg -i $(basename "$deb"): a first install restarts nothing"
     else
         fail "dpkg -i $(basename "$deb"):"$'\n'"$out"
         return
@@ -242,6 +291,8 @@ HOSTS
     else
         fail "host a: resolution did not come back within 10 s of the port coming up"
     fi
+
+    upgrade_restarts_a_running_daemon
 
     # The operator's tool, as installed by the package.
     local major=${version%%.*}
