@@ -322,6 +322,12 @@ impl Local {
         self.ports.values().any(|p| p.info.gids.contains(&gid))
     }
 
+    /// Offers `offer` on ports whose verbs do not say (a changed options
+    /// file).
+    pub fn set_offer(&mut self, offer: Offer) {
+        self.offer = offer;
+    }
+
     /// The MTU and rate this host offers on a port.
     pub fn mtu_rate(&self, port: &PortInfo) -> (u8, u8) {
         let cfg_mtu = ib::mtu_enum(self.offer.mtu).unwrap_or(5);

@@ -117,10 +117,7 @@ fn a_panic_in_the_hosts_file_watcher_is_logged_and_the_watcher_comes_back() {
     let by_name = |name: &str| a.acme(&["-f", "n", "-s", "node-a", "-d", name]);
     assert_eq!(by_name("node-x").0, 0, "{}", a.diagnostics());
     std::fs::write(a.hosts_path(), "# urdma-fault-watcher\nnode-x fe80::77\n").unwrap();
-    a.expect_log(
-        "hosts file watcher thread: internal error: fault injected",
-        WAIT,
-    );
+    a.expect_log("files watcher thread: internal error: fault injected", WAIT);
     // Fixed: the watcher, back, loads the file.
     std::fs::write(a.hosts_path(), "node-x fe80::77\nnode-y fe80::78\n").unwrap();
     let deadline = Instant::now() + WAIT;

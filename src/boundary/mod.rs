@@ -144,7 +144,7 @@ fn load(daemon: Ibacm) -> Runtime<Ibacm> {
         log::error!("{d}");
     }
     log::info!("options from {}", opts.as_deref().unwrap_or("(none)"));
-    Runtime::new(daemon, cfg)
+    Runtime::new(daemon, cfg, opts.map(std::path::PathBuf::from))
 }
 
 /// The entry point the daemon looks up after `dlopen`.

@@ -141,6 +141,14 @@ impl Auth {
         &self.ring
     }
 
+    /// Puts the keys of a changed key file in force: from now on messages
+    /// are signed with its first key and taken under any of its keys. What
+    /// was taken before is still remembered against replay.
+    pub fn rekey(&mut self, ring: Keyring) {
+        self.sealer.rekey(ring.signing().clone());
+        self.ring = ring;
+    }
+
     /// The sealer, for the thread that sends.
     pub fn sealer(&self) -> std::sync::Arc<Sealer> {
         self.sealer.clone()
@@ -244,6 +252,47 @@ mod tests {
         m.extend_from_slice(&[0; 8]);
         m.extend_from_slice(b"body");
         m
+    }
+
+    #[test]
+    fn a_rotation_in_three_steps_loses_no_message_and_ends_the_old_key() {
+        clock!(NOW);
+        let now = || NOW.load(Ordering::Relaxed);
+        let tick = || NOW.fetch_add(1_000, Ordering::Relaxed);
+        const OLD: &str = "1 000102030405060708090a0b0c0d0e0f\n";
+        const NEW: &str = "2 ffeeddccbbaa99887766554433221100\n";
+        let mut a = Auth::new(ring(OLD), WallClock::new(now));
+        let mut b = Auth::new(ring(OLD), WallClock::new(now));
+        let old_sender = Auth::new(ring(OLD), WallClock::new(now));
+        // Hosts change their files one after the other: at every moment
+        // of each step, what either sends the other takes.
+        let steps = [
+            format!("{OLD}{NEW}"),
+            format!("{NEW}{OLD}"),
+            NEW.to_string(),
+        ];
+        for keys in &steps {
+            a.rekey(ring(keys));
+            tick();
+            assert!(b.open(&a.seal(message()), SRC).is_ok(), "{keys}: a to b");
+            assert!(a.open(&b.seal(message()), OTHER).is_ok(), "{keys}: b to a");
+            b.rekey(ring(keys));
+            tick();
+            assert!(b.open(&a.seal(message()), SRC).is_ok(), "{keys}: a to b");
+            assert!(a.open(&b.seal(message()), OTHER).is_ok(), "{keys}: b to a");
+        }
+        // The new key signs; the dropped one no longer opens anything.
+        let sealed = a.seal(message());
+        let id = &sealed[sealed.len() - AUTH_TRAILER_LEN..][..4];
+        assert_eq!(id, 2u32.to_be_bytes());
+        tick();
+        assert_eq!(
+            b.open(&old_sender.seal(message()), OTHER),
+            Err(Rejection::UnknownKey(1))
+        );
+        // What was taken before a rotation is still remembered.
+        assert_eq!(b.open(&sealed, SRC).map(|_| ()), Ok(()));
+        assert_eq!(b.open(&sealed, SRC), Err(Rejection::Older(0)));
     }
 
     #[test]

@@ -290,6 +290,11 @@ impl Discovery {
         self.auth = auth;
     }
 
+    /// The authentication in force, to change its keys.
+    pub fn auth_mut(&mut self) -> Option<&mut Auth> {
+        self.auth.as_mut()
+    }
+
     /// A live binding learned for `a`: one confirmed by its holder less
     /// than `urdma_reconfirm` ago (after that it expires, and the next
     /// request asks again), so a host that changed while its announcements

@@ -17,7 +17,7 @@ use sha2::Sha256;
 use std::borrow::Cow;
 use std::fmt;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, RwLock};
 
 type HmacSha256 = Hmac<Sha256>;
 
@@ -126,7 +126,9 @@ impl Keyring {
 /// Threads seal and send independently, so they may send in another order
 /// than they sealed: receivers tolerate that within [`REORDER_US`].
 pub struct Sealer {
-    key: Key,
+    /// Replaced whole when the key file changes (`Auth::rekey`): a message
+    /// is sealed with the old key or the new one, never half of each.
+    key: RwLock<Key>,
     clock: WallClock,
     /// The last timestamp sent.
     last_sent: AtomicU64,
@@ -135,7 +137,7 @@ pub struct Sealer {
 impl Sealer {
     pub(super) fn new(key: Key, clock: WallClock) -> Sealer {
         Sealer {
-            key,
+            key: RwLock::new(key),
             clock,
             last_sent: AtomicU64::new(0),
         }
@@ -160,6 +162,11 @@ impl Sealer {
         self.last_sent.fetch_max(ahead, Ordering::Relaxed);
     }
 
+    /// Signs what is sealed from now on with `key`.
+    pub(super) fn rekey(&self, key: Key) {
+        *self.key.write().unwrap_or_else(|p| p.into_inner()) = key;
+    }
+
     /// Sets the AUTH flag of an encoded message and appends its trailer.
     pub fn seal(&self, mut bytes: Vec<u8>) -> Vec<u8> {
         let now = self.clock.micros();
@@ -169,11 +176,14 @@ impl Sealer {
             .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |l| Some(next(l)))
             .unwrap_or_else(|l| l);
         let ts = next(last);
+        let (id, mut mac) = {
+            let key = self.key.read().unwrap_or_else(|p| p.into_inner());
+            (key.id, key.mac.clone())
+        };
         bytes[6] |= (FLAG_AUTH >> 8) as u8;
         bytes.reserve(AUTH_TRAILER_LEN);
-        bytes.extend_from_slice(&self.key.id.to_be_bytes());
+        bytes.extend_from_slice(&id.to_be_bytes());
         bytes.extend_from_slice(&ts.to_be_bytes());
-        let mut mac = self.key.mac.clone();
         mac.update(&bytes);
         bytes.extend_from_slice(&mac.finalize().into_bytes());
         bytes

@@ -26,6 +26,7 @@ mod cache;
 mod counters;
 mod effects;
 mod metrics;
+pub mod reconfigure;
 mod resolve;
 mod tables;
 pub mod timers;
@@ -43,7 +44,6 @@ use crate::buggify::Buggify;
 use crate::config::hosts::Hosts;
 use crate::config::Config;
 use crate::daemon::{Daemon, COUNTERS};
-use crate::discovery::auth::Auth;
 use crate::discovery::state::NeighbourJob;
 use crate::discovery::{Discovery, Families, NssError, Outcome};
 use crate::engine::cache::Cache;
@@ -325,10 +325,6 @@ impl<D: Daemon> Engine<D> {
     pub fn set_discovery_up(&mut self, families: Families, now: Instant) {
         self.input(now);
         self.discovery.set_up(families);
-    }
-
-    pub fn set_auth(&mut self, auth: Option<Auth>) {
-        self.discovery.set_auth(auth);
     }
 
     /// Turns discovery off for good: its configuration cannot be honoured

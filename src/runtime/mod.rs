@@ -7,9 +7,9 @@
 //! other work to the worker ([`Runtime::with_engine`]); it never touches a
 //! socket. The discovery worker ([`worker`]) owns the sockets, the timers
 //! and the neighbour table, helped by the resolver threads ([`nss`]) for
-//! names; the watcher ([`watcher`]) rereads the hosts file; the metrics
-//! writer ([`report`]) writes the metrics file. All start lazily at the
-//! first port and stop at unload.
+//! names; the watcher ([`watcher`]) rereads the hosts, options and key
+//! files; the metrics writer ([`report`]) writes the metrics file. All
+//! start lazily at the first port and stop at unload.
 
 mod neigh;
 pub mod net;
@@ -26,10 +26,12 @@ use crate::daemon::Daemon;
 use crate::discovery::auth::Auth;
 use crate::discovery::seal::{Keyring, Sealing, WallClock};
 use crate::discovery::Families;
+use crate::engine::reconfigure::Change;
 use crate::engine::{Effects, Engine, Outgoing};
 use crate::threads::Threads;
 use net::Net;
 use schedule::Schedule;
+use std::path::PathBuf;
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 use std::time::Instant;
 
@@ -55,6 +57,10 @@ pub struct Runtime<D: Daemon> {
     net: OnceLock<Option<Arc<Net>>>,
     /// The version of the hosts file read at start, for the watcher.
     hosts_loaded: Option<Stamp>,
+    /// The options file the configuration came from, for the watcher.
+    options: Option<PathBuf>,
+    /// The key file in force, once discovery is authenticated.
+    keys: OnceLock<PathBuf>,
     /// Set once the watcher and the metrics writer run (or could not be
     /// started).
     watching: OnceLock<()>,
@@ -69,7 +75,7 @@ pub struct Runtime<D: Daemon> {
 impl<D: Daemon + Copy + 'static> Runtime<D> {
     /// The provider with the configuration `cfg` (its problems already
     /// logged) and the hosts file it names.
-    pub fn new(daemon: D, cfg: Config) -> Runtime<D> {
+    pub fn new(daemon: D, cfg: Config, options: Option<PathBuf>) -> Runtime<D> {
         for key in crate::config::KEYS {
             log::debug!("{key} {}", cfg.describe(key).unwrap_or_default());
         }
@@ -87,6 +93,8 @@ impl<D: Daemon + Copy + 'static> Runtime<D> {
             schedule: Mutex::new(Schedule::new(Some(worker::IDLE))),
             net: OnceLock::new(),
             hosts_loaded: stamp,
+            options,
+            keys: OnceLock::new(),
             watching: OnceLock::new(),
             threads: Threads::default(),
         }
@@ -146,7 +154,7 @@ impl<D: Daemon + Copy + 'static> Runtime<D> {
     pub fn start(&'static self) {
         let families = self.start_discovery();
         self.with_engine(|e| e.set_discovery_up(families, Instant::now()));
-        self.watch_hosts_file();
+        self.watch_files();
     }
 
     /// Opens the discovery sockets and starts the worker, once; the
@@ -169,7 +177,8 @@ impl<D: Daemon + Copy + 'static> Runtime<D> {
                         // A new run: ahead of all that a former run of
                         // this host sent.
                         sealing = Sealing::with(auth.sealer());
-                        lock(&self.engine).set_auth(Some(auth));
+                        lock(&self.engine).reconfigure(Change::Auth(auth));
+                        let _ = self.keys.set(path.clone());
                     }
                     Err(err) => {
                         log::error!("{err}; discovery disabled");
@@ -207,14 +216,15 @@ impl<D: Daemon + Copy + 'static> Runtime<D> {
         }
     }
 
-    /// Starts watching the hosts file for changes and writing the
-    /// metrics, once.
-    fn watch_hosts_file(&'static self) {
+    /// Starts watching the hosts, options and key files for changes and
+    /// writing the metrics, once.
+    fn watch_files(&'static self) {
         self.watching.get_or_init(|| {
             let cfg = lock(&self.engine).config().clone();
-            let (hosts, loaded) = (cfg.hosts_file, self.hosts_loaded);
-            if let Err(e) = watcher::spawn(&self.threads, &self.engine, hosts, loaded) {
-                log::error!("cannot start the hosts file watcher: {e}; changes need a restart");
+            let hosts = (cfg.hosts_file, self.hosts_loaded);
+            let (options, keys) = (self.options.clone(), self.keys.get().cloned());
+            if let Err(e) = watcher::spawn(&self.threads, &self.engine, hosts, options, keys) {
+                log::error!("cannot start the files watcher: {e}; changes need a restart");
             }
             if let Some(path) = cfg.metrics_file {
                 if let Err(e) = report::spawn(&self.threads, &self.engine, path) {

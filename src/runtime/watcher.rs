@@ -1,12 +1,16 @@
-//! The hosts-file watcher: a thread of the provider's own looks at the
-//! file every [`POLL`], reads and compares a new version without holding
-//! the engine, and then puts it in force in one short step. The daemon's
-//! event loop never waits for it.
+//! The files watcher: a thread of the provider's own looks at the hosts
+//! file, the options file and the key file every [`POLL`], reads and
+//! checks a new version without holding the engine, and then puts it in
+//! force in one short step. The daemon's event loop never waits for it.
 
 use super::lock;
 use crate::config::hosts::Hosts;
-use crate::config::reload::{read, Stamp, Watcher, POLL};
+use crate::config::keyfile::KeyFile;
+use crate::config::reload::{read, stamp, Stamp, Watcher, POLL};
+use crate::config::Config;
 use crate::daemon::Daemon;
+use crate::discovery::seal::Keyring;
+use crate::engine::reconfigure::{Applied, Change};
 use crate::engine::Engine;
 use crate::threads::Threads;
 use std::path::{Path, PathBuf};
@@ -28,28 +32,120 @@ pub fn reload<D: Daemon>(engine: &Mutex<Engine<D>>, path: &Path) -> (usize, Opti
     (changed.len(), stamp)
 }
 
-/// Starts the thread that watches `path`, whose version `loaded` is in
-/// force.
+/// Reads the options file again and puts its `urdma_` keys in force, those
+/// that can be while running; names the others, which wait for a restart.
+pub fn reconfigure<D: Daemon>(engine: &Mutex<Engine<D>>, path: &Path) -> Applied {
+    let (new, problems) = Config::load(path);
+    for d in &problems {
+        log::error!("{d}");
+    }
+    let old = lock(engine).config().clone();
+    let applied = lock(engine).reconfigure(Change::Options(new.clone()));
+    let shown = path.display();
+    for key in &applied.live {
+        let value = new.describe(key).unwrap_or_default();
+        log::info!("options file {shown}: {key} {value} in force");
+    }
+    for key in &applied.restart {
+        let (was, value) = (old.describe(key), new.describe(key));
+        log::warn!(
+            "options file {shown}: {key} {} needs a restart of the daemon; {key} {} stays in force",
+            value.unwrap_or_default(),
+            was.unwrap_or_default()
+        );
+    }
+    if applied.live.is_empty() && applied.restart.is_empty() {
+        log::info!("options file {shown}: reread, no urdma_ key changed");
+    }
+    applied
+}
+
+/// Reads the key file again and, if the provider accepts it (the rules of
+/// the start: only root may read it, every line a key), signs and checks
+/// with its keys from now on; a file it refuses changes nothing.
+pub fn rekey<D: Daemon>(engine: &Mutex<Engine<D>>, path: &Path) -> Applied {
+    let file = match KeyFile::load(path) {
+        Ok(file) => file,
+        Err(d) => {
+            log::error!("{d}; the keys in force stay");
+            return Applied::default();
+        }
+    };
+    let ring = Keyring::new(&file);
+    let (signing, keys) = (ring.signing_id(), ring.len());
+    let applied = lock(engine).reconfigure(Change::Keys(ring));
+    if applied.live.is_empty() {
+        log::warn!(
+            "key file {}: changed, but authentication is not on; it needs a restart of the daemon",
+            path.display()
+        );
+    } else {
+        log::info!(
+            "key file {}: reloaded, signing with key {signing} of {keys}",
+            path.display()
+        );
+    }
+    applied
+}
+
+/// A file the watcher follows, and what puts a new version in force.
+struct Followed<D: Daemon> {
+    watcher: Watcher,
+    apply: fn(&Mutex<Engine<D>>, &Path),
+}
+
+/// Starts the thread that watches the hosts file `hosts` (version
+/// `loaded` in force), the options file `options` and, when
+/// authentication is on, the key file `keys`: those two as they are now.
 pub fn spawn<D: Daemon + 'static>(
     threads: &Threads,
     engine: &'static Mutex<Engine<D>>,
-    path: PathBuf,
-    loaded: Option<Stamp>,
+    hosts: (PathBuf, Option<Stamp>),
+    options: Option<PathBuf>,
+    keys: Option<PathBuf>,
 ) -> std::io::Result<()> {
     let stop = threads.stop_flag();
     // Outside the body, so that a restart after a panic goes on from the
-    // version last put in force.
-    let mut w = Watcher::new(path, loaded);
+    // versions last put in force.
+    let mut followed = vec![Followed {
+        watcher: Watcher::new(hosts.0, hosts.1),
+        apply: |e, p| {
+            reload(e, p);
+        },
+    }];
+    let now = |p: PathBuf| {
+        let s = stamp(&p);
+        Watcher::new(p, s)
+    };
+    if let Some(path) = options {
+        followed.push(Followed {
+            watcher: now(path),
+            apply: |e, p| {
+                reconfigure(e, p);
+            },
+        });
+    }
+    if let Some(path) = keys {
+        followed.push(Followed {
+            watcher: now(path),
+            apply: |e, p| {
+                rekey(e, p);
+            },
+        });
+    }
     threads.spawn(
-        "hosts file watcher",
-        "urdma-hosts",
+        "files watcher",
+        "urdma-files",
         move || {
             while !stop.sleep(POLL) {
-                if w.due() {
-                    #[cfg(feature = "fault-injection")]
-                    crate::fault::in_watcher(w.path());
-                    let (_, stamp) = reload(engine, w.path());
-                    w.loaded(stamp);
+                for f in &mut followed {
+                    if f.watcher.due() {
+                        #[cfg(feature = "fault-injection")]
+                        crate::fault::in_watcher(f.watcher.path());
+                        let stamp = stamp(f.watcher.path());
+                        (f.apply)(engine, f.watcher.path());
+                        f.watcher.loaded(stamp);
+                    }
                 }
             }
         },

@@ -22,6 +22,7 @@ use crate::config::hosts::Hosts;
 use crate::config::keyfile::KeyFile;
 use crate::config::{Config, Derivation, NameLookup};
 use crate::daemon::FakeDaemon;
+use crate::engine::reconfigure::Change;
 use crate::engine::{Effects, Engine};
 use crate::handle::{AddressId, EndpointId};
 use crate::local::PortInfo;

@@ -401,7 +401,7 @@ fn a_replayed_renewal_changes_no_answer() {
     // With a key: the captured renewal is refused as a replay, and the
     // hint stays where the peer's last announcement put it.
     let mut g = fixture(segment_only());
-    g.e.set_auth(Some(auth(KEY)));
+    g.e.reconfigure(Change::Auth(auth(KEY)));
     let peer_auth = auth(KEY);
     let t = Instant::now();
     let captured = peer_auth.seal(old.clone());

@@ -15,7 +15,7 @@ fn peer_asks_for_us() -> Vec<u8> {
 #[test]
 fn with_a_key_only_authenticated_fresh_messages_count() {
     let mut f = fixture(Config::default());
-    f.e.set_auth(Some(auth(KEY)));
+    f.e.reconfigure(Change::Auth(auth(KEY)));
     let peer_auth = auth(KEY);
     f.e.resolve_at(f.addr, &ip_request(PEER_IP, 0, 1), 11, Instant::now());
     // The engine makes the message; the sender seals each copy as it
@@ -55,7 +55,7 @@ fn with_a_key_only_authenticated_fresh_messages_count() {
 #[test]
 fn with_a_key_queries_are_answered_and_plain_or_replayed_ones_ignored() {
     let mut f = fixture(Config::default());
-    f.e.set_auth(Some(auth(KEY)));
+    f.e.reconfigure(Change::Auth(auth(KEY)));
     let peer_auth = auth(KEY);
     let q = peer_asks_for_us();
     f.e.on_datagram(peer(), Some(own_ip()), &q, f.t0);
@@ -81,7 +81,7 @@ fn with_a_key_queries_are_answered_and_plain_or_replayed_ones_ignored() {
 #[test]
 fn with_a_key_messages_that_overtake_each_other_all_count_and_replays_none() {
     let mut f = fixture(Config::default());
-    f.e.set_auth(Some(auth(KEY)));
+    f.e.reconfigure(Change::Auth(auth(KEY)));
     let peer_auth = auth(KEY);
     // Three tries of a query, sealed in turn, arriving last first (held
     // while the peer's kernel resolved this host's link address).
@@ -103,7 +103,7 @@ fn with_a_key_messages_that_overtake_each_other_all_count_and_replays_none() {
 #[test]
 fn with_a_key_a_name_asked_of_the_groups_is_decided_at_its_first_confirmation() {
     let mut f = fixture(segment_only());
-    f.e.set_auth(Some(auth(KEY)));
+    f.e.reconfigure(Change::Auth(auth(KEY)));
     let peer_auth = auth(KEY);
     let t = Instant::now();
     let g = group_asked(&mut f, "node-b", 1, t);
@@ -120,7 +120,7 @@ fn with_a_key_a_name_asked_of_the_groups_is_decided_at_its_first_confirmation() 
 #[test]
 fn a_peer_whose_clock_is_off_counts_as_stale_not_as_replayed() {
     let mut f = fixture(Config::default());
-    f.e.set_auth(Some(auth(KEY)));
+    f.e.reconfigure(Change::Auth(auth(KEY)));
     let ahead = Auth::new(
         Keyring::new(&KeyFile::parse(KEY, "key").unwrap()),
         WallClock::new(|| crate::discovery::seal::wall_micros() + 60_000_000),

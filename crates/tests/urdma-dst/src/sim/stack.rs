@@ -13,6 +13,7 @@ use ibacm_urdma::discovery::auth::Auth;
 use ibacm_urdma::discovery::seal::{Keyring, Sealing, WallClock};
 use ibacm_urdma::discovery::wire::{Message, V4_GROUP, V6_GROUP};
 use ibacm_urdma::discovery::{Datagram, Families, Family};
+use ibacm_urdma::engine::reconfigure::Change;
 use ibacm_urdma::engine::Engine;
 use ibacm_urdma::entropy::Seed;
 use ibacm_urdma::local::PortInfo;
@@ -99,7 +100,7 @@ impl Sim {
             Some(a) => {
                 let auth = self.auth_for(host, a);
                 let sealing = Sealing::with(auth.sealer());
-                e.set_auth(Some(auth));
+                e.reconfigure(Change::Auth(auth));
                 sealing
             }
             None => Sealing::default(),
