@@ -99,6 +99,8 @@ deb_files=$(
     echo "-rw-r--r-- usr/share/bash-completion/completions/urdma-acm"
     echo "-rw-r--r-- usr/share/zsh/vendor-completions/_urdma-acm"
     echo "-rw-r--r-- usr/share/fish/vendor_completions.d/urdma-acm.fish"
+    echo "-rw-r--r-- usr/lib/firewalld/services/ibacm-urdma.xml"
+    echo "-rw-r--r-- etc/ufw/applications.d/ibacm-urdma"
 )
 rpm_files=$(
     echo "-rw-r--r-- /usr/lib64/ibacm/libibacm_urdma.so"
@@ -113,6 +115,7 @@ rpm_files=$(
     echo "-rw-r--r-- /usr/share/bash-completion/completions/urdma-acm"
     echo "-rw-r--r-- /usr/share/zsh/site-functions/_urdma-acm"
     echo "-rw-r--r-- /usr/share/fish/vendor_completions.d/urdma-acm.fish"
+    echo "-rw-r--r-- /usr/lib/firewalld/services/ibacm-urdma.xml"
 )
 # LABEL EXPECTED ACTUAL: both lists sorted, differences named.
 same_list() {

@@ -11,7 +11,8 @@
 # ibverbs-utils and kmod (depmod, modprobe: make urdma and its guest tier),
 # and zig with cargo-zigbuild (the glibc 2.28 build; scripts/zigbuild.sh
 # installs those from PyPI itself), and prometheus (promtool: the metrics and
-# the example alerting rules checked in tests/tool.rs).
+# the example alerting rules checked in tests/tool.rs), ufw (package-test.sh
+# reads the shipped application profile with it).
 set -euo pipefail
 
 packages=(ibacm libibverbs-dev libibumad-dev librdmacm-dev libclang-dev gcc iproute2 util-linux)
@@ -20,7 +21,7 @@ test=false
 if $test; then
     packages+=(g++ binutils make man-db groff-base nftables valgrind python3 dnsmasq-base
                lintian rpm rpmlint debootstrap linux-headers-amd64 qemu-system-x86 busybox-static cpio
-               ibverbs-utils kmod prometheus)
+               ibverbs-utils kmod prometheus ufw)
 fi
 missing=()
 for p in "${packages[@]}"; do

@@ -54,17 +54,22 @@ for f in usr/share/man/man7/ibacm_urdma.7.gz usr/share/man/man8/urdma-acm.8.gz \
          usr/share/doc/$pkg/systemd.md usr/share/doc/$pkg/copyright \
          usr/share/doc/$pkg/changelog.gz usr/share/bash-completion/completions/urdma-acm \
          usr/share/zsh/vendor-completions/_urdma-acm \
-         usr/share/fish/vendor_completions.d/urdma-acm.fish; do
+         usr/share/fish/vendor_completions.d/urdma-acm.fish \
+         usr/lib/firewalld/services/ibacm-urdma.xml etc/ufw/applications.d/ibacm-urdma; do
     expect_file "$f" -rw-r--r--
 done
-if grep -q ' \./etc/' <<< "$contents"; then fail "the package installs under /etc"; fi
-control=$(dpkg-deb --ctrl-tarfile "$deb" | tar -t)
-if grep -q conffiles <<< "$control"; then fail "the package has conffiles"; fi
+# Under /etc, only ufw's application profile (ufw reads them nowhere
+# else), a conffile: nothing of the daemon's.
+ufw_profile=/etc/ufw/applications.d/$pkg
+under_etc=$(awk '$6 ~ /^\.\/etc\// && $6 !~ /\/$/ { print substr($6, 2) }' <<< "$contents")
+[ "$under_etc" = "$ufw_profile" ] || fail "the package installs under /etc: $under_etc"
+conffiles=$(dpkg-deb -I "$deb" conffiles 2> /dev/null || true)
+[ "$conffiles" = "$ufw_profile" ] || fail "conffiles '$conffiles', want $ufw_profile alone"
 depends=$(dpkg-deb -f "$deb" Depends)
 grep -qE '(^|, )ibacm($|[ ,])' <<< "$depends" || fail "Depends '$depends' lacks ibacm"
 
 installed=
-cleanup() { if [ -n "$installed" ]; then dpkg -r "$pkg" > /dev/null 2>&1 || true; fi; }
+cleanup() { if [ -n "$installed" ]; then dpkg -P "$pkg" > /dev/null 2>&1 || true; fi; }
 trap cleanup EXIT
 
 say "dpkg -i"
@@ -85,6 +90,8 @@ for page in "7 ibacm_urdma" "8 urdma-acm"; do
 done
 "$tool" check-config "/usr/share/doc/$pkg/ibacm.conf" > /dev/null \
     || fail "the installed sample options file does not pass check-config"
+# ufw itself reads the installed profile (deps.sh --test installs ufw).
+ufw app info "$pkg" | grep -qx '  6126/udp' || fail "ufw app info $pkg: $(ufw app info "$pkg" 2>&1)"
 # bash-completion's loader finds the installed script by the command's name.
 bash -c "source /usr/share/bash-completion/completions/urdma-acm; complete -p urdma-acm" \
     | grep -q -- '-F _urdma__acm urdma-acm' || fail "no bash completion for urdma-acm"
@@ -99,12 +106,14 @@ URDMA_PROVIDER_SO=$so URDMA_ACM=$tool cargo test --quiet --test tool -- --exact 
     stats_counts_what_was_resolved_per_endpoint \
     doctor_serves_the_good_port_and_says_why_not_for_each_bad_one
 
-say "dpkg -r"
+say "dpkg -r, dpkg -P"
 dpkg -r "$pkg" > /dev/null
-installed=
 while read -r mode _ _ _ _ path _; do
     case $mode in d*) continue ;; esac
-    [ ! -e "${path#.}" ] || fail "${path#.} is still there after dpkg -r"
+    [ "${path#.}" = "$ufw_profile" ] || [ ! -e "${path#.}" ] || fail "${path#.} is still there after dpkg -r"
 done <<< "$contents"
+dpkg -P "$pkg" > /dev/null
+installed=
+[ ! -e "$ufw_profile" ] || fail "$ufw_profile is still there after dpkg -P"
 [ "$(etc_state)" = "$etc_before" ] || fail "/etc/rdma changed"
 say "ok"
