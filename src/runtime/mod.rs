@@ -57,8 +57,9 @@ pub struct Runtime<D: Daemon> {
     net: OnceLock<Option<Arc<Net>>>,
     /// The version of the hosts file read at start, for the watcher.
     hosts_loaded: Option<Stamp>,
-    /// The options file the configuration came from, for the watcher.
-    options: Option<PathBuf>,
+    /// The options file the configuration came from and its version then,
+    /// for the watcher: a change made before the first port is not missed.
+    options: Option<(PathBuf, Option<Stamp>)>,
     /// The key file in force, once discovery is authenticated.
     keys: OnceLock<PathBuf>,
     /// Set once the watcher and the metrics writer run (or could not be
@@ -93,7 +94,10 @@ impl<D: Daemon + Copy + 'static> Runtime<D> {
             schedule: Mutex::new(Schedule::new(Some(worker::IDLE))),
             net: OnceLock::new(),
             hosts_loaded: stamp,
-            options,
+            options: options.map(|p| {
+                let s = reload::stamp(&p);
+                (p, s)
+            }),
             keys: OnceLock::new(),
             watching: OnceLock::new(),
             threads: Threads::default(),

@@ -94,14 +94,14 @@ struct Followed<D: Daemon> {
     apply: fn(&Mutex<Engine<D>>, &Path),
 }
 
-/// Starts the thread that watches the hosts file `hosts` (version
-/// `loaded` in force), the options file `options` and, when
-/// authentication is on, the key file `keys`: those two as they are now.
+/// Starts the thread that watches the hosts file and the options file
+/// (each with the version in force) and, when authentication is on, the
+/// key file `keys` (as it is now, just read).
 pub fn spawn<D: Daemon + 'static>(
     threads: &Threads,
     engine: &'static Mutex<Engine<D>>,
     hosts: (PathBuf, Option<Stamp>),
-    options: Option<PathBuf>,
+    options: Option<(PathBuf, Option<Stamp>)>,
     keys: Option<PathBuf>,
 ) -> std::io::Result<()> {
     let stop = threads.stop_flag();
@@ -113,21 +113,18 @@ pub fn spawn<D: Daemon + 'static>(
             reload(e, p);
         },
     }];
-    let now = |p: PathBuf| {
-        let s = stamp(&p);
-        Watcher::new(p, s)
-    };
-    if let Some(path) = options {
+    if let Some((path, loaded)) = options {
         followed.push(Followed {
-            watcher: now(path),
+            watcher: Watcher::new(path, loaded),
             apply: |e, p| {
                 reconfigure(e, p);
             },
         });
     }
     if let Some(path) = keys {
+        let loaded = stamp(&path);
         followed.push(Followed {
-            watcher: now(path),
+            watcher: Watcher::new(path, loaded),
             apply: |e, p| {
                 rekey(e, p);
             },
