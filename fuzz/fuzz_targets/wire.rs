@@ -14,6 +14,7 @@ use ibacm_urdma::discovery::auth::Auth;
 use ibacm_urdma::discovery::seal::{Keyring, WallClock};
 use ibacm_urdma::discovery::wire::{Message, QUERY_LEN};
 use ibacm_urdma::discovery::{Datagram, Families};
+use ibacm_urdma::engine::reconfigure::Change;
 use ibacm_urdma::engine::Engine;
 use ibacm_urdma::local::PortInfo;
 use libfuzzer_sys::fuzz_target;
@@ -40,7 +41,7 @@ fn engine(authenticated: bool) -> &'static Mutex<Engine<NullDaemon>> {
         };
         let mut e = Engine::new(NullDaemon, cfg, Hosts::default());
         if authenticated {
-            e.set_auth(Some(keyed()));
+            e.reconfigure(Change::Auth(keyed()));
         }
         let dev = e.open_device(1);
         let info = PortInfo::infiniband(1, "fe80::1".parse().unwrap());
