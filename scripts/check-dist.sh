@@ -65,6 +65,7 @@ missing=()
 command -v lintian > /dev/null || missing+=(lintian)
 command -v rpm > /dev/null || missing+=(rpm)
 command -v rpmlint > /dev/null || missing+=(rpmlint)
+command -v gdb > /dev/null || missing+=(gdb)
 if [ ${#missing[@]} -gt 0 ]; then
     echo "check-dist: installing ${missing[*]}"
     export DEBIAN_FRONTEND=noninteractive
@@ -76,7 +77,9 @@ version=$(sed -n '/^\[workspace.package\]/,/^\[/s/^version = "\(.*\)"/\1/p' Carg
 license=$(sed -n '/^\[workspace.package\]/,/^\[/s/^license = "\(.*\)"/\1/p' Cargo.toml)
 deb=$dist/ibacm-urdma_${version}_amd64.deb
 rpm=$dist/ibacm-urdma-$version-1.x86_64.rpm
-for f in "$dist/libibacm_urdma.so" "$dist/urdma-acm" "$deb" "$rpm"; do
+dbgsym=$dist/ibacm-urdma-dbgsym_${version}_amd64.deb
+debuginfo=$dist/ibacm-urdma-debuginfo-$version-1.x86_64.rpm
+for f in "$dist/libibacm_urdma.so" "$dist/urdma-acm" "$deb" "$rpm" "$dbgsym" "$debuginfo"; do
     [ -f "$f" ] || { echo "check-dist: FAIL: $f missing (make dist)" >&2; exit 1; }
 done
 tmp=$(mktemp -d)
@@ -210,6 +213,47 @@ if grep -E ': [EW]: ' "$tmp/rpmlint" | grep -v ': E: no-signature$' > "$tmp/rpml
     fail "rpmlint $(basename "$rpm"): $(tr '\n' ';' < "$tmp/rpmlint.bad")"
 else
     ok "rpmlint $(basename "$rpm"): no errors or warnings (unsigned)"
+fi
+
+# The debug symbols, apart: one file per shipped binary, named by its build
+# ID, the same in the -dbgsym .deb and the -debuginfo .rpm.
+want_debug=$(for f in libibacm_urdma.so urdma-acm; do
+    id=$(readelf -n "$dist/$f" | awk '/Build ID:/ { print $3 }')
+    echo "-rw-r--r-- /usr/lib/debug/.build-id/${id:0:2}/${id:2}.debug"
+done)
+same_list "$(basename "$dbgsym"): one debug file per binary, by build ID" "$want_debug" \
+    "$(dpkg-deb -c "$dbgsym" | awk '$1 ~ /^-/ { sub(/^\./, "", $6); print $1, $6 }')"
+same_list "$(basename "$debuginfo"): one debug file per binary, by build ID" "$want_debug" \
+    "$(rpm -qlvp "$debuginfo" | awk '$1 ~ /^-/ { print $1, $NF }')"
+[ "$(dpkg-deb -f "$dbgsym" Depends)" = "ibacm-urdma (= $version)" ] \
+    || fail "$(basename "$dbgsym"): Depends '$(dpkg-deb -f "$dbgsym" Depends)'"
+if lintian --fail-on error,warning "$dbgsym" > "$tmp/lintian-dbgsym" 2>&1; then
+    ok "lintian $(basename "$dbgsym"): no errors or warnings"
+else
+    fail "lintian $(basename "$dbgsym"): $(grep -E '^[EW]:' "$tmp/lintian-dbgsym" | tr '\n' ';')"
+fi
+rpmlint -c rpm/rpmlint.toml "$debuginfo" > "$tmp/rpmlint-debuginfo" 2>&1 || true
+if grep -E ': [EW]: ' "$tmp/rpmlint-debuginfo" | grep -v ': E: no-signature$' > "$tmp/rpmlint.bad"; then
+    fail "rpmlint $(basename "$debuginfo"): $(tr '\n' ';' < "$tmp/rpmlint.bad")"
+else
+    ok "rpmlint $(basename "$debuginfo"): no errors or warnings (unsigned)"
+fi
+# A crash inside ibacm can be read: gdb, given the -dbgsym's files as its
+# debug directory, finds the shipped provider's source lines and internal
+# functions by build ID; without them it finds neither.
+mkdir "$tmp/dbgsym"
+dpkg-deb -x "$dbgsym" "$tmp/dbgsym"
+read_crash() {
+    gdb -batch -iex "set debug-file-directory $1" -ex "info line provider_query" \
+        "$tmp/deb/usr/lib/x86_64-linux-gnu/ibacm/libibacm_urdma.so" 2>&1 | tail -n 1
+}
+with=$(read_crash "$tmp/dbgsym/usr/lib/debug")
+without=$(read_crash /nonexistent)
+if grep -q 'of "src/boundary/mod.rs" starts at address' <<< "$with" \
+    && grep -q '^No line number information' <<< "$without"; then
+    ok "gdb reads the shipped provider's lines with the -dbgsym, and not without"
+else
+    fail "gdb with the -dbgsym: '$with'; without: '$without'"
 fi
 
 if [ "$failures" -gt 0 ]; then

@@ -12,7 +12,8 @@
 # and zig with cargo-zigbuild (the glibc 2.28 build; scripts/zigbuild.sh
 # installs those from PyPI itself), and prometheus (promtool: the metrics and
 # the example alerting rules checked in tests/tool.rs), ufw (package-test.sh
-# reads the shipped application profile with it).
+# reads the shipped application profile with it) and gdb (check-dist.sh reads
+# the shipped provider with the -dbgsym's symbols).
 set -euo pipefail
 
 packages=(ibacm libibverbs-dev libibumad-dev librdmacm-dev libclang-dev gcc iproute2 util-linux)
@@ -21,7 +22,7 @@ test=false
 if $test; then
     packages+=(g++ binutils make man-db groff-base nftables valgrind python3 dnsmasq-base
                lintian rpm rpmlint debootstrap linux-headers-amd64 qemu-system-x86 busybox-static cpio
-               ibverbs-utils kmod prometheus ufw)
+               ibverbs-utils kmod prometheus ufw gdb)
 fi
 missing=()
 for p in "${packages[@]}"; do

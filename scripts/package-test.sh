@@ -69,13 +69,20 @@ depends=$(dpkg-deb -f "$deb" Depends)
 grep -qE '(^|, )ibacm($|[ ,])' <<< "$depends" || fail "Depends '$depends' lacks ibacm"
 
 installed=
-cleanup() { if [ -n "$installed" ]; then dpkg -P "$pkg" > /dev/null 2>&1 || true; fi; }
+cleanup() { if [ -n "$installed" ]; then dpkg -P "$pkg-dbgsym" "$pkg" > /dev/null 2>&1 || true; fi; }
 trap cleanup EXIT
 
-say "dpkg -i"
-dpkg -i "$deb" > /dev/null
+say "dpkg -i, with the -dbgsym"
+dbgsym=$(dirname "$deb")/$pkg-dbgsym_${version}_amd64.deb
+dpkg -i "$deb" "$dbgsym" > /dev/null
 installed=1
 [ -f "$so" ] && [ ! -L "$so" ] || fail "$so is not a regular file after install"
+# gdb, as an operator would run it on a crash, finds the installed
+# provider's source lines through the -dbgsym's files.
+gdb -batch -ex "info line provider_query" "$so" 2>&1 | tail -n 1 \
+    | grep -q 'of "src/boundary/mod.rs" starts at address' \
+    || fail "gdb finds no source line in the installed $so: $(gdb -batch -ex "info line provider_query" "$so" 2>&1 | tail -n 2)"
+dpkg -P "$pkg-dbgsym" > /dev/null
 
 say "installed urdma-acm and man pages"
 "$tool" --help > /dev/null

@@ -44,7 +44,9 @@ for l in ibverbs rdmacm; do
 done
 # Headers: zig's glibc 2.28 headers first; /usr/include only after them, for
 # <infiniband/*.h>, which bindgen and the verbs shim need.
-export RUSTFLAGS="-L native=$libs"
+# A build ID: the name under which debuggers find the split debug symbols
+# (/usr/lib/debug/.build-id/, make dist).
+export RUSTFLAGS="-L native=$libs -C link-arg=-Wl,--build-id=sha1"
 export BINDGEN_EXTRA_CLANG_ARGS="-idirafter /usr/include"
 export CFLAGS_x86_64_unknown_linux_gnu="-idirafter /usr/include"
 exec cargo zigbuild --profile "$profile" --target x86_64-unknown-linux-gnu.2.28 --target-dir target/zig "${args[@]}"
