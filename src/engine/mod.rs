@@ -57,6 +57,15 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 use timers::{Timer, Timers};
 
+/// What ports offer when verbs does not say, as `cfg` sets it: at start,
+/// and again when the options file changes (`reconfigure.rs`).
+fn offer(cfg: &Config) -> Offer {
+    Offer {
+        mtu: cfg.mtu,
+        rate_gbps: cfg.rate_gbps,
+    }
+}
+
 /// `IBV_EVENT_CLIENT_REREGISTER`, the only event the daemon forwards.
 pub const EVENT_CLIENT_REREGISTER: acm_prov_sys::ibv_event_type =
     acm_prov_sys::ibv_event_type_IBV_EVENT_CLIENT_REREGISTER;
@@ -102,10 +111,7 @@ impl<D: Daemon> Engine<D> {
     /// the faults of `buggify` into itself (off but in simulations): with
     /// [`crate::fastmap::seed_thread`], one that runs the same way every time.
     pub fn seeded(daemon: D, cfg: Config, hosts: Hosts, seed: Seed, buggify: Buggify) -> Self {
-        let offer = Offer {
-            mtu: cfg.mtu,
-            rate_gbps: cfg.rate_gbps,
-        };
+        let offer = offer(&cfg);
         Engine {
             local: Local::new(offer),
             cache: Cache::new(cfg.max_cached),

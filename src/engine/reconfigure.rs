@@ -7,7 +7,6 @@ use crate::config::Config;
 use crate::daemon::Daemon;
 use crate::discovery::auth::Auth;
 use crate::discovery::seal::Keyring;
-use crate::local::Offer;
 
 /// The `urdma_` keys that take effect while the provider runs: what a
 /// path record says (answered from the next request on; the cache is
@@ -81,10 +80,7 @@ impl<D: Daemon> Engine<D> {
                     (c.packet_lifetime, c.hop_limit, c.tclass) =
                         (new.packet_lifetime, new.hop_limit, new.tclass);
                     c.route_timeout = new.route_timeout;
-                    self.local.set_offer(Offer {
-                        mtu: new.mtu,
-                        rate_gbps: new.rate_gbps,
-                    });
+                    self.local.set_offer(super::offer(&new));
                     self.cache.flush_all();
                 }
                 Applied { live, restart }
