@@ -18,8 +18,8 @@ use std::sync::{Arc, Mutex};
 
 /// Reads the file again and puts it in force. Returns how many
 /// destinations changed.
-pub fn reload<D: Daemon>(engine: &Mutex<Engine<D>>, path: &Path) -> (usize, Option<Stamp>) {
-    let (new, stamp) = read(path);
+pub fn reload<D: Daemon>(engine: &Mutex<Engine<D>>, path: &Path) -> usize {
+    let (new, _) = read(path);
     let old = lock(engine).hosts();
     let changed = Hosts::changes(&old, &new);
     let addresses = new.len();
@@ -29,7 +29,7 @@ pub fn reload<D: Daemon>(engine: &Mutex<Engine<D>>, path: &Path) -> (usize, Opti
         path.display(),
         changed.len()
     );
-    (changed.len(), stamp)
+    changed.len()
 }
 
 /// Reads the options file again and puts its `urdma_` keys in force, those
@@ -206,7 +206,7 @@ mod tests {
         }
         assert_eq!(ask("new"), None);
         std::fs::write(&path, "keep fe80::1\nmove fe80::22\nnew fe80::4\n").unwrap();
-        let (changed, _) = reload(&engine, &path);
+        let changed = reload(&engine, &path);
         assert_eq!(changed, 7, "move, gone, new and four GIDs");
         assert_eq!(ask("keep").as_deref(), Some("fe80::1"));
         assert_eq!(ask("move").as_deref(), Some("fe80::22"));
