@@ -5,7 +5,8 @@
 # the real daemon (the e2e harness with URDMA_PROVIDER_SO / URDMA_ACM), then
 # remove it and check that nothing is left and /etc/rdma is as it was.
 # Needs root. Refuses to run over an ibacm-urdma that is already installed,
-# since it removes the package.
+# since it removes the package, unless this script installed it in a run
+# that was killed before its cleanup (the marker below says so).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -16,9 +17,14 @@ say() { echo "package-test: $*"; }
 fail() { echo "package-test: FAIL: $*" >&2; exit 1; }
 
 [ "$(id -u)" = 0 ] || fail "run as root (dpkg -i, and the e2e scenario uses namespaces)"
+marker=/var/tmp/$pkg-package-test.installed
 if dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q 'install ok installed'; then
-    fail "$pkg is already installed; remove it first (this test installs and removes it)"
+    [ -e "$marker" ] \
+        || fail "$pkg is already installed; remove it first (this test installs and removes it)"
+    say "removing the $pkg a killed run of this test left installed"
+    dpkg -P "$pkg-dbgsym" "$pkg" > /dev/null 2>&1 || true
 fi
+rm -f "$marker"
 scripts/deps.sh
 
 # What /etc/rdma holds before: the package must never touch it.
@@ -69,11 +75,15 @@ depends=$(dpkg-deb -f "$deb" Depends)
 grep -qE '(^|, )ibacm($|[ ,])' <<< "$depends" || fail "Depends '$depends' lacks ibacm"
 
 installed=
-cleanup() { if [ -n "$installed" ]; then dpkg -P "$pkg-dbgsym" "$pkg" > /dev/null 2>&1 || true; fi; }
+cleanup() {
+    if [ -n "$installed" ]; then dpkg -P "$pkg-dbgsym" "$pkg" > /dev/null 2>&1 || true; fi
+    rm -f "$marker"
+}
 trap cleanup EXIT
 
 say "dpkg -i, with the -dbgsym"
 dbgsym=$(dirname "$deb")/$pkg-dbgsym_${version}_amd64.deb
+touch "$marker"
 dpkg -i "$deb" "$dbgsym" > /dev/null
 installed=1
 [ -f "$so" ] && [ ! -L "$so" ] || fail "$so is not a regular file after install"
