@@ -6,8 +6,10 @@
 # (scripts/test.sh): rustfmt and clippy, make and binutils, nftables (packet loss in
 # tests/loss.rs), valgrind and python3 (make memcheck), dnsmasq (the DNS
 # server of tests/names.rs), man (tests/man_pages.rs), cargo-fuzz (the fuzz
-# smoke), cargo-deb, lintian, rpm and rpmlint (make dist and its checks), debootstrap
-# (the compatibility matrix), Debian's kernel headers, QEMU, busybox, cpio,
+# smoke), cargo-deb, lintian, rpm and rpmlint (make dist and its checks),
+# debootstrap (the compatibility matrix), qemu-user-static, Rust's aarch64
+# standard library and binutils for aarch64 (make dist's arm64 build and
+# the matrix's arm64 root filesystem), Debian's kernel headers, QEMU, busybox, cpio,
 # ibverbs-utils and kmod (depmod, modprobe: make urdma and its guest tier),
 # and zig with cargo-zigbuild (the glibc 2.28 build; scripts/zigbuild.sh
 # installs those from PyPI itself), and prometheus (promtool: the metrics and
@@ -22,7 +24,8 @@ test=false
 if $test; then
     packages+=(g++ binutils make man-db groff-base nftables valgrind python3 dnsmasq-base
                lintian rpm rpmlint debootstrap linux-headers-amd64 qemu-system-x86 busybox-static cpio
-               ibverbs-utils kmod prometheus ufw gdb)
+               ibverbs-utils kmod prometheus ufw gdb qemu-user-static
+               binutils-aarch64-linux-gnu)
 fi
 missing=()
 for p in "${packages[@]}"; do
@@ -39,5 +42,7 @@ $test || exit 0
 for c in rustfmt clippy; do
     cargo "${c/rustfmt/fmt}" --version > /dev/null 2>&1 || rustup component add "$c"
 done
+rustup target list --installed | grep -qx aarch64-unknown-linux-gnu \
+    || rustup target add aarch64-unknown-linux-gnu
 cargo fuzz --version > /dev/null 2>&1 || cargo install --locked cargo-fuzz
 cargo deb --version > /dev/null 2>&1 || cargo install --locked cargo-deb

@@ -15,7 +15,12 @@
 #   - urdma-acm stats shows the endpoint's counters and the metrics;
 #   - reinstalled and removed, the package leaves nothing behind that the
 #     daemon would load.
-# Usage: scripts/matrix.sh [SUITE...]   (default: bullseye bookworm trixie sid)
+# SUITE-arm64 (bookworm-arm64) does the same with the arm64 .deb, simulator
+# and librdmacm client in the release's arm64 root filesystem, its programs
+# run by qemu-user (scripts/binfmt.sh), but for the newer-glibc provider,
+# which is this machine's x86-64 build.
+# Usage: scripts/matrix.sh [SUITE...]
+#        (default: bullseye bookworm trixie sid bookworm-arm64)
 # Needs root. Every failure names its release; the last line counts checks.
 set -euo pipefail
 
@@ -31,15 +36,26 @@ if [ -z "${URDMA_MATRIX_NS:-}" ]; then
 fi
 
 suites=("$@")
-[ ${#suites[@]} -gt 0 ] || suites=(bullseye bookworm trixie sid)
-zig=$root/target/zig/x86_64-unknown-linux-gnu/deb
-debs=("$root"/target/dist/ibacm-urdma_*_amd64.deb)
-deb=${URDMA_MATRIX_DEB:-${debs[0]}}
+[ ${#suites[@]} -gt 0 ] || suites=(bullseye bookworm trixie sid bookworm-arm64)
 # A provider linked against this machine's glibc (the test command's debug
 # build): the load that doctor must refuse where that glibc is missing.
 native=$root/target/debug/libibacm_urdma.so
-for f in "$deb" "$zig/liburdma_sim.so" "$zig/urdma-rai" "$native"; do
-    [ -e "$f" ] || { echo "matrix.sh: $f missing (make dist; scripts/zigbuild.sh --profile deb -p urdma-sim; cargo build)" >&2; exit 1; }
+# SUITE: sets the release, the Debian and GNU architecture names, the
+# package and the simulator's build (the glibc 2.28 build of urdma-sim) of
+# a suite.
+architecture() {
+    release=${1%-arm64}
+    if [ "$release" = "$1" ]; then arch=amd64 gnu=x86_64; else arch=arm64 gnu=aarch64; fi
+    zig=$root/target/zig/$gnu-unknown-linux-gnu/deb
+    local debs=("$root"/target/dist/ibacm-urdma_*_"$arch".deb)
+    deb=${debs[0]}
+    [ "$arch" = arm64 ] || deb=${URDMA_MATRIX_DEB:-$deb}
+}
+for s in "${suites[@]}"; do
+    architecture "$s"
+    for f in "$deb" "$zig/liburdma_sim.so" "$zig/urdma-rai" "$native"; do
+        [ -e "$f" ] || { echo "matrix.sh: $f missing (make dist; scripts/zigbuild.sh --arch $gnu --profile deb -p urdma-sim; cargo build)" >&2; exit 1; }
+    done
 done
 
 work=$(mktemp -d /tmp/urdma-matrix.XXXXXX)
@@ -67,7 +83,11 @@ fail() { failed=$((failed + 1)); echo "matrix: $suite: FAILED: $*" >&2; }
 # The root filesystems are made in parallel the first time (about two
 # minutes each), then come from the cache.
 pids=()
-for s in "${suites[@]}"; do "$root/scripts/rootfs.sh" "$s" > /dev/null & pids+=($!); done
+for s in "${suites[@]}"; do
+    architecture "$s"
+    "$root/scripts/rootfs.sh" "$release" "$arch" > /dev/null &
+    pids+=($!)
+done
 for p in "${pids[@]}"; do wait "$p" || { echo "matrix.sh: a root filesystem could not be made" >&2; exit 1; }; done
 
 gid_of() { printf 'fe80::5054:ff:fe12:%s' "$1"; }
@@ -119,7 +139,7 @@ wait_acme() {
 # load (a name containing ".so") besides acmp's and ours.
 strays() {
     local f
-    for f in "$rootdir"/usr/lib/x86_64-linux-gnu/ibacm/*.so*; do
+    for f in "$rootdir"/usr/lib/$gnu-linux-gnu/ibacm/*.so*; do
         [ -e "$f" ] || continue
         case ${f##*/} in libibacmp.so | libibacm_urdma.so) ;; *) echo "${f##*/}" ;; esac
     done
@@ -176,7 +196,8 @@ upgrade_restarts_a_running_daemon() {
 run_suite() {
     suite=$1
     local rootfs w h ip ip6 mac d version
-    rootfs=$("$root/scripts/rootfs.sh" "$suite")
+    architecture "$suite"
+    rootfs=$("$root/scripts/rootfs.sh" "$release" "$arch")
     w=$work/$suite
     files=$w/files
     rootdir=$w/root
@@ -190,7 +211,17 @@ run_suite() {
         mount --bind "$d" "$rootdir$d"
     done
     version=$(chroot "$rootdir" dpkg-query -W -f '${Version}' ibacm)
-    echo "== matrix: $suite: ibacm $version"
+    echo "== matrix: $suite: ibacm $version ($arch)"
+    if [ "$arch" = arm64 ]; then
+        local machine
+        machine=$(chroot "$rootdir" uname -m)
+        if [ "$machine" = aarch64 ] && readelf -h "$rootdir/usr/sbin/ibacm" | grep -q 'Machine: *AArch64'; then
+            pass "the release's ibacm is an AArch64 program, run by qemu-user"
+        else
+            fail "an arm64 suite on machine '$machine'"
+            return
+        fi
+    fi
 
     local out
     cp "$deb" "$files/"
@@ -201,7 +232,7 @@ run_suite() {
         fail "dpkg -i $(basename "$deb"):"$'\n'"$out"
         return
     fi
-    local provider=$rootdir/usr/lib/x86_64-linux-gnu/ibacm/libibacm_urdma.so
+    local provider=$rootdir/usr/lib/$gnu-linux-gnu/ibacm/libibacm_urdma.so
     if [ -f "$provider" ] && [ ! -L "$provider" ]; then
         pass "the provider is a regular file in the daemon's directory"
     else
@@ -303,9 +334,16 @@ HOSTS
     else
         fail "urdma-acm doctor on the installed package:"$'\n'"$out"
     fi
-    # A provider that needs a newer glibc than the release has: doctor must
-    # say so in the loader's words, exactly when it is so.
-    local need have
+    # (x86-64 only: the only build linked against a newer glibc is this
+    # machine's.)
+    [ "$arch" != amd64 ] || doctor_on_a_newer_glibc
+    stats_show_counters
+}
+
+# A provider that needs a newer glibc than the release has: doctor must say
+# so in the loader's words, exactly when it is so.
+doctor_on_a_newer_glibc() {
+    local need have out
     need=$(objdump -T "$native" | grep -o 'GLIBC_[0-9.]*' | sort -uV | tail -1)
     have=$(chroot "$rootdir" dpkg-query -W -f '${Version}' libc6)
     mkdir -p "$files/native/prov"
@@ -324,7 +362,10 @@ HOSTS
     else
         fail "urdma-acm doctor on a provider needing $need (libc6 $have): exit $code:"$'\n'"$out"
     fi
+}
 
+stats_show_counters() {
+    local out
     if out=$(in_host a urdma-acm stats -O "$files/a/ibacm_opts.cfg" 2>&1) \
         && grep -q '^0x505400fffe123456 .* urdma  *node-a ' <<< "$out" && grep -q '^urdma_resolve_requests_total' <<< "$out" && ! grep -q 'no metrics' <<< "$out"; then
         pass "urdma-acm stats: counters and metrics"
@@ -337,7 +378,7 @@ HOSTS
 # (.dpkg-new, .dpkg-tmp) contain ".so" too, and ibacm 28 and older would
 # load any of them that stayed behind.
 reinstall_and_remove() {
-    local dir=$rootdir/usr/lib/x86_64-linux-gnu/ibacm out left=
+    local dir=$rootdir/usr/lib/$gnu-linux-gnu/ibacm out left=
     if out=$(chroot "$rootdir" dpkg -i "$files/$(basename "$deb")" 2>&1) \
         && left=$(strays) && [ -z "$left" ]; then
         pass "dpkg -i again: nothing left beside the provider"

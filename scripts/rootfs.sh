@@ -1,19 +1,34 @@
 #!/usr/bin/env bash
 # Prints the path of a minimal root filesystem of Debian release $1
-# (bullseye, bookworm, trixie, sid) holding that release's own ibacm,
-# ib_acme and librdmacm, made with debootstrap from Debian's packages the
-# first time and cached after that (URDMA_ROOTFS_CACHE, default
-# /var/cache/ibacm-urdma/rootfs; delete a release's folder to refresh it).
-# The compatibility matrix (scripts/matrix.sh) runs the provider in them.
+# (bullseye, bookworm, trixie, sid) for architecture $2 (amd64, the
+# default, or arm64) holding that release's own ibacm, ib_acme and
+# librdmacm, made with debootstrap from Debian's packages the first time and
+# cached after that (URDMA_ROOTFS_CACHE, default /var/cache/ibacm-urdma/rootfs;
+# delete a release's folder to refresh it). The compatibility matrix
+# (scripts/matrix.sh) runs the provider in them; the arm64 build links
+# against the arm64 root's libibverbs (scripts/zigbuild.sh).
+#
+# An arm64 root runs its programs through qemu-user (Debian's
+# qemu-user-static, registered with the kernel's binfmt_misc by
+# scripts/binfmt.sh), debootstrap's second stage included.
 set -euo pipefail
-suite=${1:?usage: rootfs.sh SUITE}
+suite=${1:?usage: rootfs.sh SUITE [amd64|arm64]}
+arch=${2:-amd64}
 cache=${URDMA_ROOTFS_CACHE:-/var/cache/ibacm-urdma/rootfs}
-dir=$cache/$suite
+case $arch in
+    amd64) dir=$cache/$suite ;;
+    arm64) dir=$cache/$suite-arm64 ;;
+    *) echo "rootfs.sh: architecture $arch: amd64 or arm64" >&2; exit 1 ;;
+esac
+name=${dir##*/}
 # Only ibacm and rdmacm-utils by name: their dependencies bring libibverbs and
 # librdmacm (the library of librdmacm clients) under each release's own
 # package names (trixie's carry a t64 suffix).
 include=ibacm,rdmacm-utils
 marker=$dir/.urdma-rootfs-complete
+# The kernel forgets binfmt_misc's registrations at every boot; the cache
+# stays.
+[ "$arch" = amd64 ] || "$(dirname "$0")/binfmt.sh" "$arch"
 made() { [ "$(cat "$marker" 2> /dev/null)" = "$include" ]; }
 if made; then
     echo "$dir"
@@ -23,7 +38,7 @@ mkdir -p "$cache"
 # One maker per cache: two runs started together (the matrix makes all
 # releases at once) wait for each other instead of sharing apt's lock or a
 # half-made folder.
-exec 9> "$cache/.lock-$suite"
+exec 9> "$cache/.lock-$name"
 flock 9
 if made; then
     echo "$dir"
@@ -40,10 +55,10 @@ if ! command -v debootstrap > /dev/null; then
     ) 8> "$cache/.lock-apt"
 fi
 rm -rf "$dir.partial" "$dir"
-echo "rootfs.sh: debootstrap $suite (once; cached in $dir)" >&2
-if ! debootstrap --variant=minbase --include="$include" "$suite" "$dir.partial" > "$cache/$suite.log" 2>&1; then
-    tail -20 "$cache/$suite.log" >&2
-    echo "rootfs.sh: debootstrap of $suite failed (log: $cache/$suite.log)" >&2
+echo "rootfs.sh: debootstrap $suite $arch (once; cached in $dir)" >&2
+if ! debootstrap --arch="$arch" --variant=minbase --include="$include" "$suite" "$dir.partial" > "$cache/$name.log" 2>&1; then
+    tail -20 "$cache/$name.log" >&2
+    echo "rootfs.sh: debootstrap of $suite $arch failed (log: $cache/$name.log)" >&2
     exit 1
 fi
 # Nothing of the package cache is needed again.

@@ -22,17 +22,20 @@ trap 'rm -f "$log"' EXIT
 cargo test --workspace 2>&1 | tee "$log"
 # A short run of each fuzz target (make fuzz runs them longer).
 make --no-print-directory fuzz-smoke
-# What ships: the glibc 2.28 build, the .deb and the .rpm (make dist),
-# checked for symbol versions, libraries, exports, lintian and contents.
+# What ships: the glibc 2.28 build, the .deb and the .rpm (make dist), for
+# x86-64 and arm64, checked for machine, symbol versions, libraries,
+# exports, lintian and contents.
 make --no-print-directory dist
 scripts/check-dist.sh
 # The .deb installed, an end-to-end scenario run from the installed paths,
 # removed.
 scripts/package-test.sh
 # The compatibility matrix: the .deb in Debian 11, 12, 13 and unstable,
-# under each release's own daemon, clients and librdmacm (the simulator
-# and its librdmacm client built for the oldest glibc too).
+# and the arm64 .deb in Debian 12 for arm64 under qemu-user, under each
+# release's own daemon, clients and librdmacm (the simulator and its
+# librdmacm client built for the oldest glibc and both architectures too).
 scripts/zigbuild.sh --profile deb -p urdma-sim
+scripts/zigbuild.sh --arch aarch64 --profile deb -p urdma-sim
 scripts/matrix.sh 2>&1 | tee -a "$log"
 # The guest tier: Debian's own kernel under QEMU with the real urdma kernel
 # device and libibverbs provider (make urdma), nothing preloaded: the

@@ -10,8 +10,11 @@ use std::path::PathBuf;
 
 pub const DEFAULT_OPTS_FILE: &str = "/etc/rdma/ibacm_opts.cfg";
 pub const DEFAULT_ADDR_FILE: &str = "/etc/rdma/ibacm_addr.cfg";
-/// The daemon's compiled-in `provider_lib_path`: Debian's and Ubuntu's,
-/// and RPM distributions'.
+/// The daemon's compiled-in `provider_lib_path`: Debian's and Ubuntu's
+/// (under the architecture's multiarch name), and RPM distributions'.
+#[cfg(target_arch = "aarch64")]
+pub const DEFAULT_PROVIDER_DIR: &str = "/usr/lib/aarch64-linux-gnu/ibacm";
+#[cfg(not(target_arch = "aarch64"))]
 pub const DEFAULT_PROVIDER_DIR: &str = "/usr/lib/x86_64-linux-gnu/ibacm";
 pub const DEFAULT_PROVIDER_DIR_RPM: &str = "/usr/lib64/ibacm";
 /// The daemon's executable, whose bytes hold its compiled-in directory.

@@ -543,7 +543,8 @@ mod tests {
     #[test]
     fn the_compiled_in_directory_is_found_in_the_executable() {
         let none = |_: &str| false;
-        let deb = b"xx\0/usr/lib/x86_64-linux-gnu/ibacm\0yy";
+        let deb = format!("xx\0{DEFAULT_PROVIDER_DIR}\0yy").into_bytes();
+        let deb = deb.as_slice();
         let rpm = b"xx\0/usr/lib64/ibacm\0yy";
         let (d, why) = compiled_in_dir("/usr/sbin/ibacm", Some(deb), none);
         assert_eq!(d, PathBuf::from(DEFAULT_PROVIDER_DIR));
