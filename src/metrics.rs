@@ -130,6 +130,13 @@ impl Exposition {
             .push(sample(name, &[], value as f64));
     }
 
+    /// A gauge of one duration, in seconds.
+    pub fn seconds(&mut self, name: &str, help: &str, value: std::time::Duration) {
+        self.family(name, help, Kind::Gauge)
+            .samples
+            .push(sample(name, &[], value.as_secs_f64()));
+    }
+
     /// A histogram with one series per label value.
     pub fn histograms(
         &mut self,

@@ -165,7 +165,9 @@ fn a_garbage_flood_while_resolving_changes_no_answer_and_no_memory() {
 #[test]
 fn a_peer_that_answers_slowly_late_or_twice() {
     const TIMEOUT_MS: u64 = 400;
-    // Two tries: a lookup gives up after 800 ms.
+    // Two tries: a lookup gives up after 800 ms while replies are fast,
+    // and after at most 3.2 s (tries four times as long) once they have
+    // been slow.
     let net = Net::new();
     let a = Node::A.start(
         &net,
@@ -175,16 +177,18 @@ fn a_peer_that_answers_slowly_late_or_twice() {
             "urdma_negative_timeout 1000",
         ],
     );
-    let fake = FakePeer::start(&net, 4);
+    let fake = FakePeer::start(&net, 5);
     const SLOW: usize = 0;
     const SLOWER: usize = 1;
-    const LATE: usize = 2;
+    const SLOWEST: usize = 2;
     const TWICE: usize = 3;
+    const LATE: usize = 4;
     // How long each address waits before answering its first query.
     let delay = |i: usize| match i {
         SLOW => Duration::from_millis(250),
         SLOWER => Duration::from_millis(600),
-        LATE => Duration::from_millis(1500),
+        SLOWEST => Duration::from_millis(1200),
+        LATE => Duration::from_millis(3600),
         _ => Duration::ZERO,
     };
     let ip = |i: usize| FakePeer::ip(i).to_string();
@@ -195,7 +199,7 @@ fn a_peer_that_answers_slowly_late_or_twice() {
         // delay; TWICE answers at once and then again with another GID.
         let peer = s.spawn(|| {
             let mut pending: Vec<(Instant, Asked)> = Vec::new();
-            let mut answered = [false; 4];
+            let mut answered = [false; 5];
             let started = Instant::now();
             while answered.iter().any(|a| !a) && started.elapsed() < scaled(WAIT) {
                 if let Some(q) = fake.next_query(Duration::from_millis(10)) {
@@ -225,8 +229,8 @@ fn a_peer_that_answers_slowly_late_or_twice() {
             )
         });
         assert!(took >= delay(SLOW), "{took:?}:\n{out}");
-        // Answered after the first try's timeout: a retry carries the same
-        // transaction id, so the late answer to the first try still counts.
+        // Answered after the first try's timeout: the tries' transaction
+        // ids all stay valid, so the late answer to the first try counts.
         let (out, took) = timed(|| {
             resolve(
                 &a,
@@ -236,8 +240,20 @@ fn a_peer_that_answers_slowly_late_or_twice() {
             )
         });
         assert!(took >= delay(SLOWER), "{took:?}:\n{out}");
-        // After the last try: the client has its ETIMEDOUT when the answer
-        // comes, which is then dropped.
+        // Replies that took 250 and 600 ms made a try longer than the
+        // 400 ms configured: a peer that answers in 1.2 s, after the two
+        // tries' 800 ms, is waited for rather than timed out.
+        let (out, took) = timed(|| {
+            resolve(
+                &a,
+                &["-f", "i", "-d", &ip(SLOWEST)],
+                &gid(SLOWEST, 0),
+                &Node::A.gid(),
+            )
+        });
+        assert!(took >= delay(SLOWEST), "{took:?}:\n{out}");
+        // After the last try, at the longest: the client has its ETIMEDOUT
+        // when the answer comes, which is then dropped.
         let (out, took) =
             timed(|| resolve_fails(&a, &["-f", "i", "-d", &ip(LATE)], "Connection timed out"));
         assert!(took < delay(LATE), "{took:?}:\n{out}");

@@ -187,7 +187,10 @@ impl Discovery {
     }
 
     fn on_reply(&mut self, local: &Local, r: Reply, from: SocketAddr, now: Instant) {
-        let txid = r.txid();
+        let (txid, try_sent) = match self.inflight.try_of(r.txid()) {
+            Some(t) => t,
+            None => (r.txid(), None),
+        };
         let Some(p) = self.inflight.probe(txid) else {
             if self.inflight.is_late(txid, now) {
                 return self
@@ -218,6 +221,11 @@ impl Discovery {
             }
             Some(_) => {}
             None => return self.on_claim(local, txid, r, from, now),
+        }
+        // The holder's own reply to one try: how long replies take
+        // (`rto.rs`).
+        if let Some(sent) = try_sent {
+            self.retry.sample(now.saturating_duration_since(sent));
         }
         match r.answer() {
             Answer::Found(record) => {

@@ -101,9 +101,13 @@ pub struct InFlight {
     probe_deadlines: BTreeSet<(Instant, NonZeroU64)>,
     /// Checks in flight, by the address checked.
     checking: Map<Address, NonZeroU64>,
+    /// The tries after a probe's first, by their own transaction ids: the
+    /// probe's, and when the try left.
+    tries: Map<NonZeroU64, (NonZeroU64, Instant)>,
     ended: Expiring<NonZeroU64, ()>,
     /// How long a probe's reply may still come after the probe ended: a
-    /// whole discovery stage, every try of it.
+    /// whole discovery stage, every try of it at the longest a try can
+    /// take (`rto.rs`).
     late_window: Duration,
     max_lookups: usize,
     /// Lookups refused because `max_lookups` were in flight.
@@ -122,8 +126,9 @@ impl InFlight {
             lookup_deadlines: BTreeSet::new(),
             probe_deadlines: BTreeSet::new(),
             checking: Map::default(),
+            tries: Map::default(),
             ended: Expiring::new(cfg.max_lookups.saturating_mul(MAX_CLAIMS + 1)),
-            late_window: timeout * (cfg.retries + 1),
+            late_window: timeout * super::rto::CEILING * (cfg.retries + 1),
             max_lookups: cfg.max_lookups,
             refused: 0,
             txid_key,
@@ -139,7 +144,7 @@ impl InFlight {
             self.txid_counter += 1;
             let value = self.txid_key.value(b"txid", self.txid_counter);
             if let Some(t) = NonZeroU64::new(value) {
-                if !self.probes.contains_key(&t) {
+                if !self.probes.contains_key(&t) && !self.tries.contains_key(&t) {
                     return t;
                 }
             }
@@ -188,6 +193,24 @@ impl InFlight {
             let old = std::mem::replace(&mut l.deadline, at);
             self.lookup_deadlines.remove(&(old, key.clone()));
             self.lookup_deadlines.insert((at, key.clone()));
+        }
+    }
+
+    /// A new try of probe `txid`, leaving at `now`: its transaction id.
+    pub fn add_try(&mut self, txid: NonZeroU64, now: Instant) -> Option<NonZeroU64> {
+        self.probes.get(&txid)?;
+        let t = self.new_txid();
+        self.tries.insert(t, (txid, now));
+        self.probe_mut(txid)?.retry_txids.push(t);
+        Some(t)
+    }
+
+    /// The probe that the try `txid` (the probe's own, or a later try's)
+    /// belongs to, and when that try left.
+    pub fn try_of(&self, txid: NonZeroU64) -> Option<(NonZeroU64, Option<Instant>)> {
+        match self.probes.get(&txid) {
+            Some(t) => Some((txid, t.probe.first_sent_at)),
+            None => self.tries.get(&txid).map(|&(p, at)| (p, Some(at))),
         }
     }
 
@@ -260,7 +283,7 @@ impl InFlight {
     /// Ends a probe whose reply may still come (again): it will be late.
     pub fn end_probe(&mut self, txid: NonZeroU64, now: Instant) -> Option<Probe> {
         let p = self.remove_probe(txid)?;
-        self.remember_ended(txid, now);
+        self.remember_ended(txid, &p, now);
         Some(p)
     }
 
@@ -272,40 +295,61 @@ impl InFlight {
             .map(|l| std::mem::take(&mut l.probes))
             .unwrap_or_default();
         for t in txids {
-            self.take_probe(t);
-            self.remember_ended(t, now);
+            if let Some(p) = self.take_probe(t) {
+                self.remember_ended(t, &p, now);
+            }
         }
     }
 
-    /// Takes probe `txid` out of the table and the index, and nothing else.
+    /// Takes probe `txid` out of the table and the index, with its tries,
+    /// and nothing else.
     fn take_probe(&mut self, txid: NonZeroU64) -> Option<Probe> {
         let t = self.probes.remove(&txid)?;
         self.probe_deadlines.remove(&(t.deadline, txid));
+        for r in &t.probe.retry_txids {
+            self.tries.remove(r);
+        }
         Some(t.probe)
     }
 
     /// Ends a lookup with its probes, none of which can be answered any
     /// more (its endpoint closed).
     pub fn remove_lookup(&mut self, key: &Address) -> Option<Lookup> {
+        self.take_lookup(key).map(|(l, _)| l)
+    }
+
+    /// Takes lookup `key` out with its probes, which it returns.
+    fn take_lookup(&mut self, key: &Address) -> Option<(Lookup, Vec<(NonZeroU64, Probe)>)> {
         let l = self.lookups.remove(key)?;
         self.lookup_deadlines.remove(&(l.deadline, key.clone()));
-        for t in &l.probes {
-            self.take_probe(*t);
-        }
-        Some(l)
+        let probes = l
+            .probes
+            .iter()
+            .filter_map(|t| Some((*t, self.take_probe(*t)?)))
+            .collect();
+        Some((l, probes))
     }
 
     /// Ends a lookup whose replies may still come: they will be late.
     pub fn end_lookup(&mut self, key: &Address, now: Instant) -> Option<Lookup> {
-        let l = self.remove_lookup(key)?;
-        for t in &l.probes {
-            self.remember_ended(*t, now);
+        let (l, probes) = self.take_lookup(key)?;
+        for (t, p) in &probes {
+            self.remember_ended(*t, p, now);
         }
         Some(l)
     }
 
-    /// A reply to probe `txid`, which just ended, is late for one stage.
-    pub fn remember_ended(&mut self, txid: NonZeroU64, now: Instant) {
+    /// A reply to probe `txid` (`p`), which just ended, or to any of its
+    /// tries, is late for one stage.
+    fn remember_ended(&mut self, txid: NonZeroU64, p: &Probe, now: Instant) {
+        for t in std::iter::once(txid).chain(p.retry_txids.iter().copied()) {
+            self.remember_sent(t, now);
+        }
+    }
+
+    /// Replies to `txid`, a query sent without a probe (a start query),
+    /// are expected for one stage: late, not unsolicited.
+    pub fn remember_sent(&mut self, txid: NonZeroU64, now: Instant) {
         self.ended.insert(txid, (), Some(now + self.late_window));
     }
 
@@ -321,6 +365,7 @@ impl InFlight {
         self.lookup_deadlines.clear();
         self.probe_deadlines.clear();
         self.checking.clear();
+        self.tries.clear();
     }
 
     /// Endpoint `ep` is closing: a lookup it carried goes on with the
@@ -473,7 +518,9 @@ mod tests {
                         to: None,
                         purpose: Purpose::Lookup,
                         tries: 0,
+                        first_sent_at: None,
                         sent_at: None,
+                        retry_txids: Vec::new(),
                         endpoint: ep,
                         answered: false,
                     };

@@ -66,7 +66,6 @@ impl Discovery {
 
     fn run_stage(&mut self, local: &Local, key: Address, stage: Stage, now: Instant) {
         let timeout = self.cfg.timeout();
-        let discovery_time = self.cfg.discovery_time();
         let Some(l) = self.inflight.lookup(&key) else {
             return;
         };
@@ -102,6 +101,8 @@ impl Discovery {
                     l.hinted = hinted.is_some();
                     l.disputed = disputed;
                 }
+                // Every try at the time a try takes now (`rto.rs`).
+                let discovery_time = self.retry.timeout() * (self.cfg.retries + 1);
                 self.inflight
                     .set_lookup_deadline(&key, now + discovery_time);
             }
@@ -109,7 +110,7 @@ impl Discovery {
                 let Address::Name(name) = &key else {
                     return self.run_stage(local, key.clone(), Stage::Derive(0), now);
                 };
-                let deadline = now + discovery_time;
+                let deadline = now + self.cfg.discovery_time();
                 self.out.resolver_jobs.push(NssJob {
                     key: key.clone(),
                     name: name.to_string(),
@@ -173,7 +174,9 @@ impl Discovery {
             to,
             purpose,
             tries: 0,
+            first_sent_at: None,
             sent_at: None,
+            retry_txids: Vec::new(),
             endpoint: ep,
             answered: false,
         };
@@ -186,11 +189,11 @@ impl Discovery {
         }
     }
 
-    /// Sends probe `txid`'s query (again: same txid, so a late reply to an
-    /// earlier try still counts). False if it cannot be built any more
-    /// (its endpoint is gone).
+    /// Sends probe `txid`'s query (again: under a transaction id of the
+    /// try's own, and a late reply to an earlier try still counts). False
+    /// if it cannot be built any more (its endpoint is gone).
     fn transmit(&mut self, local: &Local, txid: NonZeroU64, now: Instant) -> bool {
-        let timeout = self.cfg.timeout();
+        let timeout = self.retry.timeout();
         let Some(p) = self.inflight.probe(txid) else {
             return false;
         };
@@ -200,7 +203,18 @@ impl Discovery {
         ) else {
             return false;
         };
-        let bytes = Message::from(Query::new(txid, target, sender)).encode();
+        let first = p.tries == 0;
+        let Some(this_try) = (if first {
+            Some(txid)
+        } else {
+            self.inflight.add_try(txid, now)
+        }) else {
+            return false;
+        };
+        let Some(p) = self.inflight.probe(txid) else {
+            return false;
+        };
+        let bytes = Message::from(Query::new(this_try, target, sender)).encode();
         match p.to {
             Some(to) => {
                 self.counts.traffic.unicast_queries += 1;
@@ -217,6 +231,7 @@ impl Discovery {
         }
         if let Some(p) = self.inflight.probe_mut(txid) {
             p.tries += 1;
+            p.first_sent_at.get_or_insert(now);
             p.sent_at = Some(now);
         }
         self.inflight.set_probe_deadline(txid, now + timeout);

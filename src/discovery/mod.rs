@@ -31,6 +31,7 @@ mod inflight;
 mod lookup;
 mod names;
 pub mod ratelimit;
+mod rto;
 pub mod seal;
 pub mod state;
 mod welcome;
@@ -58,6 +59,7 @@ pub use announce::welcome_pace;
 pub use derive::eui64_gid;
 pub use hints::SETTLE as HINT_SETTLE;
 pub use names::NssError;
+pub use rto::CEILING as RETRY_CEILING;
 
 /// After a check of an address, hints about it are ignored this long: a
 /// host sends each announcement three times, and a flood of forged hints
@@ -194,6 +196,8 @@ pub struct Status {
     pub checks_skipped: u64,
     pub max_bindings: usize,
     pub max_lookups: usize,
+    /// How long a try of a query waits now (`rto.rs`).
+    pub try_time: Duration,
 }
 
 pub struct Discovery {
@@ -204,6 +208,8 @@ pub struct Discovery {
     state: State,
     /// Lookups, their probes and checks, linked (`inflight.rs`).
     inflight: InFlight,
+    /// How long a try of a query waits (`rto.rs`).
+    retry: rto::RetryTimer,
     announcer: Announcer,
     /// Whom to ask for a name, from the announcements heard.
     hints: hints::Hints,
@@ -254,6 +260,7 @@ impl Discovery {
         Discovery {
             state: State::new(cfg),
             inflight: InFlight::new(cfg, seed.clone()),
+            retry: rto::RetryTimer::new(cfg.timeout()),
             reply_limit: ratelimit::RateLimiter::new(cfg.reply_rate),
             cfg: cfg.clone(),
             families: Families::NONE,
@@ -339,6 +346,7 @@ impl Discovery {
             checks_skipped: self.counts.checks_skipped,
             max_bindings: self.state.capacity(),
             max_lookups: self.inflight.max_lookups(),
+            try_time: self.retry.timeout(),
         }
     }
 

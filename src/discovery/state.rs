@@ -11,6 +11,7 @@ use crate::addr::{Address, Gid};
 use crate::bounded::Expiring;
 use crate::handle::EndpointId;
 use std::net::{IpAddr, SocketAddr};
+use std::num::NonZeroU64;
 use std::time::{Duration, Instant};
 
 /// How a stage ends if nothing binds: told no (ENODATA), or could not
@@ -145,9 +146,14 @@ pub struct Probe {
     /// come from there.
     pub to: Option<SocketAddr>,
     pub purpose: Purpose,
-    /// Sends so far, and when the last one left.
+    /// Sends so far, and when the first and the last one left.
     pub tries: u32,
+    pub first_sent_at: Option<Instant>,
     pub sent_at: Option<Instant>,
+    /// The transaction ids of the tries after the first (the first is the
+    /// probe's own): each try has its own, so that a reply says which try
+    /// it answers and how long it took (`rto.rs`).
+    pub retry_txids: Vec<NonZeroU64>,
     /// The endpoint whose record the query carries.
     pub endpoint: EndpointId,
     /// A group query that some host answered: it is not sent again.

@@ -159,7 +159,7 @@ impl Discovery {
             return;
         };
         let txid = self.inflight.new_txid();
-        self.inflight.remember_ended(txid, now);
+        self.inflight.remember_sent(txid, now);
         self.welcomes.listen_until = Some(now + WELCOME_LISTEN);
         let bytes = Message::from(Query::new(txid, wire, record)).encode();
         self.counts.traffic.start_queries += 1;

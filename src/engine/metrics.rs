@@ -34,6 +34,11 @@ fn traffic(e: &mut Exposition, d: &Discovery) {
         Kind::Gauge,
         u64::from(d.status().up),
     );
+    e.seconds(
+        "urdma_discovery_try_seconds",
+        "How long one try of a query waits now: urdma_timeout, or up to four times it while replies have lately taken longer.",
+        d.status().try_time,
+    );
     let t = &d.counts().traffic;
     e.single(
         "urdma_datagrams_received_total",

@@ -74,9 +74,10 @@ fn a_miss_asks_the_address_once_and_answers_every_waiter_once() {
     assert!(polled(&mut f.e).replies.is_empty());
     let d = &f.e.discovery().counts().drops;
     assert_eq!((d.late, d.unsolicited), (1, 0));
-    // Once no try of it can still be answered, a reply to it is one
-    // nobody asked for.
+    // Once no try of it can still be answered, even at the longest try
+    // (`rto.rs`), a reply to it is one nobody asked for.
     let stage = Duration::from_millis(u64::from(Config::default().timeout_ms))
+        * crate::discovery::RETRY_CEILING
         * (Config::default().retries + 1);
     let after = f.t0 + stage + Duration::from_millis(1);
     f.e.on_datagram(peer(), None, &reply_bytes(&q, Answer::Refused), after);
@@ -128,10 +129,13 @@ fn silence_is_retried_then_times_out_and_is_not_remembered() {
     let mut f = fixture(cfg);
     f.e.resolve_at(f.addr, &ip_request(PEER_IP, 0, 1), 11, Instant::now());
     let (first, _) = sent_query(&polled(&mut f.e));
+    let mut txids = vec![first.txid()];
     for try_ in 1..=2u64 {
         f.e.on_timers(f.t0 + Duration::from_millis(101 * try_));
         let (again, _) = sent_query(&polled(&mut f.e));
-        assert_eq!(again.txid(), first.txid(), "retries keep the txid");
+        assert_eq!(again.target(), first.target());
+        assert!(!txids.contains(&again.txid()), "every try has its own txid");
+        txids.push(again.txid());
     }
     f.e.on_timers(f.t0 + Duration::from_millis(400));
     let fx = polled(&mut f.e);
@@ -422,4 +426,110 @@ fn a_binding_the_tables_bound_evicts_at_once_still_answers_its_lookup() {
     let fx = polled(&mut f.e);
     assert_eq!(fx.replies.len(), 1, "{fx:?}");
     assert_eq!(dgid(&fx.replies[0].msg), PEER.parse().unwrap());
+}
+
+/// Host `i` of a segment: its IPv4 address, where it listens, its record.
+fn host(i: u8) -> ([u8; 4], SocketAddr, EndpointRecord) {
+    let ip = [10, 0, 1, i];
+    let gid = format!("fe80::1:{i}");
+    let addrs = vec![WireAddress::from(Ipv4Addr::from(ip))];
+    let record = EndpointRecord::new(gid.parse().unwrap(), 0, 4, 7, vec![0xffff], addrs).unwrap();
+    let at = SocketAddr::new(IpAddr::V4(ip.into()), crate::config::DEFAULT_DISCOVERY_PORT);
+    (ip, at, record)
+}
+
+/// Asks for host `i`'s address at `t`, and has the host answer `after`
+/// later (never, if `None`), running the timers every 10 ms meanwhile:
+/// how many times the query was sent, the answer's status, and when it
+/// came.
+fn ask_slow_host(
+    f: &mut Fixture,
+    i: u8,
+    t: Instant,
+    after: Option<Duration>,
+) -> (usize, u8, Duration) {
+    let (ip, at, record) = host(i);
+    let tid = u64::from(i);
+    f.e.resolve_at(f.addr, &ip_request(ip, 0, tid), tid, t);
+    let (query, to) = sent_query(&polled(&mut f.e));
+    assert_eq!(to, Some(at));
+    let mut sends = 1;
+    for step in 1..=1_000u64 {
+        let elapsed = Duration::from_millis(10 * step);
+        if after.is_some_and(|a| elapsed >= a) {
+            let found = reply_bytes(&query, Answer::Found(record.clone()));
+            f.e.on_datagram(at, None, &found, t + elapsed);
+        } else {
+            f.e.on_timers(t + elapsed);
+        }
+        let fx = polled(&mut f.e);
+        sends += sent_queries(&fx).len();
+        if let [reply] = &fx.replies[..] {
+            return (sends, reply.msg.status(), elapsed);
+        }
+    }
+    panic!("host {i}: no answer in 10 s");
+}
+
+#[test]
+fn a_reply_to_an_earlier_try_still_answers_and_one_to_a_retry_too() {
+    let mut f = fixture(Config::default());
+    let ms = Duration::from_millis;
+    // The retry answered first: a short sample, the try stays at 500 ms
+    // for the second round, where the first try is answered.
+    for (i, answered) in [(1, 1), (2, 0)] {
+        let (ip, at, record) = host(i);
+        let t = f.t0 + ms(10_000 * u64::from(i));
+        f.e.on_timers(t);
+        polled(&mut f.e);
+        f.e.resolve_at(f.addr, &ip_request(ip, 0, 1), 11, t);
+        let mut tries = vec![sent_query(&polled(&mut f.e)).0];
+        for step in 1..=50 {
+            f.e.on_timers(t + ms(10 * step));
+            tries.extend(sent_queries(&polled(&mut f.e)).into_iter().map(|(q, _)| q));
+        }
+        assert_eq!(tries.len(), 2, "{tries:?}");
+        let found = reply_bytes(&tries[answered], Answer::Found(record.clone()));
+        f.e.on_datagram(at, None, &found, t + ms(520));
+        let fx = polled(&mut f.e);
+        assert_eq!(
+            dgid(&fx.replies[0].msg),
+            format!("fe80::1:{i}").parse().unwrap()
+        );
+        // The other try's reply, after: late, not unsolicited.
+        let other = reply_bytes(&tries[1 - answered], Answer::Found(record));
+        f.e.on_datagram(at, None, &other, t + ms(700));
+        let d = &f.e.discovery().counts().drops;
+        assert_eq!((d.late, d.unsolicited), (u64::from(i), 0));
+    }
+}
+
+#[test]
+fn a_segment_whose_replies_come_late_is_waited_for_not_asked_again() {
+    // Replies that take 700 ms (hundreds of daemons on a few cores) and
+    // tries of 500 ms: the first queries go twice, and each is answered;
+    // the try then grows past what the replies take, and a query goes
+    // once. Replies back to a millisecond bring the try back to 500 ms.
+    let mut f = fixture(Config::default());
+    let ms = Duration::from_millis;
+    let mut t = f.t0;
+    let mut sends = Vec::new();
+    for i in 1..=12 {
+        let (n, status, _) = ask_slow_host(&mut f, i, t, Some(ms(700)));
+        assert_eq!(status, 0, "host {i} answered, and its answer taken");
+        sends.push(n);
+        t += ms(1_000);
+    }
+    assert_eq!(sends[0], 2, "{sends:?}");
+    assert!(sends[6..].iter().all(|&n| n == 1), "{sends:?}");
+    for i in 13..=40 {
+        let (n, status, _) = ask_slow_host(&mut f, i, t, Some(ms(1)));
+        assert_eq!((n, status), (1, 0));
+        t += ms(1_000);
+    }
+    // Silence is asked again after the configured 500 ms, three times in
+    // all, and fails after the configured 1.5 s.
+    let (n, status, took) = ask_slow_host(&mut f, 100, t, None);
+    assert_eq!((n, status), (3, ACM_STATUS_ETIMEDOUT as u8));
+    assert_eq!(took, ms(1_500));
 }

@@ -89,12 +89,14 @@ impl Sim {
     }
 
     /// Every request is answered within its lookup's time (each stage's,
-    /// and one timeout for a neighbour lookup), and a little.
+    /// at the longest try the replies' times can make, and one timeout for
+    /// a neighbour lookup), and a little.
     pub fn bound(&self) -> u64 {
         let stages = u64::from(!self.tuning.no_segment) + u64::from(self.tuning.nss);
         let timeout = u64::from(self.tuning.timeout_ms) * MS;
         let neighbour = u64::from(self.tuning.derive == Some(Derivation::Eui64));
-        stages * timeout * u64::from(self.tuning.retries + 1)
+        let longest_try = timeout * u64::from(ibacm_urdma::discovery::RETRY_CEILING);
+        stages * longest_try * u64::from(self.tuning.retries + 1)
             + stages * NSS_DELAY
             + neighbour * timeout
             + MS
