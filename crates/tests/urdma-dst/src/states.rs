@@ -201,8 +201,9 @@ pub struct Segment {
     /// The most one host sent, and received, in any 100 ms, per second.
     pub peak_sent_per_s: u64,
     pub peak_received_per_s: u64,
-    /// What each host received per second, on average, between the state's
-    /// staging and the job: a running segment with no job.
+    /// What each host received per second, on average, on the running
+    /// segment with no job: from [`QUIET_FROM_MS`] after the job's start,
+    /// for [`QUIET_FOR_MS`].
     pub quiet_received_per_s: f64,
     /// From the job's start until its last lookup was answered.
     pub last_answer_ms: u64,
@@ -212,9 +213,13 @@ pub struct Segment {
     pub group_queries: u64,
 }
 
-/// The quiet window before a job starts: from this long after the last
-/// start (or restart) until the job.
-const QUIET_AFTER_MS: u64 = 4_000;
+/// The quiet window: the segment runs on with no job from this long after
+/// the job's start, when every start-up, welcome and lookup is over (a
+/// window before the job caught, at 10,000 hosts, the tail of the late
+/// hosts' welcomes), ...
+pub const QUIET_FROM_MS: u64 = 60_000;
+/// ... for this long: renewals, and nothing else.
+pub const QUIET_FOR_MS: u64 = 300_000;
 
 /// A segment of `hosts` staged in `state` ([`Timeline::staged`]), then
 /// the job: at its start every host asks for one other host, drawn at
@@ -223,20 +228,8 @@ pub fn segment(state: State, hosts: usize, seed: u64) -> Segment {
     let mut rng = Rng::new(seed ^ 0x5ea7);
     let timeline = Timeline::staged(state, hosts, &mut rng);
     let mut sim = timeline.sim(seed);
-    let last_start = timeline
-        .starts_ms
-        .iter()
-        .copied()
-        .chain(timeline.restarts.iter().map(|r| r.2))
-        .max()
-        .unwrap_or(0);
     let job = timeline.job_at_ms;
-    let quiet_from = (last_start + QUIET_AFTER_MS).min(job);
-    sim.run_until(quiet_from * MS);
-    let before = sim.counts.mean(Direction::Received);
     sim.run_until(job * MS);
-    let quiet_s = (job - quiet_from) as f64 / 1000.0;
-    let quiet = (sim.counts.mean(Direction::Received) - before) / quiet_s.max(1e-9);
     sim.record = true;
     let groups_before = sim.traffic.group_queries;
     for h in 0..hosts {
@@ -253,12 +246,23 @@ pub fn segment(state: State, hosts: usize, seed: u64) -> Segment {
     sim.run_until((job + 10_000) * MS);
     assert!(sim.violations.is_empty(), "{:?}", sim.violations);
     let last = sim.answers.iter().map(|a| a.2).max().unwrap_or(0) / MS;
+    let (sent, received) = (
+        sim.counts.mean(Direction::Sent),
+        sim.counts.mean(Direction::Received),
+    );
+    let peaks = sim.counts.peak;
+    sim.record = false;
+    sim.run_until((job + QUIET_FROM_MS) * MS);
+    let before = sim.counts.mean(Direction::Received);
+    sim.run_until((job + QUIET_FROM_MS + QUIET_FOR_MS) * MS);
+    assert!(sim.violations.is_empty(), "{:?}", sim.violations);
+    let quiet = (sim.counts.mean(Direction::Received) - before) / (QUIET_FOR_MS as f64 / 1000.0);
     Segment {
         hosts,
-        sent_per_host: sim.counts.mean(Direction::Sent),
-        received_per_host: sim.counts.mean(Direction::Received),
-        peak_sent_per_s: sim.counts.peak[Direction::Sent as usize] * 10,
-        peak_received_per_s: sim.counts.peak[Direction::Received as usize] * 10,
+        sent_per_host: sent,
+        received_per_host: received,
+        peak_sent_per_s: peaks[Direction::Sent as usize] * 10,
+        peak_received_per_s: peaks[Direction::Received as usize] * 10,
         quiet_received_per_s: quiet,
         last_answer_ms: last.saturating_sub(job),
         asked: sim.answers.len() as u64,
