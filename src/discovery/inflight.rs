@@ -55,6 +55,9 @@ pub struct Lookup {
     /// A name two endpoints announced: its group query's whole try is
     /// heard before it is decided.
     pub disputed: bool,
+    /// The try time (`rto.rs`) the discovery stage's deadline was set
+    /// with: a longer one later lengthens the stage by as much per try.
+    pub try_time: Duration,
     pub started: Instant,
 }
 
@@ -72,6 +75,7 @@ impl Lookup {
             resolving: false,
             hinted: false,
             disputed: false,
+            try_time: Duration::ZERO,
             started: now,
         }
     }

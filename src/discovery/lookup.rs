@@ -72,6 +72,11 @@ impl Discovery {
         let (ep, unsure) = (l.endpoint, l.unsure);
         match stage {
             Stage::Discover => {
+                // Every try at the time a try takes now (`rto.rs`).
+                let try_time = self.retry.timeout();
+                if let Some(l) = self.inflight.lookup_mut(&key) {
+                    l.try_time = try_time;
+                }
                 let port = self.cfg.discovery_port;
                 let hinted = match key {
                     Address::Name(_) => self.hints.whom(&key, now),
@@ -101,8 +106,7 @@ impl Discovery {
                     l.hinted = hinted.is_some();
                     l.disputed = disputed;
                 }
-                // Every try at the time a try takes now (`rto.rs`).
-                let discovery_time = self.retry.timeout() * (self.cfg.retries + 1);
+                let discovery_time = try_time * (self.cfg.retries + 1);
                 self.inflight
                     .set_lookup_deadline(&key, now + discovery_time);
             }
@@ -229,12 +233,28 @@ impl Discovery {
                 self.out.datagrams.extend(self.families.multicast(bytes));
             }
         }
-        if let Some(p) = self.inflight.probe_mut(txid) {
-            p.tries += 1;
-            p.first_sent_at.get_or_insert(now);
-            p.sent_at = Some(now);
-        }
+        let Some(p) = self.inflight.probe_mut(txid) else {
+            return false;
+        };
+        p.tries += 1;
+        p.first_sent_at.get_or_insert(now);
+        p.sent_at = Some(now);
+        let (key, purpose) = (p.key.clone(), p.purpose);
         self.inflight.set_probe_deadline(txid, now + timeout);
+        // A try that grew since the stage began (`rto.rs`) lengthens the
+        // stage as if it had been planned with it, so that it does not cut
+        // the last tries short: at most every try at the longest.
+        let grown = match self.inflight.lookup_mut(&key) {
+            Some(l) if purpose != Purpose::Check && l.stage == Stage::Discover => {
+                let more = timeout.saturating_sub(l.try_time);
+                l.try_time = l.try_time.max(timeout);
+                (!more.is_zero()).then(|| l.deadline() + more * (self.cfg.retries + 1))
+            }
+            _ => None,
+        };
+        if let Some(at) = grown {
+            self.inflight.set_lookup_deadline(&key, at);
+        }
         true
     }
 

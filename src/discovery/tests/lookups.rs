@@ -533,3 +533,36 @@ fn a_segment_whose_replies_come_late_is_waited_for_not_asked_again() {
     assert_eq!((n, status), (3, ACM_STATUS_ETIMEDOUT as u8));
     assert_eq!(took, ms(1_500));
 }
+
+#[test]
+fn a_lookup_under_way_when_replies_turn_slow_gets_its_tries_at_the_longer_time() {
+    // Two lookups at once, tries of 500 ms: host 1 answers after 700 ms,
+    // which lengthens the try; host 2 answers after 2 s, past the three
+    // tries' 1.5 s the stage was planned with, but within its tries at the
+    // longer time.
+    let mut f = fixture(Config::default());
+    let ms = Duration::from_millis;
+    let t = f.t0;
+    let (ip1, at1, record1) = host(1);
+    let (ip2, at2, record2) = host(2);
+    f.e.resolve_at(f.addr, &ip_request(ip1, 0, 1), 1, t);
+    let q1 = sent_query(&polled(&mut f.e)).0;
+    f.e.resolve_at(f.addr, &ip_request(ip2, 0, 2), 2, t);
+    let q2 = sent_query(&polled(&mut f.e)).0;
+    let mut answered = Vec::new();
+    for step in 1..=300u64 {
+        let now = t + ms(10 * step);
+        if now == t + ms(700) {
+            let found = reply_bytes(&q1, Answer::Found(record1.clone()));
+            f.e.on_datagram(at1, None, &found, now);
+        }
+        if now == t + ms(2_000) {
+            let found = reply_bytes(&q2, Answer::Found(record2.clone()));
+            f.e.on_datagram(at2, None, &found, now);
+        }
+        f.e.on_timers(now);
+        let fx = polled(&mut f.e);
+        answered.extend(fx.replies.iter().map(|r| (r.id, r.msg.status(), now - t)));
+    }
+    assert_eq!(answered, [(1, 0, ms(700)), (2, 0, ms(2_000))]);
+}
