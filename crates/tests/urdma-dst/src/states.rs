@@ -203,7 +203,7 @@ pub struct Segment {
     pub peak_received_per_s: u64,
     /// What each host received per second, on average, on the running
     /// segment with no job: from [`QUIET_FROM_MS`] after the job's start,
-    /// for [`QUIET_FOR_MS`].
+    /// for a whole `urdma_addr_timeout`, in which every host renews.
     pub quiet_received_per_s: f64,
     /// From the job's start until its last lookup was answered.
     pub last_answer_ms: u64,
@@ -216,10 +216,10 @@ pub struct Segment {
 /// The quiet window: the segment runs on with no job from this long after
 /// the job's start, when every start-up, welcome and lookup is over (a
 /// window before the job caught, at 10,000 hosts, the tail of the late
-/// hosts' welcomes), ...
+/// hosts' welcomes), for one hint lifetime (`urdma_addr_timeout`, a day
+/// by default; an hour if hints never expire): renewals, which hosts
+/// started together send together, and nothing else.
 pub const QUIET_FROM_MS: u64 = 60_000;
-/// ... for this long: renewals, and nothing else.
-pub const QUIET_FOR_MS: u64 = 300_000;
 
 /// A segment of `hosts` staged in `state` ([`Timeline::staged`]), then
 /// the job: at its start every host asks for one other host, drawn at
@@ -252,11 +252,15 @@ pub fn segment(state: State, hosts: usize, seed: u64) -> Segment {
     );
     let peaks = sim.counts.peak;
     sim.record = false;
+    let quiet_for = timeline
+        .addr_timeout
+        .duration()
+        .map_or(3_600_000, |d| d.as_millis() as u64);
     sim.run_until((job + QUIET_FROM_MS) * MS);
     let before = sim.counts.mean(Direction::Received);
-    sim.run_until((job + QUIET_FROM_MS + QUIET_FOR_MS) * MS);
+    sim.run_until((job + QUIET_FROM_MS + quiet_for) * MS);
     assert!(sim.violations.is_empty(), "{:?}", sim.violations);
-    let quiet = (sim.counts.mean(Direction::Received) - before) / (QUIET_FOR_MS as f64 / 1000.0);
+    let quiet = (sim.counts.mean(Direction::Received) - before) / (quiet_for as f64 / 1000.0);
     Segment {
         hosts,
         sent_per_host: sent,
