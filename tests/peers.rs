@@ -257,6 +257,25 @@ fn a_peer_that_answers_slowly_late_or_twice() {
         let (out, took) =
             timed(|| resolve_fails(&a, &["-f", "i", "-d", &ip(LATE)], "Connection timed out"));
         assert!(took < delay(LATE), "{took:?}:\n{out}");
+        // The operator reads why, at the daemon's default level: whom it
+        // asked and how often.
+        let failed = format!("lookup {} failed (ETIMEDOUT) after ", ip(LATE));
+        assert_eq!(
+            a.log_severity(&failed).as_deref(),
+            Some("warning"),
+            "{}",
+            a.diagnostics()
+        );
+        let asked = format!("asked of {}, 2 tries in ", FakePeer::source(LATE));
+        let line = a
+            .log()
+            .lines()
+            .find(|l| l.contains(&failed))
+            .map(str::to_string);
+        assert!(
+            line.as_deref().is_some_and(|l| l.contains(&asked)),
+            "{line:?}"
+        );
         resolve(
             &a,
             &["-f", "i", "-d", &ip(TWICE)],

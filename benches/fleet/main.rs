@@ -200,6 +200,13 @@ fn report(s: &Staged, state: State, peers: usize, o: &Options, job: &pairs::Pair
     for b in &job.broken {
         println!("\n{b}");
     }
+    const SHOWN: usize = 20;
+    for f in job.failures.iter().take(SHOWN) {
+        println!("failed: {f}");
+    }
+    if job.failures.len() > SHOWN {
+        println!("failed: ... and {} more", job.failures.len() - SHOWN);
+    }
 }
 
 /// `status_3` as the client sees it (`enum acm_status`).

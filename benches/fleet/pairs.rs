@@ -7,7 +7,7 @@ use ibacm_urdma::discovery::eui64_gid;
 use std::collections::BTreeMap;
 use std::fs;
 use std::time::{Duration, Instant};
-use urdma_harness::load::{try_load_summary, verbose_dgids, verbose_us};
+use urdma_harness::load::{try_load_summary, verbose_dgids, verbose_failures, verbose_us};
 use urdma_harness::Host;
 
 /// How one daemon's round of lookups went.
@@ -21,6 +21,8 @@ struct Round {
     broken: Option<String>,
     /// How long each lookup took, in microseconds.
     us: Vec<u64>,
+    /// Each lookup that failed: who asked, for what, how, and when.
+    failures: Vec<String>,
 }
 
 /// How the whole job went.
@@ -31,6 +33,9 @@ pub struct Pairs {
     pub wrong: u64,
     pub by_status: BTreeMap<String, u64>,
     pub broken: Vec<String>,
+    /// Each failed lookup, one line each (`host{n} -f F DEST: status S
+    /// after T ms, at MS since the epoch`), for the daemons' logs.
+    pub failures: Vec<String>,
     /// Per kind of lookup, how long each took, in µs, sorted.
     pub took: Vec<(&'static str, Vec<u64>)>,
     pub time: Duration,
@@ -43,8 +48,9 @@ pub fn all_pairs(fleet: &[Host], peers: usize, per_host: usize, generation: &[u8
     let hosts = fleet.len();
     let started = Instant::now();
     let mut p = Pairs::default();
+    let mut asked = 0;
     for (flag, name) in [("n", true), ("i", false)] {
-        let results: Vec<Round> = std::thread::scope(|s| {
+        let results: Vec<(u64, Round)> = std::thread::scope(|s| {
             let handles: Vec<_> = fleet
                 .iter()
                 .enumerate()
@@ -58,7 +64,10 @@ pub fn all_pairs(fleet: &[Host], peers: usize, per_host: usize, generation: &[u8
                                 .collect(),
                             false => others.iter().map(|&d| (d, ip4(d))).collect(),
                         };
-                        one_round(host, n, flag, &dests, generation)
+                        (
+                            dests.len() as u64,
+                            one_round(host, n, flag, &dests, generation),
+                        )
                     })
                 })
                 .collect();
@@ -67,6 +76,8 @@ pub fn all_pairs(fleet: &[Host], peers: usize, per_host: usize, generation: &[u8
                 .map(|h| h.join().expect("load"))
                 .collect()
         });
+        asked += results.iter().map(|(n, _)| n).sum::<u64>();
+        let results: Vec<Round> = results.into_iter().map(|(_, r)| r).collect();
         let mut us: Vec<u64> = results.iter().flat_map(|r| r.us.iter().copied()).collect();
         us.sort_unstable();
         p.took
@@ -78,9 +89,10 @@ pub fn all_pairs(fleet: &[Host], peers: usize, per_host: usize, generation: &[u8
                 *p.by_status.entry(k).or_default() += v;
             }
             p.broken.extend(r.broken);
+            p.failures.extend(r.failures);
         }
     }
-    p.asked = p.took.iter().map(|(_, us)| us.len() as u64).sum::<u64>() + p.failed;
+    p.asked = asked;
     p.time = started.elapsed();
     p
 }
@@ -131,6 +143,10 @@ fn one_round(
         let want = eui64_gid(mac_of(d, generation[d])).to_string();
         wrong += dgids.iter().filter(|g| *g != "-" && **g != want).count() as u64;
     }
+    let failures = verbose_failures(&out)
+        .into_iter()
+        .map(|f| format!("host{n} -f {flag} {f}"))
+        .collect();
     let by_status = summary
         .keys()
         .filter(|k| k.starts_with("status_"))
@@ -142,5 +158,6 @@ fn one_round(
         by_status,
         broken: None,
         us: verbose_us(&out),
+        failures,
     }
 }

@@ -96,7 +96,7 @@ impl Discovery {
         };
         if p.to.is_some_and(|to| same_place(to, dest)) {
             log::trace!("lookup {}: {dest} unreachable", p.target);
-            self.probe_failed(local, txid, ACM_STATUS_ETIMEDOUT as u8, now);
+            self.probe_failed(local, txid, ACM_STATUS_ETIMEDOUT as u8, "unreachable", now);
         }
     }
 
@@ -251,7 +251,7 @@ impl Discovery {
             }
             Answer::Refused => {
                 log::trace!("discovery: {from} refused {}", r.target().address());
-                self.probe_failed(local, txid, ACM_STATUS_ENODATA as u8, now);
+                self.probe_failed(local, txid, ACM_STATUS_ENODATA as u8, "refused", now);
             }
         }
     }

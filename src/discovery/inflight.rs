@@ -59,6 +59,9 @@ pub struct Lookup {
     /// with: a longer one later lengthens the stage by as much per try.
     pub try_time: Duration,
     pub started: Instant,
+    /// Why each stage that could not find out could not (the last word
+    /// of each): what the warning of a lookup that fails so says.
+    pub why: Vec<(Stage, String)>,
 }
 
 impl Lookup {
@@ -77,6 +80,7 @@ impl Lookup {
             disputed: false,
             try_time: Duration::ZERO,
             started: now,
+            why: Vec::new(),
         }
     }
 

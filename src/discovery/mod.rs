@@ -224,6 +224,7 @@ pub struct Discovery {
     buggify: Buggify,
     /// Hosts that joined and were welcomed (`welcome.rs`).
     welcomes: Welcomes,
+    failures_logged: lookup::FailureLog,
 }
 
 /// The record of endpoint `ep`: its port's GID, LID, MTU and rate, its
@@ -272,6 +273,7 @@ impl Discovery {
             out: Output::default(),
             buggify,
             welcomes: Welcomes::new(),
+            failures_logged: lookup::FailureLog::default(),
         }
     }
 
@@ -396,6 +398,7 @@ impl Discovery {
                 self.inflight.end_probes_of(&key, now);
                 self.settle(local, &key, now);
             } else {
+                self.note_stage_over(&key, now);
                 self.next_stage(local, &key, state::UNKNOWN, now);
             }
         }

@@ -65,11 +65,13 @@ fn run<D: Daemon + Copy>(
     stop: &Stop,
 ) {
     let mut wake: Option<Instant> = None;
+    let mut lag = Lag::default();
     lock(&rt.engine).set_timers_run(true, Instant::now());
     while !stop.requested() {
         let timeout = wake.map_or(IDLE, |t| t.saturating_duration_since(Instant::now()));
         let events = net.poll(timeout);
         let now = Instant::now();
+        let overslept = wake.map_or(Duration::ZERO, |t| now.saturating_duration_since(t));
         // Netlink before the engine's lock.
         let macs: Vec<_> = rt
             .schedule()
@@ -83,6 +85,7 @@ fn run<D: Daemon + Copy>(
                 (job, mac)
             })
             .collect();
+        let neighbours = now.elapsed();
         let mut fx = {
             let mut e = lock(&rt.engine);
             for ev in events {
@@ -104,12 +107,73 @@ fn run<D: Daemon + Copy>(
             wake = next;
             fx
         };
+        let engine = now.elapsed() - neighbours;
         for job in fx.resolver_jobs.drain(..) {
             // The resolvers outlive the worker; a failed send means the
             // provider stops.
             let _ = resolvers.send(Some(job));
         }
         perform(rt.daemon(), Some(net), &fx);
+        lag.round(
+            overslept,
+            neighbours,
+            engine,
+            now.elapsed() - neighbours - engine,
+        );
     }
     lock(&rt.engine).set_timers_run(false, Instant::now());
+}
+
+/// A round this far behind its deadline is said in the log: lookups time
+/// out while it lasts, and a lookup that fails so is then explained.
+const LAG_LOGGED: Duration = Duration::from_millis(250);
+
+/// The worker's rounds that ran late, said at most every
+/// [`crate::summary::EVERY`].
+#[derive(Default)]
+struct Lag {
+    logged_at: Option<Instant>,
+    held: u64,
+}
+
+impl Lag {
+    /// A round that woke `overslept` past its deadline, then spent
+    /// `neighbours` in the neighbour table, `engine` in the engine and
+    /// `sends` sending.
+    fn round(
+        &mut self,
+        overslept: Duration,
+        neighbours: Duration,
+        engine: Duration,
+        sends: Duration,
+    ) {
+        let behind = overslept + neighbours + engine + sends;
+        if behind < LAG_LOGGED {
+            return;
+        }
+        let now = Instant::now();
+        if self
+            .logged_at
+            .is_some_and(|t| now < t + crate::summary::EVERY)
+        {
+            self.held += 1;
+            return;
+        }
+        self.logged_at = Some(now);
+        let held = std::mem::take(&mut self.held);
+        let ms = |d: Duration| d.as_millis();
+        log::warn!(
+            "discovery thread {} ms behind: woke {} ms after its deadline, then {} ms in the \
+             neighbour table, {} ms deciding, {} ms sending{}",
+            ms(behind),
+            ms(overslept),
+            ms(neighbours),
+            ms(engine),
+            ms(sends),
+            match held {
+                0 => String::new(),
+                n => format!(" ({n} more such rounds since the last such line)"),
+            }
+        );
+    }
 }

@@ -119,6 +119,28 @@ pub fn verbose_timeline(out: &str) -> Vec<(String, String, u64)> {
         .collect()
 }
 
+/// The requests of a `--verbose` run that got no path: `DEST: status S
+/// after T ms, at MS` (`at` in ms since the epoch, when the reply came;
+/// `status=missing` lines, never answered, say why instead).
+pub fn verbose_failures(out: &str) -> Vec<String> {
+    verbose_lines(out)
+        .filter(|l| field(l, "status=") != Some("0"))
+        .map(|l| {
+            let f = |k: &str| field(l, k).unwrap_or("?");
+            match field(l, "reason=") {
+                Some(why) => format!("{}: no reply ({why})", f("dest=")),
+                None => format!(
+                    "{}: status {} after {} ms, at {}",
+                    f("dest="),
+                    f("status="),
+                    f("us=").parse::<u64>().map_or(0, |us| us / 1000),
+                    f("at=")
+                ),
+            }
+        })
+        .collect()
+}
+
 /// `dest -> dgid` from the `--verbose` lines of `urdma-load`.
 pub fn verbose_dgids(out: &str) -> BTreeMap<String, Vec<String>> {
     let mut by_dest: BTreeMap<String, Vec<String>> = BTreeMap::new();
