@@ -201,9 +201,11 @@ impl Config {
     }
 
     /// How long the discovery stage of a lookup may take in all: its
-    /// tries, whoever answered meanwhile.
+    /// tries, each twice as long as the one before (at most four times
+    /// `urdma_timeout`), whoever answered meanwhile.
     pub fn discovery_time(&self) -> Duration {
-        self.timeout() * (self.retries + 1)
+        let ceiling = self.timeout() * crate::discovery::RETRY_CEILING;
+        crate::discovery::stage_time(self.timeout(), self.retries + 1, ceiling)
     }
 
     /// Applies one `key value`. `Ok(false)` means the key is not ours.

@@ -12,6 +12,7 @@
 //! remembered: the next request asks again.
 
 use super::inflight::Lookup;
+use super::rto;
 use super::state::{Learned, NeighbourJob, NssJob, Probe, Purpose, Stage, NO, UNKNOWN};
 use super::wire::{Message, Query, WireAddress};
 use super::{Datagram, Discovery, Outcome, Refused};
@@ -117,7 +118,8 @@ impl Discovery {
                     l.hinted = hinted.is_some();
                     l.disputed = disputed;
                 }
-                let discovery_time = try_time * (self.cfg.retries + 1);
+                let discovery_time =
+                    rto::stage_time(try_time, self.cfg.retries + 1, self.retry.ceiling());
                 self.inflight
                     .set_lookup_deadline(&key, now + discovery_time);
             }
@@ -208,10 +210,10 @@ impl Discovery {
     /// try's own, and a late reply to an earlier try still counts). False
     /// if it cannot be built any more (its endpoint is gone).
     fn transmit(&mut self, local: &Local, txid: NonZeroU64, now: Instant) -> bool {
-        let timeout = self.retry.timeout();
         let Some(p) = self.inflight.probe(txid) else {
             return false;
         };
+        let this_wait = self.retry.try_time(p.tries);
         let (Ok(target), Some(sender)) = (
             WireAddress::new(p.target.clone()),
             super::record_for(local, p.endpoint, None),
@@ -251,15 +253,18 @@ impl Discovery {
         p.first_sent_at.get_or_insert(now);
         p.sent_at = Some(now);
         let (key, purpose) = (p.key.clone(), p.purpose);
-        self.inflight.set_probe_deadline(txid, now + timeout);
+        self.inflight.set_probe_deadline(txid, now + this_wait);
         // A try that grew since the stage began (`rto.rs`) lengthens the
         // stage as if it had been planned with it, so that it does not cut
         // the last tries short: at most every try at the longest.
+        let timeout = self.retry.timeout();
+        let (tries, ceiling) = (self.cfg.retries + 1, self.retry.ceiling());
         let grown = match self.inflight.lookup_mut(&key) {
             Some(l) if purpose != Purpose::Check && l.stage == Stage::Discover => {
-                let more = timeout.saturating_sub(l.try_time);
+                let more = rto::stage_time(timeout, tries, ceiling)
+                    .saturating_sub(rto::stage_time(l.try_time, tries, ceiling));
                 l.try_time = l.try_time.max(timeout);
-                (!more.is_zero()).then(|| l.deadline() + more * (self.cfg.retries + 1))
+                (!more.is_zero()).then(|| l.deadline() + more)
             }
             _ => None,
         };

@@ -59,7 +59,7 @@ pub use announce::welcome_pace;
 pub use derive::eui64_gid;
 pub use hints::SETTLE as HINT_SETTLE;
 pub use names::NssError;
-pub use rto::CEILING as RETRY_CEILING;
+pub use rto::{stage_time, CEILING as RETRY_CEILING};
 
 /// After a check of an address, hints about it are ignored this long: a
 /// host sends each announcement three times, and a flood of forged hints

@@ -130,20 +130,28 @@ fn silence_is_retried_then_times_out_and_is_not_remembered() {
     f.e.resolve_at(f.addr, &ip_request(PEER_IP, 0, 1), 11, Instant::now());
     let (first, _) = sent_query(&polled(&mut f.e));
     let mut txids = vec![first.txid()];
-    for try_ in 1..=2u64 {
-        f.e.on_timers(f.t0 + Duration::from_millis(101 * try_));
+    // Each try waits twice as long as the one before: 100, 200, 400 ms.
+    for (quiet, sent) in [(99, 101), (299, 302)] {
+        f.e.on_timers(f.t0 + Duration::from_millis(quiet));
+        assert!(sent_queries(&polled(&mut f.e)).is_empty(), "at {quiet} ms");
+        f.e.on_timers(f.t0 + Duration::from_millis(sent));
         let (again, _) = sent_query(&polled(&mut f.e));
         assert_eq!(again.target(), first.target());
         assert!(!txids.contains(&again.txid()), "every try has its own txid");
         txids.push(again.txid());
     }
-    f.e.on_timers(f.t0 + Duration::from_millis(400));
+    f.e.on_timers(f.t0 + Duration::from_millis(690));
+    assert!(
+        polled(&mut f.e).replies.is_empty(),
+        "the last try is waited for"
+    );
+    f.e.on_timers(f.t0 + Duration::from_millis(710));
     let fx = polled(&mut f.e);
     assert_eq!(fx.replies.len(), 1);
     assert_eq!(fx.replies[0].msg.status(), ACM_STATUS_ETIMEDOUT as u8);
     // Not finding out says nothing about the destination: the next
     // request asks again.
-    let t = f.t0 + Duration::from_millis(401);
+    let t = f.t0 + Duration::from_millis(711);
     assert_eq!(
         f.e.resolve_at(f.addr, &ip_request(PEER_IP, 0, 2), 12, t),
         None
@@ -347,7 +355,14 @@ fn a_claim_its_host_never_confirms_times_out() {
     let (_, to) = sent_query(&polled(&mut f.e));
     assert_eq!(to, Some(peer()));
     // The confirmation and its tries are lost.
-    for ms in (100..=2_000).step_by(100) {
+    for ms in (100..=3_400).step_by(100) {
+        f.e.on_timers(f.t0 + Duration::from_millis(ms));
+    }
+    assert!(
+        polled(&mut f.e).replies.is_empty(),
+        "its last try waited for"
+    );
+    for ms in (3_500..=4_000).step_by(100) {
         f.e.on_timers(f.t0 + Duration::from_millis(ms));
     }
     assert_eq!(one_status(&mut f), ACM_STATUS_ETIMEDOUT as u8);
@@ -527,11 +542,12 @@ fn a_segment_whose_replies_come_late_is_waited_for_not_asked_again() {
         assert_eq!((n, status), (1, 0));
         t += ms(1_000);
     }
-    // Silence is asked again after the configured 500 ms, three times in
-    // all, and fails after the configured 1.5 s.
+    // Silence is asked again after the configured 500 ms, then after
+    // twice that, three times in all, and fails after 500 + 1,000 + 2,000
+    // ms.
     let (n, status, took) = ask_slow_host(&mut f, 100, t, None);
     assert_eq!((n, status), (3, ACM_STATUS_ETIMEDOUT as u8));
-    assert_eq!(took, ms(1_500));
+    assert_eq!(took, ms(3_500));
 }
 
 #[test]

@@ -214,9 +214,10 @@ fn a_withdrawal_forgets_what_its_holder_no_longer_confirms() {
     let (first, second) = (&checks[0].0, &checks[1].0);
     f.e.on_datagram(peer(), None, &reply_bytes(first, Answer::Refused), f.t0);
     assert_eq!(bound_gid(&f.e, first.target().address()), None);
-    // No answer at all forgets too (after the check's tries).
+    // No answer at all forgets too (after the check's tries, each twice
+    // as long as the one before).
     let cfg_timeout = Duration::from_millis(u64::from(f.e.config().timeout_ms));
-    for i in 1..=3 {
+    for i in [1, 3, 7] {
         f.e.on_timers(f.t0 + cfg_timeout * i + Duration::from_millis(1));
     }
     polled(&mut f.e);
