@@ -100,6 +100,16 @@ impl Discovery {
         }
     }
 
+    /// Whether this host may not hold all its addresses yet: within
+    /// [`super::STARTING`] of its sockets opening, or holding none.
+    fn starting(&self, local: &Local, now: Instant) -> bool {
+        let recent = self.up_at.is_none_or(|t| now < t + super::STARTING);
+        recent
+            || local
+                .endpoint_ids()
+                .all(|ep| local.addresses_of(ep).next().is_none())
+    }
+
     /// Counts a dropped datagram under `reason` and says why at trace
     /// level; `why` is formatted only when tracing is on, so a flood of
     /// garbage costs a count, not a string, per datagram.
@@ -149,6 +159,10 @@ impl Discovery {
             // Every host of the segment gets a group query: only the
             // holder answers, or one query would bring a reply from each.
             None if group => return,
+            None if self.starting(local, now) => {
+                log::trace!("discovery: {from} asked for {target}: not ours yet, starting");
+                return;
+            }
             None => Answer::Refused,
         };
         let found = matches!(answer, Answer::Found(_));

@@ -65,6 +65,14 @@ pub use rto::{stage_time, CEILING as RETRY_CEILING};
 /// host sends each announcement three times, and a flood of forged hints
 /// must not become a flood of queries to the host they name.
 pub const CHECK_HOLDOFF: Duration = Duration::from_secs(1);
+/// For this long after its sockets open, a host answers a query for an
+/// address it does not hold with silence, not a no: the daemon adds its
+/// endpoints' addresses after the port is up (50 ms later on an idle host,
+/// seconds on a loaded one), and a no is taken for `urdma_negative_timeout`.
+/// Peers that asked while it restarted (the fleet bench's storm: eight at
+/// once) were told "no such host" for 5 s. The asker's next try, after its
+/// first try's time, gets the answer.
+pub const STARTING: Duration = Duration::from_secs(2);
 /// How often a missing neighbour entry is looked for again.
 pub const NEIGHBOUR_POLL: Duration = Duration::from_millis(20);
 
@@ -225,6 +233,9 @@ pub struct Discovery {
     /// Hosts that joined and were welcomed (`welcome.rs`).
     welcomes: Welcomes,
     failures_logged: lookup::FailureLog,
+    /// When the sockets opened: a host refuses no address before
+    /// [`STARTING`] has passed since (`inbound.rs`).
+    up_at: Option<Instant>,
 }
 
 /// The record of endpoint `ep`: its port's GID, LID, MTU and rate, its
@@ -274,6 +285,7 @@ impl Discovery {
             buggify,
             welcomes: Welcomes::new(),
             failures_logged: lookup::FailureLog::default(),
+            up_at: None,
         }
     }
 
@@ -282,12 +294,15 @@ impl Discovery {
     }
 
     /// Called when the discovery sockets open (for these families) or
-    /// close (none).
-    pub fn set_up(&mut self, families: Families) {
+    /// close (none), at `now`.
+    pub fn set_up(&mut self, families: Families, now: Instant) {
         let was_up = self.families.any();
         self.families = families;
         match (was_up, families.any()) {
-            (false, true) => self.announcer.start(),
+            (false, true) => {
+                self.up_at = Some(now);
+                self.announcer.start()
+            }
             (true, true) => self.schedule_announce(),
             _ => {}
         }

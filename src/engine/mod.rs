@@ -330,14 +330,15 @@ impl<D: Daemon> Engine<D> {
     /// did not).
     pub fn set_discovery_up(&mut self, families: Families, now: Instant) {
         self.input(now);
-        self.discovery.set_up(families);
+        self.discovery.set_up(families, now);
     }
 
     /// Turns discovery off for good: its configuration cannot be honoured
     /// (an unusable key file must not mean unauthenticated discovery).
     pub fn disable_discovery(&mut self) {
         self.cfg.discovery = false;
-        self.discovery.set_up(Families::NONE);
+        let now = self.clock.unwrap_or_else(Instant::now);
+        self.discovery.set_up(Families::NONE, now);
     }
 
     /// Says whether whatever runs the engine calls [`Engine::on_timers`]
