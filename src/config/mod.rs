@@ -200,14 +200,6 @@ impl Config {
         Duration::from_millis(u64::from(self.timeout_ms))
     }
 
-    /// How long the discovery stage of a lookup may take in all: its
-    /// tries, each twice as long as the one before (at most four times
-    /// `urdma_timeout`), whoever answered meanwhile.
-    pub fn discovery_time(&self) -> Duration {
-        let ceiling = self.timeout() * crate::discovery::RETRY_CEILING;
-        crate::discovery::stage_time(self.timeout(), self.retries + 1, ceiling)
-    }
-
     /// Applies one `key value`. `Ok(false)` means the key is not ours.
     fn apply(&mut self, key: &str, value: Option<&[u8]>) -> Result<bool, String> {
         if key == "log_level" {

@@ -100,16 +100,6 @@ impl Discovery {
         }
     }
 
-    /// Whether this host may not hold all its addresses yet: within
-    /// [`super::STARTING`] of its sockets opening, or holding none.
-    fn starting(&self, local: &Local, now: Instant) -> bool {
-        let recent = self.up_at.is_none_or(|t| now < t + super::STARTING);
-        recent
-            || local
-                .endpoint_ids()
-                .all(|ep| local.addresses_of(ep).next().is_none())
-    }
-
     /// Counts a dropped datagram under `reason` and says why at trace
     /// level; `why` is formatted only when tracing is on, so a flood of
     /// garbage costs a count, not a string, per datagram.
@@ -159,7 +149,7 @@ impl Discovery {
             // Every host of the segment gets a group query: only the
             // holder answers, or one query would bring a reply from each.
             None if group => return,
-            None if self.starting(local, now) => {
+            None if starting(self.up_at, local, now) => {
                 log::trace!("discovery: {from} asked for {target}: not ours yet, starting");
                 return;
             }
@@ -461,4 +451,14 @@ impl Discovery {
             self.check(local, &key, now);
         }
     }
+}
+
+/// Whether a host whose sockets opened at `up_at` may not hold all its
+/// addresses yet: within [`super::STARTING`] of that, or holding none.
+fn starting(up_at: Option<Instant>, local: &Local, now: Instant) -> bool {
+    let recent = up_at.is_none_or(|t| now < t + super::STARTING);
+    recent
+        || local
+            .endpoint_ids()
+            .all(|ep| local.addresses_of(ep).next().is_none())
 }

@@ -14,6 +14,7 @@
 use super::inflight::Lookup;
 use super::rto;
 use super::state::{Learned, NeighbourJob, NssJob, Probe, Purpose, Stage, NO, UNKNOWN};
+use super::why;
 use super::wire::{Message, Query, WireAddress};
 use super::{Datagram, Discovery, Outcome, Refused};
 use crate::addr::{Address, Gid};
@@ -24,16 +25,6 @@ use crate::local::{ip_of, Local};
 use std::net::SocketAddr;
 use std::num::NonZeroU64;
 use std::time::{Duration, Instant};
-
-/// The shortest time between two warnings of failed lookups.
-const FAILURE_LOG_EVERY: Duration = Duration::from_secs(1);
-
-/// When a failed lookup was last warned of, and how many were not since.
-#[derive(Default)]
-pub(super) struct FailureLog {
-    at: Option<Instant>,
-    held: u64,
-}
 
 impl Discovery {
     /// Whether a lookup for `key` can be started or joined; counts one
@@ -109,7 +100,11 @@ impl Discovery {
                     if let Some(l) = self.inflight.lookup_mut(&key) {
                         l.stage = Stage::Discover;
                     }
-                    self.note_why(&key, "no record of the source endpoint to send".into());
+                    why::note(
+                        &mut self.inflight,
+                        &key,
+                        "no record of the source endpoint to send".into(),
+                    );
                     return self.next_stage(local, &key, UNKNOWN, now);
                 }
                 let disputed = hinted.is_none() && self.hints.disputed(&key, now);
@@ -127,7 +122,9 @@ impl Discovery {
                 let Address::Name(name) = &key else {
                     return self.run_stage(local, key.clone(), Stage::Derive(0), now);
                 };
-                let deadline = now + self.cfg.discovery_time();
+                let first = self.cfg.timeout();
+                let tries = self.cfg.retries + 1;
+                let deadline = now + rto::stage_time(first, tries, first * rto::CEILING);
                 self.out.resolver_jobs.push(NssJob {
                     key: key.clone(),
                     name: name.to_string(),
@@ -220,7 +217,7 @@ impl Discovery {
         ) else {
             return false;
         };
-        let first = p.tries == 0;
+        let (first, to, endpoint) = (p.tries == 0, p.to, p.endpoint);
         let Some(this_try) = (if first {
             Some(txid)
         } else {
@@ -228,16 +225,13 @@ impl Discovery {
         }) else {
             return false;
         };
-        let Some(p) = self.inflight.probe(txid) else {
-            return false;
-        };
         let bytes = Message::from(Query::new(this_try, target, sender)).encode();
-        match p.to {
+        match to {
             Some(to) => {
                 self.counts.traffic.unicast_queries += 1;
                 self.out.datagrams.push(Datagram::Unicast {
                     to,
-                    from: local.source_for(p.endpoint, to.ip()),
+                    from: local.source_for(endpoint, to.ip()),
                     bytes,
                 });
             }
@@ -320,75 +314,12 @@ impl Discovery {
             let took = now.saturating_duration_since(l.started);
             if status != NO {
                 let why: Vec<&str> = l.why.iter().map(|(_, w)| w.as_str()).collect();
-                self.warn_failed(key, status, took, &why.join("; then "), now);
+                self.failures_logged
+                    .warn(key, status, took, &why.join("; then "), now);
             }
             self.counts.lookups.failed.observe(took);
             self.out.outcomes.push(Outcome::Failed(key.clone(), status));
         }
-    }
-
-    /// Records why the lookup of `key` could not find out, for the warning
-    /// if it fails so.
-    pub(super) fn note_why(&mut self, key: &Address, why: String) {
-        if let Some(l) = self.inflight.lookup_mut(key) {
-            match l.why.last_mut() {
-                Some((stage, last)) if *stage == l.stage => *last = why,
-                _ => l.why.push((l.stage, why)),
-            }
-        }
-    }
-
-    /// The stage of the lookup of `key` ran out of time: what its probes
-    /// still waited for.
-    pub(super) fn note_stage_over(&mut self, key: &Address, now: Instant) {
-        let Some(l) = self.inflight.lookup(key) else {
-            return;
-        };
-        let waiting: Vec<String> = l
-            .probes()
-            .iter()
-            .filter_map(|t| self.inflight.probe(*t))
-            .map(|p| asked(p, now))
-            .collect();
-        let why = match (waiting.is_empty(), l.why.last()) {
-            (true, Some((stage, earlier))) if *stage == l.stage => {
-                format!("the stage's time ran out; earlier, {earlier}")
-            }
-            (true, _) => "the stage's time ran out".to_string(),
-            (false, _) => format!("the stage's time ran out: {}", waiting.join("; ")),
-        };
-        self.note_why(key, why);
-    }
-
-    /// A lookup that could not find out is an error a client sees: said at
-    /// the daemon's default level, with why, at most once a second (a host
-    /// gone from the segment fails every lookup of it), the lines held back
-    /// counted in the next.
-    fn warn_failed(&mut self, key: &Address, status: u8, took: Duration, why: &str, now: Instant) {
-        let quiet = &mut self.failures_logged;
-        if quiet.at.is_some_and(|t| now < t + FAILURE_LOG_EVERY) {
-            quiet.held += 1;
-            return;
-        }
-        let held = std::mem::take(&mut quiet.held);
-        quiet.at = Some(now);
-        let more = match held {
-            0 => String::new(),
-            n => format!(" ({n} more lookups failed since the last such line)"),
-        };
-        let status = match status {
-            UNKNOWN => "ETIMEDOUT".to_string(),
-            s => format!("status {s}"),
-        };
-        log::warn!(
-            "lookup {key} failed ({status}) after {} ms: {}{more}",
-            took.as_millis(),
-            if why.is_empty() {
-                "no stage found out"
-            } else {
-                why
-            }
-        );
     }
 
     /// Ends every lookup and check at once, with no outcome: the request
@@ -434,9 +365,12 @@ impl Discovery {
             // (lost, overloaded) was not heard: a claimant that then refuses
             // says no only for itself.
             let key = p.key.clone();
-            let why = format!("{}: claimed, no claim confirmed in time", asked(p, now));
+            let why = format!(
+                "{}: claimed, no claim confirmed in time",
+                why::asked(p, now)
+            );
             self.inflight.end_probe(txid, now);
-            self.note_why(&key, why);
+            why::note(&mut self.inflight, &key, why);
             return self.lookup_probe_ended(local, &key, Some(UNKNOWN), now);
         }
         if p.purpose == Purpose::Claim && p.tries >= self.cfg.retries.max(1) {
@@ -478,7 +412,11 @@ impl Discovery {
             return;
         };
         if status != NO && p.purpose != Purpose::Check {
-            self.note_why(&p.key, format!("{}: {what}", asked(&p, now)));
+            why::note(
+                &mut self.inflight,
+                &p.key,
+                format!("{}: {what}", why::asked(&p, now)),
+            );
         }
         match p.purpose {
             Purpose::Check => {
@@ -495,19 +433,6 @@ impl Discovery {
             }
         }
     }
-}
-
-/// Whom probe `p` asked, how often and since when, for the log.
-fn asked(p: &Probe, now: Instant) -> String {
-    let since = p.first_sent_at.unwrap_or(now);
-    format!(
-        "{} asked of {}, {} tr{} in {} ms",
-        p.target,
-        p.to.map_or_else(|| "the groups".to_string(), |to| to.to_string()),
-        p.tries,
-        if p.tries == 1 { "y" } else { "ies" },
-        now.saturating_duration_since(since).as_millis()
-    )
 }
 
 /// The stages that ask someone, in order, before the derivations: for

@@ -35,6 +35,7 @@ mod rto;
 pub mod seal;
 pub mod state;
 mod welcome;
+mod why;
 pub mod wire;
 
 use crate::addr::Address;
@@ -232,7 +233,7 @@ pub struct Discovery {
     buggify: Buggify,
     /// Hosts that joined and were welcomed (`welcome.rs`).
     welcomes: Welcomes,
-    failures_logged: lookup::FailureLog,
+    failures_logged: why::FailureLog,
     /// When the sockets opened: a host refuses no address before
     /// [`STARTING`] has passed since (`inbound.rs`).
     up_at: Option<Instant>,
@@ -284,7 +285,7 @@ impl Discovery {
             out: Output::default(),
             buggify,
             welcomes: Welcomes::new(),
-            failures_logged: lookup::FailureLog::default(),
+            failures_logged: why::FailureLog::default(),
             up_at: None,
         }
     }
@@ -413,7 +414,7 @@ impl Discovery {
                 self.inflight.end_probes_of(&key, now);
                 self.settle(local, &key, now);
             } else {
-                self.note_stage_over(&key, now);
+                why::stage_over(&mut self.inflight, &key, now);
                 self.next_stage(local, &key, state::UNKNOWN, now);
             }
         }

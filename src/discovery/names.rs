@@ -68,7 +68,11 @@ impl Discovery {
             Err(e) => {
                 self.counts.lookups.nss_failed += 1;
                 log::debug!("lookup {key}: the system's resolver: {e}");
-                self.note_why(key, format!("the system's resolver: {e}"));
+                super::why::note(
+                    &mut self.inflight,
+                    key,
+                    format!("the system's resolver: {e}"),
+                );
                 let status = match e {
                     NssError::NoSuchName(_) => ACM_STATUS_ENODATA,
                     NssError::Failed(_) => ACM_STATUS_ETIMEDOUT,

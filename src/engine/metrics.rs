@@ -28,16 +28,17 @@ impl<D: Daemon> Engine<D> {
 
 /// Discovery's datagrams: sent, received, dropped.
 fn traffic(e: &mut Exposition, d: &Discovery) {
+    let status = d.status();
     e.single(
         "urdma_discovery_up",
         "1 when the discovery sockets are open.",
         Kind::Gauge,
-        u64::from(d.status().up),
+        u64::from(status.up),
     );
     e.seconds(
         "urdma_discovery_try_seconds",
         "How long one try of a query waits now: urdma_timeout, or up to four times it while replies have lately taken longer.",
-        d.status().try_time,
+        status.try_time,
     );
     let t = &d.counts().traffic;
     e.single(
