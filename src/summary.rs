@@ -32,3 +32,24 @@ impl<T: PartialEq + Clone> Summary<T> {
         (*value != self.said).then(|| self.at.map_or(now, |t| (t + EVERY).max(now)))
     }
 }
+
+/// A line that may be written at most once per interval: the ones held
+/// back in between are counted, for the next line to say.
+#[derive(Default)]
+pub struct Throttle {
+    at: Option<Instant>,
+    held: u64,
+}
+
+impl Throttle {
+    /// Whether a line may be written at `now`, at most once per `every`:
+    /// if so, how many were held back since the last one.
+    pub fn pass(&mut self, now: Instant, every: Duration) -> Option<u64> {
+        if self.at.is_some_and(|t| now < t + every) {
+            self.held += 1;
+            return None;
+        }
+        self.at = Some(now);
+        Some(std::mem::take(&mut self.held))
+    }
+}

@@ -122,9 +122,9 @@ impl Discovery {
                 let Address::Name(name) = &key else {
                     return self.run_stage(local, key.clone(), Stage::Derive(0), now);
                 };
-                let first = self.cfg.timeout();
                 let tries = self.cfg.retries + 1;
-                let deadline = now + rto::stage_time(first, tries, first * rto::CEILING);
+                let deadline =
+                    now + rto::stage_time(self.cfg.timeout(), tries, self.retry.ceiling());
                 self.out.resolver_jobs.push(NssJob {
                     key: key.clone(),
                     name: name.to_string(),

@@ -6,6 +6,7 @@
 use super::inflight::InFlight;
 use super::state::{Probe, UNKNOWN};
 use crate::addr::Address;
+use crate::summary::Throttle;
 use std::time::{Duration, Instant};
 
 /// The shortest time between two warnings of failed lookups: a host gone
@@ -60,10 +61,7 @@ pub(super) fn asked(p: &Probe, now: Instant) -> String {
 
 /// When a failed lookup was last warned of, and how many were not since.
 #[derive(Default)]
-pub(super) struct FailureLog {
-    at: Option<Instant>,
-    held: u64,
-}
+pub(super) struct FailureLog(Throttle);
 
 impl FailureLog {
     /// Warns that the lookup of `key` failed with `status` after `took`,
@@ -77,12 +75,9 @@ impl FailureLog {
         why: &str,
         now: Instant,
     ) {
-        if self.at.is_some_and(|t| now < t + FAILURE_LOG_EVERY) {
-            self.held += 1;
+        let Some(held) = self.0.pass(now, FAILURE_LOG_EVERY) else {
             return;
-        }
-        let held = std::mem::take(&mut self.held);
-        self.at = Some(now);
+        };
         let more = match held {
             0 => String::new(),
             n => format!(" ({n} more lookups failed since the last such line)"),

@@ -131,10 +131,7 @@ const LAG_LOGGED: Duration = Duration::from_millis(250);
 /// The worker's rounds that ran late, said at most every
 /// [`crate::summary::EVERY`].
 #[derive(Default)]
-struct Lag {
-    logged_at: Option<Instant>,
-    held: u64,
-}
+struct Lag(crate::summary::Throttle);
 
 impl Lag {
     /// A round that woke `overslept` past its deadline, then spent
@@ -151,16 +148,9 @@ impl Lag {
         if behind < LAG_LOGGED {
             return;
         }
-        let now = Instant::now();
-        if self
-            .logged_at
-            .is_some_and(|t| now < t + crate::summary::EVERY)
-        {
-            self.held += 1;
+        let Some(held) = self.0.pass(Instant::now(), crate::summary::EVERY) else {
             return;
-        }
-        self.logged_at = Some(now);
-        let held = std::mem::take(&mut self.held);
+        };
         let ms = |d: Duration| d.as_millis();
         log::warn!(
             "discovery thread {} ms behind: woke {} ms after its deadline, then {} ms in the \
