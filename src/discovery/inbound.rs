@@ -15,6 +15,7 @@
 
 use super::auth::Rejection;
 use super::counts::DropReason;
+use super::lookup::Send;
 use super::state::{Learned, Probe, Purpose, MAX_CHECKS, MAX_CLAIMS};
 use super::wire::{Announce, Answer, Message, Query, Reply};
 use super::{Datagram, Discovery, Outcome, CHECK_HOLDOFF};
@@ -139,6 +140,22 @@ impl Discovery {
         if group && super::welcome::is_start_query(&q) {
             log::trace!("discovery: {from} started; announcing ourselves");
             self.welcome(local, q.sender(), from.ip(), now);
+            // What was asked of it before may have found nobody listening,
+            // and would wait out its try (2 s for a last one) before asking
+            // again: a lookup across a peer's restart would fail. Asked
+            // once more now; the reply still binds only as a reply does.
+            if lists_source {
+                let ips: Vec<IpAddr> = q
+                    .sender()
+                    .addresses()
+                    .iter()
+                    .filter_map(|w| ip_of(w.address()))
+                    .collect();
+                for txid in self.inflight.asked_of_restarted(&ips, now) {
+                    log::trace!("discovery: asking {from} again: it has just started");
+                    self.transmit(local, txid, Send::Extra, now);
+                }
+            }
         }
         let target = q.target().address().clone();
         let answer = match local

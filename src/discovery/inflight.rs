@@ -14,6 +14,7 @@
 //!   (a scan of every lookup at each poll made a burst of misses cost
 //!   time quadratic in its size).
 
+use super::ratelimit::RateLimiter;
 use super::state::{Learned, Probe, Purpose, Stage, MAX_CLAIMS};
 use crate::addr::Address;
 use crate::bounded::Expiring;
@@ -22,7 +23,7 @@ use crate::entropy::Seed;
 use crate::fastmap::Map;
 use crate::handle::EndpointId;
 use std::collections::BTreeSet;
-use std::net::SocketAddr;
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::num::NonZeroU64;
 use std::time::{Duration, Instant};
 
@@ -122,7 +123,16 @@ pub struct InFlight {
     refused: u64,
     txid_key: Seed,
     txid_counter: u64,
+    /// Searches for the probes asked of a host that just started, paced.
+    restart_scans: RateLimiter,
 }
+
+/// How many times a second, at most, the probes are searched for those
+/// that asked a host that says it has just started: a flood of forged
+/// start queries must not make each datagram cost a look at every probe.
+/// Every host sends two, so its allowance of four seconds covers 40 hosts
+/// back at once.
+const RESTART_SCANS_PER_SECOND: u32 = 20;
 
 impl InFlight {
     /// Bounded by `cfg`, transaction ids keyed by `txid_key`.
@@ -141,6 +151,7 @@ impl InFlight {
             refused: 0,
             txid_key,
             txid_counter: 0,
+            restart_scans: RateLimiter::new(RESTART_SCANS_PER_SECOND),
         }
     }
 
@@ -220,6 +231,37 @@ impl InFlight {
             Some(t) => Some((txid, t.probe.first_sent_at)),
             None => self.tries.get(&txid).map(|&(p, at)| (p, Some(at))),
         }
+    }
+
+    /// The probes that asked one of `ips` by unicast before `now`, not yet
+    /// asked again for this, now marked as asked again: the host there
+    /// says it has just started, so what they sent may have found nobody
+    /// listening. Each probe is asked again so once at most; none while
+    /// such searches are over their pace.
+    pub fn asked_of_restarted(&mut self, ips: &[IpAddr], now: Instant) -> Vec<NonZeroU64> {
+        // One allowance for all sources: the pace bounds the work, and a
+        // host back from a restart sends its start query twice.
+        let all = IpAddr::V4(Ipv4Addr::UNSPECIFIED);
+        if ips.is_empty() || self.probes.is_empty() || !self.restart_scans.allow(all, now) {
+            return Vec::new();
+        }
+        let mut found: Vec<NonZeroU64> = self
+            .probes
+            .iter_mut()
+            .filter_map(|(txid, t)| {
+                let p = &mut t.probe;
+                let asked = p.to.is_some_and(|to| ips.contains(&to.ip()))
+                    && p.sent_at.is_some_and(|at| at < now);
+                (asked && !p.asked_again).then(|| {
+                    p.asked_again = true;
+                    *txid
+                })
+            })
+            .collect();
+        // The table's order is its hasher's; the simulation needs one of
+        // its own.
+        found.sort_unstable();
+        found
     }
 
     pub fn probe(&self, txid: NonZeroU64) -> Option<&Probe> {
@@ -531,6 +573,7 @@ mod tests {
                         retry_txids: Vec::new(),
                         endpoint: ep,
                         answered: false,
+                        asked_again: false,
                     };
                     f.add_probe(txid, probe, at);
                     txids.push(txid);

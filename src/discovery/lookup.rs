@@ -193,9 +193,10 @@ impl Discovery {
             retry_txids: Vec::new(),
             endpoint: ep,
             answered: false,
+            asked_again: false,
         };
         self.inflight.add_probe(txid, probe, now);
-        if self.transmit(local, txid, now) {
+        if self.transmit(local, txid, Send::Try, now) {
             Some(txid)
         } else {
             self.inflight.remove_probe(txid);
@@ -206,7 +207,13 @@ impl Discovery {
     /// Sends probe `txid`'s query (again: under a transaction id of the
     /// try's own, and a late reply to an earlier try still counts). False
     /// if it cannot be built any more (its endpoint is gone).
-    fn transmit(&mut self, local: &Local, txid: NonZeroU64, now: Instant) -> bool {
+    pub(super) fn transmit(
+        &mut self,
+        local: &Local,
+        txid: NonZeroU64,
+        send: Send,
+        now: Instant,
+    ) -> bool {
         let Some(p) = self.inflight.probe(txid) else {
             return false;
         };
@@ -239,6 +246,9 @@ impl Discovery {
                 self.counts.traffic.group_queries += 1;
                 self.out.datagrams.extend(self.families.multicast(bytes));
             }
+        }
+        if send == Send::Extra {
+            return true;
         }
         let Some(p) = self.inflight.probe_mut(txid) else {
             return false;
@@ -390,7 +400,7 @@ impl Discovery {
                 p.target,
                 p.tries
             );
-            if self.transmit(local, txid, now) {
+            if self.transmit(local, txid, Send::Try, now) {
                 return;
             }
         }
@@ -433,6 +443,17 @@ impl Discovery {
             }
         }
     }
+}
+
+/// How [`Discovery::transmit`] sends a probe's query.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(super) enum Send {
+    /// The next of its tries: counted, and the probe waits the try's time.
+    Try,
+    /// Once more now, in the try that runs: its tries and deadlines stay
+    /// as they are, so a forger that makes a host send one cannot make a
+    /// lookup give up sooner.
+    Extra,
 }
 
 /// The stages that ask someone, in order, before the derivations: for

@@ -158,6 +158,9 @@ pub struct Probe {
     pub endpoint: EndpointId,
     /// A group query that some host answered: it is not sent again.
     pub answered: bool,
+    /// Sent once more, at once, because the host it asks said it had just
+    /// started (`InFlight::asked_of_restarted`).
+    pub asked_again: bool,
 }
 
 /// A neighbour-table lookup the worker thread must make (netlink is not

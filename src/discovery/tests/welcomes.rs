@@ -297,3 +297,67 @@ fn a_host_that_starts_sends_a_start_query_and_hosts_that_hear_it_announce_themse
     f.e.on_timers(t + every + within);
     assert!(sent_announcements(&polled(&mut f.e)).is_empty());
 }
+
+#[test]
+fn a_lookup_in_flight_asks_again_at_once_when_its_host_says_it_has_just_started() {
+    let mut f = fixture(Config::default());
+    let t = f.t0 + Duration::from_secs(10);
+    // Asked while the peer is down: the query finds nobody.
+    f.e.resolve_at(f.addr, &ip_request(PEER_IP, 0, 1), 11, t);
+    let (lost, to) = sent_query(&polled(&mut f.e));
+    assert_eq!(to, Some(peer()));
+    // The peer back, on new hardware: its start query.
+    let start = |txid: u64| {
+        let q = Query::new(
+            std::num::NonZeroU64::new(txid).unwrap(),
+            WireAddress::new(node_b()).unwrap(),
+            peer_record("fe80::b2"),
+        );
+        Message::from(q).encode()
+    };
+    let back = t + Duration::from_millis(200);
+    f.e.on_datagram(peer(), Some(group()), &start(77), back);
+    let fx = polled(&mut f.e);
+    let (again, to) = sent_query(&fx);
+    assert_eq!(to, Some(peer()), "asked again at once, not after the try");
+    assert_eq!(again.target().address(), &peer_ip());
+    assert_ne!(again.txid(), lost.txid(), "a try of its own");
+    // Its second start query does not make it ask a third time.
+    f.e.on_datagram(peer(), Some(group()), &start(78), back);
+    assert!(sent_queries(&polled(&mut f.e)).is_empty());
+    // Its tries keep their times: the second still at the end of the
+    // first, 500 ms after it.
+    f.e.on_timers(t + Duration::from_millis(499));
+    assert!(sent_queries(&polled(&mut f.e)).is_empty());
+    f.e.on_timers(t + Duration::from_millis(500));
+    assert_eq!(sent_query(&polled(&mut f.e)).1, Some(peer()));
+    // The reply binds as any reply does: the request is answered with the
+    // GID the holder gives.
+    let found = reply_bytes(&again, Answer::Found(peer_record("fe80::b2")));
+    f.e.on_datagram(peer(), None, &found, t + Duration::from_millis(501));
+    let fx = polled(&mut f.e);
+    assert_eq!(fx.replies.len(), 1, "{fx:?}");
+    assert_eq!(dgid(&fx.replies[0].msg), "fe80::b2".parse().unwrap());
+}
+
+#[test]
+fn a_start_query_that_does_not_list_its_source_makes_nobody_ask_again() {
+    let mut f = fixture(Config::default());
+    let t = f.t0 + Duration::from_secs(10);
+    f.e.resolve_at(f.addr, &ip_request(PEER_IP, 0, 1), 11, t);
+    polled(&mut f.e);
+    // A forger elsewhere naming the peer's address in its record.
+    let forged = Query::new(
+        std::num::NonZeroU64::new(79).unwrap(),
+        WireAddress::new(node_b()).unwrap(),
+        peer_record(ATTACKER),
+    );
+    let bytes = Message::from(forged).encode();
+    f.e.on_datagram(
+        attacker(),
+        Some(group()),
+        &bytes,
+        t + Duration::from_millis(100),
+    );
+    assert!(sent_queries(&polled(&mut f.e)).is_empty());
+}
