@@ -13,6 +13,8 @@ use urdma_harness::Host;
 /// How one daemon's round of lookups went.
 #[derive(Default)]
 struct Round {
+    /// Lookups asked.
+    asked: u64,
     failed: u64,
     wrong: u64,
     /// Failures by the status the client got (`status_N` of urdma-load).
@@ -48,9 +50,8 @@ pub fn all_pairs(fleet: &[Host], peers: usize, per_host: usize, generation: &[u8
     let hosts = fleet.len();
     let started = Instant::now();
     let mut p = Pairs::default();
-    let mut asked = 0;
     for (flag, name) in [("n", true), ("i", false)] {
-        let results: Vec<(u64, Round)> = std::thread::scope(|s| {
+        let results: Vec<Round> = std::thread::scope(|s| {
             let handles: Vec<_> = fleet
                 .iter()
                 .enumerate()
@@ -64,10 +65,7 @@ pub fn all_pairs(fleet: &[Host], peers: usize, per_host: usize, generation: &[u8
                                 .collect(),
                             false => others.iter().map(|&d| (d, ip4(d))).collect(),
                         };
-                        (
-                            dests.len() as u64,
-                            one_round(host, n, flag, &dests, generation),
-                        )
+                        one_round(host, n, flag, &dests, generation)
                     })
                 })
                 .collect();
@@ -76,13 +74,12 @@ pub fn all_pairs(fleet: &[Host], peers: usize, per_host: usize, generation: &[u8
                 .map(|h| h.join().expect("load"))
                 .collect()
         });
-        asked += results.iter().map(|(n, _)| n).sum::<u64>();
-        let results: Vec<Round> = results.into_iter().map(|(_, r)| r).collect();
         let mut us: Vec<u64> = results.iter().flat_map(|r| r.us.iter().copied()).collect();
         us.sort_unstable();
         p.took
             .push((if name { "by name" } else { "by address" }, us));
         for r in results {
+            p.asked += r.asked;
             p.failed += r.failed;
             p.wrong += r.wrong;
             for (k, v) in r.by_status {
@@ -92,7 +89,6 @@ pub fn all_pairs(fleet: &[Host], peers: usize, per_host: usize, generation: &[u8
             p.failures.extend(r.failures);
         }
     }
-    p.asked = asked;
     p.time = started.elapsed();
     p
 }
@@ -123,6 +119,7 @@ fn one_round(
     let Some(summary) = try_load_summary(&out) else {
         let tail: Vec<&str> = out.lines().rev().take(3).collect();
         return Round {
+            asked: dests.len() as u64,
             failed: dests.len() as u64,
             broken: Some(format!(
                 "host{n} (-f {flag}): urdma-load exited {code} without a summary; its {} \
@@ -153,6 +150,7 @@ fn one_round(
         .map(|k| (k.clone(), num(k)))
         .collect();
     Round {
+        asked: dests.len() as u64,
         failed: dests.len() as u64 - ok,
         wrong,
         by_status,
