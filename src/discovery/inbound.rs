@@ -15,7 +15,7 @@
 
 use super::auth::Rejection;
 use super::counts::DropReason;
-use super::lookup::Send;
+use super::lookup::Try;
 use super::state::{Learned, Probe, Purpose, MAX_CHECKS, MAX_CLAIMS};
 use super::wire::{Announce, Answer, Message, Query, Reply};
 use super::{Datagram, Discovery, Outcome, CHECK_HOLDOFF};
@@ -153,7 +153,7 @@ impl Discovery {
                     .collect();
                 for txid in self.inflight.asked_of_restarted(&ips, now) {
                     log::trace!("discovery: asking {from} again: it has just started");
-                    self.transmit(local, txid, Send::Extra, now);
+                    self.transmit(local, txid, Try::Extra, now);
                 }
             }
         }

@@ -196,7 +196,7 @@ impl Discovery {
             asked_again: false,
         };
         self.inflight.add_probe(txid, probe, now);
-        if self.transmit(local, txid, Send::Try, now) {
+        if self.transmit(local, txid, Try::Next, now) {
             Some(txid)
         } else {
             self.inflight.remove_probe(txid);
@@ -211,7 +211,7 @@ impl Discovery {
         &mut self,
         local: &Local,
         txid: NonZeroU64,
-        send: Send,
+        send: Try,
         now: Instant,
     ) -> bool {
         let Some(p) = self.inflight.probe(txid) else {
@@ -247,7 +247,7 @@ impl Discovery {
                 self.out.datagrams.extend(self.families.multicast(bytes));
             }
         }
-        if send == Send::Extra {
+        if send == Try::Extra {
             return true;
         }
         let Some(p) = self.inflight.probe_mut(txid) else {
@@ -400,7 +400,7 @@ impl Discovery {
                 p.target,
                 p.tries
             );
-            if self.transmit(local, txid, Send::Try, now) {
+            if self.transmit(local, txid, Try::Next, now) {
                 return;
             }
         }
@@ -447,9 +447,9 @@ impl Discovery {
 
 /// How [`Discovery::transmit`] sends a probe's query.
 #[derive(Clone, Copy, PartialEq, Eq)]
-pub(super) enum Send {
+pub(super) enum Try {
     /// The next of its tries: counted, and the probe waits the try's time.
-    Try,
+    Next,
     /// Once more now, in the try that runs: its tries and deadlines stay
     /// as they are, so a forger that makes a host send one cannot make a
     /// lookup give up sooner.
