@@ -15,7 +15,7 @@
 //! ```text
 //! cargo bench --bench fleet -- [--hosts N] [--state fresh|aged|joined|rebooted]
 //!     [--peers K] [--names M] [--key] [--restart R] [--storm-interval-ms T]
-//!     [--log-level L] [--trace-hosts a,b]
+//!     [--log-level L] [--trace-hosts a,b] [--flood-arp]
 //! ```
 //!
 //! `--peers`: each daemon asks for the K next ones only; `--names`: each
@@ -26,7 +26,11 @@
 //! daemons' (0 by default, as on a cluster: 2 traces every lookup, which
 //! costs the job a sixth of its time on two cores); `--trace-hosts`: these
 //! daemons at log level 2 whatever the others' (with `URDMA_E2E_KEEP=1`,
-//! their logs stay).
+//! their logs stay); `--flood-arp`: the bridge floods ARP requests to
+//! every daemon's namespace, as a plain switch does, instead of answering
+//! them itself (`Net::answering_arp`: flooded, each request is received
+//! by every namespace of the fleet on the same two cores, a cost a
+//! cluster's hosts pay each on a CPU of its own; BENCHMARKS.md section 6).
 
 mod fleet_config;
 mod pairs;
@@ -83,7 +87,11 @@ fn main() {
     // ask it, per address family; the kernel's table holds them all.
     let per_host = (2 * peers).min(hosts - 1) as u64 + 1;
     let _limits = NeighbourLimits::at_least(hosts as u64 * per_host);
-    let net = Net::new();
+    let net = if args.iter().any(|a| a == "--flood-arp") {
+        Net::new()
+    } else {
+        Net::answering_arp()
+    };
     let _metrics = fleet_config::MetricsDir::new();
     let staged = stage(&net, state, hosts, &o);
     let rss_kb: u64 = staged.fleet.iter().map(|h| h.daemon_rss_kb()).sum();

@@ -18,6 +18,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 pub struct Net {
     pub netns: String,
     ports: AtomicUsize,
+    answers_arp: bool,
 }
 
 impl Net {
@@ -27,10 +28,24 @@ impl Net {
         let net = Net {
             netns: unique("urdma-e2e-net"),
             ports: AtomicUsize::new(0),
+            answers_arp: false,
         };
         run(&["ip", "netns", "add", &net.netns]);
         net.ip(&["link", "add", "br0", "type", "bridge"]);
         net.ip(&["link", "set", "br0", "up"]);
+        net
+    }
+
+    /// A segment whose bridge answers ARP requests for the hosts attached
+    /// to it instead of flooding them to every port, as a fabric with ARP
+    /// suppression (EVPN, 802.11 proxy ARP) does. Hosts still resolve
+    /// each other, one request and one reply; what goes is each request
+    /// reaching every host, which a fleet of namespaces pays on the same
+    /// cores (256 hosts resolving each other: 65,280 requests, each
+    /// received 256 times) and a cluster pays on each host's own.
+    pub fn answering_arp() -> Net {
+        let mut net = Net::new();
+        net.answers_arp = true;
         net
     }
 
@@ -70,6 +85,48 @@ impl Net {
             host.ip(&args);
         }
         host.ip(&["link", "set", ifname, "up"]);
+        if self.answers_arp {
+            self.answer_arp_for(host, ifname, &peer, addrs);
+        }
+    }
+
+    /// The bridge answers ARP requests for `addrs` with the MAC address of
+    /// `host`'s `ifname`, reached through bridge port `peer`.
+    fn answer_arp_for(&self, host: &Host, ifname: &str, peer: &str, addrs: &[&str]) {
+        let out = Command::new("ip")
+            .args(["-n", &host.netns, "-o", "link", "show", ifname])
+            .output()
+            .expect("ip link show");
+        let text = String::from_utf8_lossy(&out.stdout);
+        let mut words = text.split_whitespace();
+        words.find(|w| *w == "link/ether");
+        let mac = words
+            .next()
+            .unwrap_or_else(|| panic!("no MAC address on {ifname}: {text}"));
+        for a in addrs.iter().filter(|a| !a.contains(':')) {
+            let ip = a.split('/').next().unwrap_or(a);
+            self.ip(&[
+                "neigh",
+                "replace",
+                ip,
+                "lladdr",
+                mac,
+                "dev",
+                "br0",
+                "nud",
+                "permanent",
+            ]);
+        }
+        self.ip(&[
+            "link",
+            "set",
+            "dev",
+            peer,
+            "type",
+            "bridge_slave",
+            "proxy_arp_wifi",
+            "on",
+        ]);
     }
 
     fn ip(&self, args: &[&str]) {
