@@ -83,3 +83,63 @@ fn two_hosts_on_one_net() {
     let (_, out) = a.exec(&["timeout", "5", "bash", "-c", "echo > /dev/tcp/10.1.0.2/9"]);
     assert!(out.contains("Connection refused"), "{out}");
 }
+
+/// Packets `host`'s `eth0` received so far.
+fn received(host: &Host) -> u64 {
+    let out = std::process::Command::new("ip")
+        .args(["netns", "exec", &host.netns])
+        .args(["cat", "/sys/class/net/eth0/statistics/rx_packets"])
+        .output()
+        .expect("ip netns exec");
+    String::from_utf8_lossy(&out.stdout)
+        .trim()
+        .parse()
+        .expect("rx_packets")
+}
+
+/// The fleet bench's segment (`Net::answering_arp`) answers a host's ARP
+/// requests itself, so a third host receives none of them; on a plain
+/// segment it receives every one. Without that the fleet bench measures
+/// 256 namespaces receiving every pair's first ARP request on two cores.
+#[test]
+fn a_segment_that_answers_arp_keeps_other_hosts_out_of_it() {
+    for (net, answers) in [(Net::new(), false), (Net::answering_arp(), true)] {
+        let (a, b, c) = (Host::bare(), Host::bare(), Host::bare());
+        // b holds 50 addresses, so a resolves 50 neighbours.
+        let b_addrs: Vec<String> = (100..150).map(|i| format!("10.1.0.{i}/24")).collect();
+        let b_addrs: Vec<&str> = b_addrs.iter().map(String::as_str).collect();
+        net.attach(&a, "eth0", &["10.1.0.1/24"]);
+        net.attach(&b, "eth0", &b_addrs);
+        net.attach(&c, "eth0", &["10.1.0.3/24"]);
+        // b speaks first, so that the bridge knows its port.
+        b.exec(&["bash", "-c", "echo > /dev/udp/10.1.0.1/9"]);
+        std::thread::sleep(Duration::from_millis(300));
+        let before = received(&c);
+        let (code, out) = a.exec(&[
+            "bash",
+            "-c",
+            "for i in $(seq 101 149); do echo > /dev/udp/10.1.0.$i/9; done",
+        ]);
+        assert_eq!(code, 0, "{out}");
+        std::thread::sleep(Duration::from_millis(300));
+        let (_, neighbours) = a.exec(&["ip", "neigh", "show", "dev", "eth0"]);
+        let resolved = neighbours.matches("lladdr").count();
+        assert!(
+            resolved >= 49,
+            "a resolved {resolved} of b's addresses:\n{neighbours}"
+        );
+        let heard = received(&c) - before;
+        if answers {
+            // A few of IPv6's own start-up packets may still reach c.
+            assert!(
+                heard < 20,
+                "c received {heard} packets while a resolved 49 addresses"
+            );
+        } else {
+            assert!(
+                heard >= 49,
+                "c received {heard} packets: ARP requests not flooded?"
+            );
+        }
+    }
+}

@@ -46,6 +46,11 @@ impl Net {
     pub fn answering_arp() -> Net {
         let mut net = Net::new();
         net.answers_arp = true;
+        // A bridge takes the lowest MAC address of its ports unless given
+        // one, and a change of its address flushes its neighbour entries,
+        // permanent ones too: each host attached would risk the answers
+        // for those before it.
+        net.ip(&["link", "set", "br0", "address", "02:00:00:00:00:01"]);
         net
     }
 
