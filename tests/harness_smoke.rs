@@ -105,7 +105,8 @@ fn received(host: &Host) -> u64 {
 fn a_segment_that_answers_arp_keeps_other_hosts_out_of_it() {
     for (net, answers) in [(Net::new(), false), (Net::answering_arp(), true)] {
         let (a, b, c) = (Host::bare(), Host::bare(), Host::bare());
-        // b holds 50 addresses, so a resolves 50 neighbours.
+        // b holds 50 addresses; a resolves the 49 it cannot have learned
+        // from b's first datagram, which comes from the first.
         let b_addrs: Vec<String> = (100..150).map(|i| format!("10.1.0.{i}/24")).collect();
         let b_addrs: Vec<&str> = b_addrs.iter().map(String::as_str).collect();
         net.attach(&a, "eth0", &["10.1.0.1/24"]);
