@@ -364,6 +364,10 @@ impl Discovery {
         let sent = self.send_probe(local, key, key.clone(), Some(to), Purpose::Check, ep, now);
         if sent.is_some() {
             self.state.checked(key, now + CHECK_HOLDOFF);
+            // In doubt until its holder answers: requests wait for the
+            // reply rather than take a GID that may have gone
+            // (`Discovery::learned`).
+            self.out.outcomes.push(Outcome::Changed(key.clone()));
         }
     }
 
@@ -372,7 +376,7 @@ impl Discovery {
         let before = self.state.binding(key).map(|l| l.gid);
         let gid = learned.gid;
         log::trace!("discovery: {key} confirmed at {gid}");
-        let changed = self.state.bind(key, learned, now);
+        let changed = self.state.bind(key, learned.clone(), now);
         self.out.changed(changed);
         // The host at this address has a new GID (back after a crash with
         // new hardware, so nothing was withdrawn): what is still bound to
@@ -384,6 +388,11 @@ impl Discovery {
                     self.out.outcomes.push(Outcome::Changed(gone));
                 }
             }
+        }
+        // Requests that came while the binding was in doubt waited for
+        // this reply.
+        if self.inflight.has_lookup(key) {
+            self.succeed(key, learned, now);
         }
     }
 

@@ -56,6 +56,9 @@ pub struct Lookup {
     /// A name two endpoints announced: its group query's whole try is
     /// heard before it is decided.
     pub disputed: bool,
+    /// Its discovery stage is a check of the same destination already in
+    /// flight (`Discovery::start_lookup`): the check's end ends the stage.
+    pub awaits_check: bool,
     /// The try time (`rto.rs`) the discovery stage's deadline was set
     /// with: a longer one later lengthens the stage by as much per try.
     pub try_time: Duration,
@@ -79,6 +82,7 @@ impl Lookup {
             resolving: false,
             hinted: false,
             disputed: false,
+            awaits_check: false,
             try_time: Duration::ZERO,
             started: now,
             why: Vec::new(),

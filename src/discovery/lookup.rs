@@ -57,6 +57,19 @@ impl Discovery {
         if self.inflight.has_lookup(&key) {
             return;
         }
+        if self.inflight.checking(&key) {
+            // Its holder is being asked already: the check's reply ends
+            // the lookup (`check_confirmed`), instead of a second query
+            // with the same answer.
+            log::trace!("lookup {key}: started, waiting for its check");
+            let mut lookup = Lookup::new(Stage::Discover, ep, NO, now);
+            lookup.awaits_check = true;
+            lookup.try_time = self.retry.timeout();
+            let stage =
+                rto::stage_time(lookup.try_time, self.cfg.retries + 1, self.retry.ceiling());
+            self.inflight.start(key.clone(), lookup);
+            return self.inflight.set_lookup_deadline(&key, now + stage);
+        }
         log::trace!("lookup {key}: started");
         let first = asking(&self.cfg, self.families.any(), &key)
             .first()
@@ -435,7 +448,20 @@ impl Discovery {
                     p.target
                 );
                 if self.state.forget(&p.target) {
-                    self.out.outcomes.push(Outcome::Changed(p.target));
+                    self.out.outcomes.push(Outcome::Changed(p.target.clone()));
+                }
+                let waits = self
+                    .inflight
+                    .lookup(&p.target)
+                    .is_some_and(|l| l.awaits_check);
+                if waits {
+                    // The lookup's own stage, asked of the address itself
+                    // by the check, ends as the check did; a name may have
+                    // moved to another host, and is asked afresh.
+                    match ip_of(&p.target) {
+                        Some(_) => self.next_stage(local, &p.target, status, now),
+                        None => self.run_stage(local, p.target, Stage::Discover, now),
+                    }
                 }
             }
             Purpose::Lookup | Purpose::Claim | Purpose::Address => {

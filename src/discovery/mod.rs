@@ -324,10 +324,14 @@ impl Discovery {
     /// than `urdma_reconfirm` ago (after that it expires, and the next
     /// request asks again), so a host that changed while its announcements
     /// could not reach this one (lost, or a partition) is followed all the
-    /// same.
+    /// same. None while its holder is being checked (an announcement or a
+    /// query said it changed): requests wait for the holder's reply.
     pub fn learned(&mut self, a: &Address, now: Instant) -> Option<&Learned> {
         if self.buggify.fires(Fault::BindingEvicted) {
             self.state.forget(a);
+        }
+        if self.inflight.checking(a) {
+            return None;
         }
         self.state.learned(a, now)
     }

@@ -168,6 +168,22 @@ fn a_host_with_a_new_gid_is_followed_once_it_confirms_it() {
     f.e.on_datagram(peer(), None, &moved, f.t0);
     let checks = sent_queries(&polled(&mut f.e));
     assert_eq!(checks.len(), 2);
+    // Until B answers, its old GID is in doubt: requests wait for the
+    // answer (one asked by address, one by name) instead of taking a GID
+    // that has probably gone, and ask B nothing more.
+    let by_name = request(
+        &[addr_entry(ACM_EP_FLAG_DEST, ACM_ADDRESS_NAME, b"node-b")],
+        false,
+        6,
+    );
+    for (tid, req) in [(5, ip_request(PEER_IP, 0, 5)), (6, by_name)] {
+        assert_eq!(f.e.resolve_at(f.addr, &req, tid, Instant::now()), None);
+    }
+    let fx = polled(&mut f.e);
+    assert!(
+        fx.replies.is_empty() && sent_queries(&fx).is_empty(),
+        "{fx:?}"
+    );
     for (q, _) in &checks {
         f.e.on_datagram(
             peer(),
@@ -177,8 +193,13 @@ fn a_host_with_a_new_gid_is_followed_once_it_confirms_it() {
         );
     }
     // What the replies changed reaches the cache at the next poll, which
-    // the runtime makes before it lets go of the engine.
-    polled(&mut f.e);
+    // the runtime makes before it lets go of the engine; the requests
+    // that waited are answered then, with the GID B confirmed.
+    let fx = polled(&mut f.e);
+    let mut answered: Vec<(u64, Gid)> = fx.replies.iter().map(|r| (r.id, dgid(&r.msg))).collect();
+    answered.sort();
+    let new: Gid = "fe80::c".parse().unwrap();
+    assert_eq!(answered, [(5, new), (6, new)]);
     for a in [peer_ip(), node_b()] {
         assert_eq!(bound_gid(&f.e, &a), Some("fe80::c".parse().unwrap()), "{a}");
     }
@@ -200,6 +221,74 @@ fn a_host_with_a_new_gid_is_followed_once_it_confirms_it() {
         "fe80::c".parse().unwrap(),
         "the cached path followed"
     );
+}
+
+#[test]
+fn a_forged_announcement_delays_requests_by_one_reply_and_changes_none() {
+    let mut f = fixture(Config::default());
+    learn_peer(&mut f, 1);
+    let forged = Message::from(Announce::new(vec![forged_record()], false).unwrap()).encode();
+    f.e.on_datagram(attacker(), None, &forged, f.t0);
+    let (check, to) = sent_query(&polled(&mut f.e));
+    assert_eq!(to, Some(peer()), "asked of the address itself");
+    // A request without NODELAY waits for B; one with it is not answered
+    // with the doubted GID either.
+    assert_eq!(
+        f.e.resolve_at(f.addr, &ip_request(PEER_IP, 0, 2), 2, Instant::now()),
+        None
+    );
+    let now = f.e.resolve_at(
+        f.addr,
+        &ip_request(PEER_IP, ACM_FLAGS_NODELAY, 3),
+        3,
+        Instant::now(),
+    );
+    assert_eq!(now.map(|r| r.status()), Some(ACM_STATUS_ENODATA as u8));
+    assert!(
+        sent_queries(&polled(&mut f.e)).is_empty(),
+        "B is asked once"
+    );
+    f.e.on_datagram(
+        peer(),
+        None,
+        &reply_bytes(&check, Answer::Found(peer_record(PEER))),
+        f.t0,
+    );
+    let fx = polled(&mut f.e);
+    assert_eq!(fx.replies.len(), 1, "{fx:?}");
+    assert_eq!(
+        (fx.replies[0].id, dgid(&fx.replies[0].msg)),
+        (2, PEER.parse().unwrap())
+    );
+    // The forger's next announcements, within the holdoff, cost nothing.
+    f.e.on_datagram(attacker(), None, &forged, f.t0 + CHECK_HOLDOFF / 2);
+    let hit = f.e.resolve_at(
+        f.addr,
+        &ip_request(PEER_IP, ACM_FLAGS_NODELAY, 4),
+        4,
+        Instant::now(),
+    );
+    assert_eq!(hit.map(|r| dgid(&r)), Some(PEER.parse().unwrap()));
+}
+
+#[test]
+fn a_request_waiting_for_a_check_that_fails_fails_as_its_lookup_would() {
+    let mut f = fixture(Config::default());
+    learn_peer(&mut f, 1);
+    let moved = Message::from(Announce::new(vec![peer_record("fe80::c")], false).unwrap()).encode();
+    f.e.on_datagram(peer(), None, &moved, f.t0);
+    let (check, _) = sent_query(&polled(&mut f.e));
+    assert_eq!(
+        f.e.resolve_at(f.addr, &ip_request(PEER_IP, 0, 2), 2, Instant::now()),
+        None
+    );
+    // The address's holder says it no longer holds it: the request is
+    // told so, as a lookup of it would have been.
+    f.e.on_datagram(peer(), None, &reply_bytes(&check, Answer::Refused), f.t0);
+    let fx = polled(&mut f.e);
+    assert_eq!(fx.replies.len(), 1, "{fx:?}");
+    assert_eq!(fx.replies[0].msg.status(), ACM_STATUS_ENODATA as u8);
+    assert_eq!(bound_gid(&f.e, &peer_ip()), None);
 }
 
 #[test]
