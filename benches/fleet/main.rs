@@ -15,7 +15,7 @@
 //! ```text
 //! cargo bench --bench fleet -- [--hosts N] [--state fresh|aged|joined|rebooted]
 //!     [--peers K] [--names M] [--key] [--restart R] [--storm-interval-ms T]
-//!     [--log-level L] [--trace-hosts a,b] [--flood-arp]
+//!     [--log-level L] [--trace-hosts a,b] [--flood-arp] [--aged-minutes M]
 //! ```
 //!
 //! `--peers`: each daemon asks for the K next ones only; `--names`: each
@@ -30,7 +30,14 @@
 //! every daemon's namespace, as a plain switch does, instead of answering
 //! them itself (`Net::answering_arp`: flooded, each request is received
 //! by every namespace of the fleet on the same two cores, a cost a
-//! cluster's hosts pay each on a CPU of its own; BENCHMARKS.md section 6).
+//! cluster's hosts pay each on a CPU of its own; BENCHMARKS.md section 6);
+//! `--aged-minutes`: the aged state's `urdma_addr_timeout` (1 by
+//! default; the job starts 10 s past it; a host renews its announcements
+//! every two fifths of it, so a short one stages renewals far more often
+//! than a day's would: BENCHMARKS.md section 6). With `FLEET_LOOKUPS_DIR`
+//! set to a directory, each daemon's lookups are kept there, one line each
+//! (`host{n}-n` by name, `host{n}-i` by address: `urdma-load --verbose`),
+//! to see which were slow and when.
 
 mod fleet_config;
 mod pairs;
@@ -82,6 +89,7 @@ fn main() {
                 .map(|n| n.parse().expect("--trace-hosts a,b"))
                 .collect()
         }),
+        aged_minutes: number(&args, "--aged-minutes", 1).max(1) as u32,
     };
     // Each daemon's namespace holds the neighbours it asks and those that
     // ask it, per address family; the kernel's table holds them all.

@@ -116,6 +116,12 @@ fn one_round(
         args.extend(["-s", source.as_str()]);
     }
     let (code, out) = host.load(&args, Duration::from_secs(600));
+    if let Some(dir) = std::env::var_os("FLEET_LOOKUPS_DIR") {
+        let kept = std::path::Path::new(&dir).join(format!("host{n}-{flag}"));
+        if let Err(e) = fs::write(&kept, &out) {
+            eprintln!("{}: {e}", kept.display());
+        }
+    }
     let Some(summary) = try_load_summary(&out) else {
         let tail: Vec<&str> = out.lines().rev().take(3).collect();
         return Round {

@@ -1,7 +1,7 @@
 //! Setting the fleet up in the state a job meets (`--state`): fresh (every
 //! daemon started at once), aged (up longer than `urdma_addr_timeout`:
-//! each daemon keeps what it hears a minute, and the job starts 70 s after
-//! the last is up), joined (half the daemons start 35 s after the others,
+//! each daemon keeps what it hears `--aged-minutes`, and the job starts
+//! 10 s past that after the last is up), joined (half the daemons start 35 s after the others,
 //! past their start-up announcements) or rebooted (a quarter come back
 //! with new hardware, new GIDs). Records when each daemon came up, and
 //! when each restarted one went down and came back, for the simulation to
@@ -25,6 +25,8 @@ pub struct Options {
     /// Daemons that trace what they do (`log_level` 2) whatever the
     /// others do (`--trace-hosts a,b`).
     pub traced: Vec<usize>,
+    /// The aged state's `urdma_addr_timeout`, in minutes (`--aged-minutes`).
+    pub aged_minutes: u32,
 }
 
 /// The fleet, set up.
@@ -50,10 +52,11 @@ pub fn settle_after(hosts: usize) -> Duration {
 /// Late daemons of the joined state start this long after the first ones
 /// are up.
 const LATE: Duration = Duration::from_secs(35);
-/// The aged state's `urdma_addr_timeout`, in minutes, and how long after
-/// the last daemon is up its job starts.
-const AGED_MINUTES: u32 = 1;
-const AGED_AFTER: Duration = Duration::from_secs(70);
+/// How long after the last daemon is up the aged state's job starts, past
+/// its `urdma_addr_timeout`.
+fn aged_after(minutes: u32) -> Duration {
+    Duration::from_secs(u64::from(minutes) * 60 + 10)
+}
 
 fn ms(d: Duration) -> u64 {
     d.as_millis() as u64
@@ -63,7 +66,8 @@ fn ms(d: Duration) -> u64 {
 pub fn stage(net: &Net, state: State, hosts: usize, o: &Options) -> Staged {
     let mut o = o.clone();
     if state == State::Aged {
-        o.opts.push(format!("urdma_addr_timeout {AGED_MINUTES}"));
+        o.opts
+            .push(format!("urdma_addr_timeout {}", o.aged_minutes));
     }
     let started = Instant::now();
     let (first, late): (Vec<usize>, Vec<usize>) = match state {
@@ -113,7 +117,7 @@ pub fn stage(net: &Net, state: State, hosts: usize, o: &Options) -> Staged {
         last_up = started.elapsed();
     }
     let wait = match state {
-        State::Aged => AGED_AFTER,
+        State::Aged => aged_after(o.aged_minutes),
         _ => settle_after(hosts),
     };
     eprintln!(
@@ -125,7 +129,7 @@ pub fn stage(net: &Net, state: State, hosts: usize, o: &Options) -> Staged {
     );
     std::thread::sleep(wait);
     let addr_timeout = match state {
-        State::Aged => ibacm_urdma::config::Lifetime::Minutes(AGED_MINUTES),
+        State::Aged => ibacm_urdma::config::Lifetime::Minutes(o.aged_minutes),
         _ => ibacm_urdma::config::Config::default().addr_timeout,
     };
     let timeline = Timeline {

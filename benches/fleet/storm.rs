@@ -22,10 +22,12 @@ pub fn storm(fleet: &[Host], restart: usize, interval_ms: u64, o: &Options) {
     let hosts = fleet.len();
     let gone: Vec<usize> = (0..restart).collect();
     let dests: Vec<String> = gone.iter().map(|&d| ip4(d)).collect();
-    let new_gids: Vec<String> = gone
-        .iter()
-        .map(|&d| eui64_gid(mac_of(d, 1)).to_string())
-        .collect();
+    let gids_of = |generation: u8| -> Vec<String> {
+        gone.iter()
+            .map(|&d| eui64_gid(mac_of(d, generation)).to_string())
+            .collect()
+    };
+    let (old_gids, new_gids) = (gids_of(0), gids_of(1));
     let epoch_ms = || {
         SystemTime::now()
             .duration_since(UNIX_EPOCH)
@@ -39,7 +41,7 @@ pub fn storm(fleet: &[Host], restart: usize, interval_ms: u64, o: &Options) {
     // starting processes does not count. (A connection per restarted
     // daemon, 7,168 at 256 daemons, was more than the machine could
     // start.)
-    let follow: Vec<Option<Duration>> = std::thread::scope(|s| {
+    let follow: Vec<(Option<Duration>, [u64; 2])> = std::thread::scope(|s| {
         let asking: Vec<_> = fleet[restart..]
             .iter()
             .map(|host| {
@@ -89,16 +91,22 @@ pub fn storm(fleet: &[Host], restart: usize, interval_ms: u64, o: &Options) {
         asking
             .into_iter()
             .map(|h| {
-                let out = h.join().expect("survivor");
-                followed_after(&verbose_timeline(&out), &dests, &new_gids, &back_ms)
+                let timeline = verbose_timeline(&h.join().expect("survivor"));
+                (
+                    followed_after(&timeline, &dests, &new_gids, &back_ms),
+                    gone_after(&timeline, &dests, &old_gids, &back_ms),
+                )
             })
             .collect()
     });
     let mut took: Vec<u64> = follow
         .iter()
-        .flatten()
+        .filter_map(|(d, _)| *d)
         .map(|d| d.as_micros() as u64)
         .collect();
+    let [stale, answers] = follow
+        .iter()
+        .fold([0, 0], |[s, a], (_, [s1, a1])| [s + s1, a + a1]);
     took.sort_unstable();
     println!(
         "## restart storm: {restart} daemons back at once with new GIDs, {} survivors asking\n",
@@ -115,6 +123,7 @@ pub fn storm(fleet: &[Host], restart: usize, interval_ms: u64, o: &Options) {
             println!("| followed, {what} | {:.2} s |", quantile(&took, q));
         }
     }
+    println!("| answers after a host was back naming its old GID | {stale} of {answers} |");
     println!(
         "| within the bound ({:.0} s) | {} |\n",
         FOLLOW_BOUND.as_secs_f64(),
@@ -123,6 +132,25 @@ pub fn storm(fleet: &[Host], restart: usize, interval_ms: u64, o: &Options) {
                 .last()
                 .is_none_or(|us| *us <= FOLLOW_BOUND.as_micros() as u64)
     );
+}
+
+/// Of the answers (`timeline`) that came after their destination was back
+/// (`back_ms`), how many named the GID it had before (`old`), and how many
+/// there were: answers that would send traffic to hardware gone.
+fn gone_after(
+    timeline: &[(String, String, u64)],
+    dests: &[String],
+    old: &[String],
+    back_ms: &[u64],
+) -> [u64; 2] {
+    let mut counts = [0, 0];
+    for ((d, g), back) in dests.iter().zip(old).zip(back_ms) {
+        for (_, gid, _) in timeline.iter().filter(|(x, _, at)| x == d && at > back) {
+            counts[0] += u64::from(gid == g);
+            counts[1] += 1;
+        }
+    }
+    counts
 }
 
 /// How long after each of `dests` was back (`back_ms`) a survivor's
