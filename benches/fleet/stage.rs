@@ -2,10 +2,10 @@
 //! daemon started at once), aged (up longer than `urdma_addr_timeout`:
 //! each daemon keeps what it hears `--aged-minutes`, and the job starts
 //! 10 s past that after the last is up), joined (half the daemons start
-//! 35 s after the others, past their start-up announcements) or rebooted (a quarter come back
-//! with new hardware, new GIDs). Records when each daemon came up, and
-//! when each restarted one went down and came back, for the simulation to
-//! replay.
+//! 35 s after the others, past their start-up announcements) or rebooted
+//! (a quarter come back with new hardware, new GIDs). Records when each
+//! daemon came up, and when each restarted one went down and came back,
+//! for the simulation to replay.
 
 use crate::fleet_config::{config_of, sent};
 use std::time::{Duration, Instant};

@@ -163,8 +163,9 @@ impl Host {
         // Not a symlink: the daemon skips symlinks when loading. A hard
         // link where it can be: the release build with its debug info is
         // 16 MB, and a fleet of 256 copying it wrote 4 GB before its
-        // daemons could start (and 0.5 GB in a restart storm's first
-        // second). Nothing writes to it in place.
+        // daemons could start (0.5 GB more while a restart storm's 32 came
+        // back). The link is the build's own file: replace it, never
+        // write to it in place.
         let installed = self.path("prov").join(file);
         let _ = fs::remove_file(&installed);
         if fs::hard_link(provider, &installed).is_err() {
