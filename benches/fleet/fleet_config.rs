@@ -155,17 +155,31 @@ pub fn rcvbuf_errors(host: &Host) -> u64 {
     v4_errors + v6_errors
 }
 
+/// Metric `name` summed over the daemons `hosts`, per label set.
+pub fn totals(hosts: impl IntoIterator<Item = usize>, name: &str) -> BTreeMap<String, u64> {
+    let mut sum: BTreeMap<String, u64> = BTreeMap::new();
+    for (k, v) in hosts.into_iter().flat_map(|n| samples(n, name)) {
+        *sum.entry(k).or_default() += v as u64;
+    }
+    sum
+}
+
+/// `totals` as text, less `before` (counters read earlier), where not 0.
+pub fn show_totals(sum: &BTreeMap<String, u64>, before: &BTreeMap<String, u64>) -> String {
+    let parts: Vec<String> = sum
+        .iter()
+        .map(|(k, v)| (k, v.saturating_sub(before.get(k).copied().unwrap_or(0))))
+        .filter(|(_, v)| *v > 0)
+        .map(|(k, v)| match k.as_str() {
+            "" => v.to_string(),
+            k => format!("{k} {v}"),
+        })
+        .collect();
+    parts.join(", ")
+}
+
 /// Metric `name` summed over the `hosts` daemons, per label set, where not
 /// 0.
 pub fn fleet_totals(hosts: usize, name: &str) -> String {
-    let mut sum: BTreeMap<String, u64> = BTreeMap::new();
-    for (k, v) in (0..hosts).flat_map(|n| samples(n, name)) {
-        *sum.entry(k).or_default() += v as u64;
-    }
-    let parts: Vec<String> = sum
-        .iter()
-        .filter(|(_, v)| **v > 0)
-        .map(|(k, v)| format!("{k} {v}"))
-        .collect();
-    parts.join(", ")
+    show_totals(&totals(0..hosts, name), &BTreeMap::new())
 }

@@ -3,16 +3,29 @@
 //! other keeps asking for them, and each survivor is timed until its
 //! answers all name the new GIDs.
 
-use crate::fleet_config::{config_of, ip4, mac_of};
+use crate::fleet_config::{config_of, ip4, mac_of, show_totals, totals};
 use crate::quantile;
 use crate::stage::Options;
 use ibacm_urdma::discovery::eui64_gid;
+use std::collections::BTreeMap;
 use std::fs;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use urdma_harness::load::verbose_timeline;
 use urdma_harness::Host;
 
 const FOLLOW_BOUND: Duration = Duration::from_secs(3);
+
+/// The counters that say where a storm's traffic went.
+const COUNTED: [&str; 3] = [
+    "urdma_datagrams_sent_total",
+    "urdma_datagrams_received_total",
+    "urdma_datagrams_dropped_total",
+];
+
+/// `COUNTED` of the daemons `hosts`, summed per label set.
+fn traffic(hosts: std::ops::Range<usize>) -> Vec<BTreeMap<String, u64>> {
+    COUNTED.iter().map(|m| totals(hosts.clone(), m)).collect()
+}
 
 /// The first `restart` daemons restart at once with new GIDs; every other
 /// daemon asks for them by address, each of its four connections one
@@ -41,6 +54,7 @@ pub fn storm(fleet: &[Host], restart: usize, interval_ms: u64, o: &Options) {
     // starting processes does not count. (A connection per restarted
     // daemon, 7,168 at 256 daemons, was more than the machine could
     // start.)
+    let before = traffic(restart..hosts);
     let follow: Vec<(Option<Duration>, [u64; 2])> = std::thread::scope(|s| {
         let asking: Vec<_> = fleet[restart..]
             .iter()
@@ -99,6 +113,27 @@ pub fn storm(fleet: &[Host], restart: usize, interval_ms: u64, o: &Options) {
             })
             .collect()
     });
+    // Until the metrics files are rewritten (every second).
+    std::thread::sleep(Duration::from_millis(1500));
+    print_follow(&follow, restart);
+    // Where the storm's traffic went: the survivors' counters from before
+    // the restarts, the restarted daemons' since they came back.
+    let none = vec![Default::default(); COUNTED.len()];
+    let (survivors, restarted) = (traffic(restart..hosts), traffic(0..restart));
+    for (i, metric) in COUNTED.iter().enumerate() {
+        println!(
+            "{metric}: survivors {}; restarted {}\n",
+            show_totals(&survivors[i], &before[i]),
+            show_totals(&restarted[i], &none[i])
+        );
+    }
+}
+
+/// The storm's table: how long the survivors took to follow the `restart`
+/// daemons (`follow`, one per survivor: when it followed, and how many of
+/// its answers after a host was back named the old GID, of how many).
+fn print_follow(follow: &[(Option<Duration>, [u64; 2])], restart: usize) {
+    let survivors = follow.len();
     let mut took: Vec<u64> = follow
         .iter()
         .filter_map(|(d, _)| *d)
@@ -109,14 +144,13 @@ pub fn storm(fleet: &[Host], restart: usize, interval_ms: u64, o: &Options) {
         .fold([0, 0], |[s, a], (_, [s1, a1])| [s + s1, a + a1]);
     took.sort_unstable();
     println!(
-        "## restart storm: {restart} daemons back at once with new GIDs, {} survivors asking\n",
-        hosts - restart
+        "## restart storm: {restart} daemons back at once with new GIDs, {survivors} survivors \
+         asking\n"
     );
     println!("| | |\n|---|---:|");
     println!(
-        "| survivors whose answers all name the new GIDs | {} of {} |",
-        took.len(),
-        hosts - restart
+        "| survivors whose answers all name the new GIDs | {} of {survivors} |",
+        took.len()
     );
     if !took.is_empty() {
         for (what, q) in [("p50", 0.5), ("p99", 0.99), ("last", 1.0)] {
@@ -127,7 +161,7 @@ pub fn storm(fleet: &[Host], restart: usize, interval_ms: u64, o: &Options) {
     println!(
         "| within the bound ({:.0} s) | {} |\n",
         FOLLOW_BOUND.as_secs_f64(),
-        took.len() == hosts - restart
+        took.len() == survivors
             && took
                 .last()
                 .is_none_or(|us| *us <= FOLLOW_BOUND.as_micros() as u64)
