@@ -7,11 +7,10 @@
 //! other work to the worker ([`Runtime::with_engine`]); it never touches a
 //! socket. The discovery worker ([`worker`]) owns the sockets, the timers
 //! and the neighbour table, helped by the resolver threads ([`nss`]) for
-//! names and the group thread ([`groups`]) for what goes to the groups; the watcher ([`watcher`]) rereads the hosts, options and key
+//! names; the watcher ([`watcher`]) rereads the hosts, options and key
 //! files; the metrics writer ([`report`]) writes the metrics file. All
 //! start lazily at the first port and stop at unload.
 
-pub mod groups;
 mod neigh;
 pub mod net;
 pub mod nss;
@@ -51,8 +50,7 @@ pub struct Runtime<D: Daemon> {
     /// What the daemon's thread and the resolvers hand over to the
     /// worker, and when the worker wakes (`schedule.rs`). Taken only under
     /// the engine's lock, after it, so datagrams leave in the order they
-    /// were made (unicast ones among themselves, group ones likewise:
-    /// `groups.rs`).
+    /// were made.
     schedule: Mutex<Schedule>,
     /// The discovery sockets, once the first port is up (`None`: disabled
     /// or unavailable).
@@ -137,8 +135,8 @@ impl<D: Daemon + Copy + 'static> Runtime<D> {
     /// Keeps for the worker what only it does (send, ask the resolvers and
     /// the neighbour table), and wakes it when it has to act before it
     /// meant to; returns the replies. Called under the engine's lock: the
-    /// daemon's thread never touches a socket, and what is sent leaves in
-    /// the order it was made (`groups.rs` says which order).
+    /// daemon's thread never touches a socket, and what is sent leaves from
+    /// one thread in the order it was made.
     fn hand_over(&self, fx: Effects) -> Vec<Outgoing> {
         let (replies, wake) = self.schedule().hand_over(fx);
         if wake {

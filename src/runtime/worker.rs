@@ -1,9 +1,7 @@
 //! The provider's own thread: it receives discovery traffic, runs the
-//! engine's timers, sends every datagram (those for the groups through
-//! the group thread, `groups.rs`) and makes the neighbour-table lookups,
-//! so that nothing waits on the daemon's event loop.
+//! engine's timers, sends every datagram and makes the neighbour-table
+//! lookups, so that nothing waits on the daemon's event loop.
 
-use super::groups::Outbox;
 use super::net::{Net, NetEvent};
 use super::{lock, perform, Runtime};
 use crate::daemon::Daemon;
@@ -28,7 +26,6 @@ pub fn spawn<D: Daemon + Copy + 'static>(
     let stop = threads.stop_flag();
     let for_recovery = net.clone();
     let resolvers = super::nss::spawn(rt)?;
-    let groups = super::groups::spawn(threads, net.clone())?;
     // The stop wakes the resolvers through a copy of their channel.
     let wake = std::sync::Mutex::new(resolvers.clone());
     threads.on_stop(Box::new(move || {
@@ -40,7 +37,7 @@ pub fn spawn<D: Daemon + Copy + 'static>(
     threads.spawn(
         "discovery",
         "urdma-discovery",
-        move || run(rt, &net, &groups, &resolvers, &stop),
+        move || run(rt, &net, &resolvers, &stop),
         move || recover(rt, &for_recovery),
     )
 }
@@ -64,7 +61,6 @@ fn recover<D: Daemon + Copy>(rt: &'static Runtime<D>, net: &Net) {
 fn run<D: Daemon + Copy>(
     rt: &'static Runtime<D>,
     net: &Net,
-    groups: &Outbox,
     resolvers: &Sender<super::nss::Work>,
     stop: &Stop,
 ) {
@@ -117,10 +113,7 @@ fn run<D: Daemon + Copy>(
             // provider stops.
             let _ = resolvers.send(Some(job));
         }
-        super::reply(rt.daemon(), &fx.replies);
-        for d in fx.datagrams.drain(..) {
-            groups.send(net, d);
-        }
+        perform(rt.daemon(), Some(net), &fx);
         lag.round(
             overslept,
             neighbours,
