@@ -132,13 +132,21 @@ impl Discovery {
                 .binding(&source)
                 .is_some_and(|l| l.differs_from(q.sender()))
         {
-            self.check(local, &source, now);
+            self.check(local, &source, from.ip(), now);
         }
         // Where the socket cannot say, the query may have been a group's:
         // never refuse it then.
         let group = to.is_none_or(|ip| ip.is_multicast());
         if group && super::welcome::is_start_query(&q) {
-            log::trace!("discovery: {from} started; announcing ourselves");
+            log::trace!(
+                "discovery: {from} started ({}); announcing ourselves",
+                match self.state.binding(&source) {
+                    _ if !lists_source => "its record lists other addresses",
+                    Some(l) if l.differs_from(q.sender()) => "bound elsewhere: checking",
+                    Some(_) => "bound to it",
+                    None => "not bound",
+                }
+            );
             self.welcome(local, q.sender(), from.ip(), now);
             // What was asked of it before may have found nobody listening,
             // and would wait out its try (2 s for a last one) before asking
@@ -335,18 +343,21 @@ impl Discovery {
         );
     }
 
-    /// A hint that the binding of `key` changed: asks its holder again by
-    /// unicast, unless it was asked very recently or is being asked now.
-    /// Only the holder's reply changes the binding (see [`Purpose::Check`]).
-    fn check(&mut self, local: &Local, key: &Address, now: Instant) {
+    /// A hint, heard from `heard`, that the binding of `key` changed: asks
+    /// its holder again by unicast, unless it was asked very recently or is
+    /// being asked now. Only the holder's reply changes the binding (see
+    /// [`Purpose::Check`]).
+    fn check(&mut self, local: &Local, key: &Address, heard: IpAddr, now: Instant) {
         if !self.families.any() || self.inflight.checking(key) {
             return;
         }
         if !self.state.check_due(key, now) {
+            log::trace!("discovery: not checking {key}: checked within the last second");
             return;
         }
         let Some(via) = self.state.binding(key).and_then(|l| l.via) else {
             // Derived bindings are not discovery's to check.
+            log::trace!("discovery: not checking {key}: not bound, or derived");
             return;
         };
         if self.inflight.checks() >= MAX_CHECKS {
@@ -358,11 +369,20 @@ impl Discovery {
             None => via,
         };
         let Some(ep) = local.endpoint_for(to.ip()) else {
+            log::trace!("discovery: not checking {key}: no endpoint to ask {to} from");
             return;
         };
         log::trace!("discovery: checking {key} at {to}");
         let sent = self.send_probe(local, key, key.clone(), Some(to), Purpose::Check, ep, now);
-        if sent.is_some() {
+        if let Some(txid) = sent {
+            if to.ip() == heard {
+                // Asked of the address that just spoke, after it was back:
+                // its start query need not have it asked once more, which
+                // would double what a restarted host answers.
+                if let Some(p) = self.inflight.probe_mut(txid) {
+                    p.asked_again = true;
+                }
+            }
             self.state.checked(key, now + CHECK_HOLDOFF);
             // In doubt until its holder answers: requests wait for the
             // reply rather than take a GID that may have gone
@@ -474,7 +494,7 @@ impl Discovery {
             }
         }
         for key in hints {
-            self.check(local, &key, now);
+            self.check(local, &key, from.ip(), now);
         }
     }
 }

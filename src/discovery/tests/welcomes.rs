@@ -341,6 +341,38 @@ fn a_lookup_in_flight_asks_again_at_once_when_its_host_says_it_has_just_started(
 }
 
 #[test]
+fn a_check_its_host_prompted_is_not_asked_again_when_that_host_says_it_started() {
+    let mut f = fixture(Config::default());
+    learn_peer(&mut f, 1);
+    let t = f.t0 + Duration::from_secs(10);
+    // The peer back on new hardware: its announcement comes first and is
+    // checked with it, at the address it came from, which is open now.
+    let moved =
+        Message::from(Announce::new(vec![peer_record("fe80::b2")], false).unwrap()).encode();
+    f.e.on_datagram(peer(), Some(group()), &moved, t);
+    let (check, to) = sent_query(&polled(&mut f.e));
+    assert_eq!(to, Some(peer()));
+    // Its start query then asks nothing more: the check left after the
+    // peer was back, and a second copy would only double its replies.
+    let start = Query::new(
+        std::num::NonZeroU64::new(77).unwrap(),
+        WireAddress::new(node_b()).unwrap(),
+        peer_record("fe80::b2"),
+    );
+    let bytes = Message::from(start).encode();
+    f.e.on_datagram(peer(), Some(group()), &bytes, t + Duration::from_millis(20));
+    assert!(sent_queries(&polled(&mut f.e)).is_empty());
+    // The check's reply follows the peer.
+    let found = reply_bytes(&check, Answer::Found(peer_record("fe80::b2")));
+    f.e.on_datagram(peer(), None, &found, t + Duration::from_millis(30));
+    polled(&mut f.e);
+    assert_eq!(
+        bound_gid(&f.e, &peer_ip()),
+        Some("fe80::b2".parse().unwrap())
+    );
+}
+
+#[test]
 fn a_start_query_that_does_not_list_its_source_makes_nobody_ask_again() {
     let mut f = fixture(Config::default());
     let t = f.t0 + Duration::from_secs(10);
