@@ -1,7 +1,8 @@
 //! The restart storm (`--restart R`): after the job, R daemons restart at
 //! once on new hardware (new GIDs, killed: nothing withdrawn) while every
 //! other keeps asking for them, and each survivor is timed until its
-//! answers all name the new GIDs.
+//! answers all name the new GIDs, from when each restarted daemon's socket
+//! appeared. It also prints where the storm's datagrams went.
 
 use crate::fleet_config::{config_of, ip4, mac_of, show_totals, totals};
 use crate::quantile;
@@ -41,11 +42,6 @@ pub fn storm(fleet: &[Host], restart: usize, interval_ms: u64, o: &Options) {
             .collect()
     };
     let (old_gids, new_gids) = (gids_of(0), gids_of(1));
-    let epoch_ms = || {
-        SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map_or(0, |d| d.as_millis() as u64)
-    };
     // Every survivor asks for the restarted ones in a steady trickle, on
     // four connections one every `interval_ms` each (160 ms: every one of
     // them about every 1.3 s; a connection waiting for a lookup holds up a
@@ -85,23 +81,38 @@ pub fn storm(fleet: &[Host], restart: usize, interval_ms: u64, o: &Options) {
             .collect();
         std::thread::sleep(Duration::from_secs(2));
         // When each restarted daemon was back (they come back over
-        // seconds: a restart waits for the old daemon to die).
-        let back_ms: Vec<u64> = std::thread::scope(|r| {
+        // seconds: a restart waits for the old daemon to die): when its
+        // socket appeared, which the harness, polling on a machine with
+        // no idle time, sees some time later.
+        let (back_ms, seen_ms): (Vec<u64>, Vec<u64>) = std::thread::scope(|r| {
             let restarting: Vec<_> = gone
                 .iter()
                 .map(|&d| {
                     let host = &fleet[d];
                     r.spawn(move || {
                         host.restart(&config_of(d, 1, o));
-                        epoch_ms()
+                        let seen = epoch_ms(SystemTime::now());
+                        let made = fs::metadata(host.socket()).and_then(|m| m.modified());
+                        (made.map_or(seen, epoch_ms), seen)
                     })
                 })
                 .collect();
             restarting
                 .into_iter()
                 .map(|h| h.join().expect("restart"))
-                .collect()
+                .unzip()
         });
+        let lag: Vec<u64> = seen_ms
+            .iter()
+            .zip(&back_ms)
+            .map(|(s, b)| s - b.min(s))
+            .collect();
+        println!(
+            "restarted daemons' sockets seen by the harness {} ms (mean), {} ms (most) after they \
+             appeared\n",
+            lag.iter().sum::<u64>() / lag.len().max(1) as u64,
+            lag.iter().max().unwrap_or(&0)
+        );
         asking
             .into_iter()
             .map(|h| {
@@ -118,15 +129,20 @@ pub fn storm(fleet: &[Host], restart: usize, interval_ms: u64, o: &Options) {
     print_follow(&follow, restart);
     // Where the storm's traffic went: the survivors' counters from before
     // the restarts, the restarted daemons' since they came back.
-    let none = vec![Default::default(); COUNTED.len()];
+    let none = BTreeMap::new();
     let (survivors, restarted) = (traffic(restart..hosts), traffic(0..restart));
     for (i, metric) in COUNTED.iter().enumerate() {
         println!(
             "{metric}: survivors {}; restarted {}\n",
             show_totals(&survivors[i], &before[i]),
-            show_totals(&restarted[i], &none[i])
+            show_totals(&restarted[i], &none)
         );
     }
+}
+
+fn epoch_ms(t: SystemTime) -> u64 {
+    t.duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
 }
 
 /// The storm's table: how long the survivors took to follow the `restart`
