@@ -33,12 +33,14 @@ use std::time::{Duration, Instant};
 pub(super) const WELCOMED_FOR: Duration = Duration::from_secs(5);
 /// A host answers at most this many hosts that joined by unicast per
 /// welcome period; more in one period (half a cluster joining) are
-/// answered on the groups, by one announcement for all.
-pub(super) const UNICAST_WELCOMES: usize = 16;
+/// answered on the groups, by one announcement for all. A rack restarting
+/// (32 of 256 hosts) stays within it: its hosts are welcomed one by one,
+/// and the hosts that stayed do not each receive every other's welcome.
+pub(super) const UNICAST_WELCOMES: usize = 64;
 /// For this long after its start query, a host takes announcements sent
-/// to it alone as hints: the welcomes of the segment's hosts, spread over
-/// at most 10 s.
-pub(super) const WELCOME_LISTEN: Duration = Duration::from_secs(12);
+/// to it alone as hints: the welcomes of the segment's hosts, which leave
+/// one to two welcome windows (at most 10 s each) after they heard it.
+pub(super) const WELCOME_LISTEN: Duration = Duration::from_secs(22);
 /// Hosts remembered as welcomed; more (a flood of forged start queries)
 /// are welcomed again, at the welcomes' pace.
 const MAX_WELCOMED: usize = 1024;
@@ -128,7 +130,13 @@ impl Discovery {
             let source = local
                 .endpoint_for(ip)
                 .and_then(|ep| local.source_for(ep, ip));
-            if self.announcer.welcome_to((to, source), after, pace, now) {
+            // A window later than a welcome to the groups would leave: a
+            // burst that passes the bound within it is answered by the
+            // group announcement alone, since what left stays sent.
+            if self
+                .announcer
+                .welcome_to((to, source), within + after, pace, now)
+            {
                 return;
             }
         }

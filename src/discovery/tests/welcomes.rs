@@ -78,10 +78,11 @@ fn a_host_announces_itself_to_a_host_that_joined_after_its_announcements() {
     f.e.on_timers(t + within);
     assert!(polled(&mut f.e).datagrams.is_empty());
     // The peer, heard at its address for a while, back with new hardware:
-    // answered by unicast, to that address, from this host's own.
+    // answered by unicast, to that address, from this host's own, within
+    // two windows (the first lets a burst show its size).
     let t = t + every;
     heard_on_group(&mut f, peer_record("fe80::b2"), peer(), t);
-    f.e.on_timers(t + within);
+    f.e.on_timers(t + within * 2);
     let fx = polled(&mut f.e);
     assert!(sent_announcements(&fx).is_empty(), "{fx:?}");
     let w = sent_welcomes(&fx);
@@ -90,8 +91,8 @@ fn a_host_announces_itself_to_a_host_that_joined_after_its_announcements() {
     assert_eq!(w[0].2.records()[0].gid(), OWN.parse().unwrap());
     // Again, with other hardware, soon after: that address was welcomed
     // (a forger naming it does not make this host flood it).
-    heard_on_group(&mut f, peer_record("fe80::b3"), peer(), t + within);
-    f.e.on_timers(t + within * 3);
+    heard_on_group(&mut f, peer_record("fe80::b3"), peer(), t + within * 2);
+    f.e.on_timers(t + within * 4);
     assert!(polled(&mut f.e).datagrams.is_empty());
     // Long after its own start, a host that joins is answered too.
     let late = f.t0 + Duration::from_secs(4_000);
@@ -101,30 +102,42 @@ fn a_host_announces_itself_to_a_host_that_joined_after_its_announcements() {
     assert_eq!(sent_announcements(&polled(&mut f.e)).len(), 1);
 }
 
-#[test]
-fn many_hosts_back_at_once_are_welcomed_by_one_announcement_to_the_groups() {
+/// A fixture that has heard hosts 11 to 10 + `n` of 10.0.0.0/24 (10 would
+/// have its GID) at their addresses and settled them, and the welcome
+/// window on a segment of that size; the time is 20 s after they were heard.
+fn settled_among(n: u8) -> (Fixture, Instant, Duration) {
     let mut f = fixture(Config::default());
     for ms in [0, 50, 1_000, 3_000] {
         f.e.on_timers(f.t0 + Duration::from_millis(ms));
     }
-    // 31 hosts heard at their addresses, settled.
     let t = f.t0 + Duration::from_secs(4);
-    for n in 10..41 {
+    for n in 11..11 + n {
         let (r, at) = newcomer(n);
         heard_on_group(&mut f, r, at, t);
     }
-    let (within, _) = announce::welcome_pace(31);
+    let (within, _) = announce::welcome_pace(n.into());
     let t = t + Duration::from_secs(20);
     f.e.on_timers(t);
     polled(&mut f.e);
-    // All back with new hardware at once: beyond UNICAST_WELCOMES in a
+    (f, t, within)
+}
+
+/// Host `n`, back with new hardware (GID fe80::`gen`:`n`), heard at `t`.
+fn back(f: &mut Fixture, n: u8, gen: u8, t: Instant) {
+    let (_, at) = newcomer(n);
+    let gid = format!("fe80::{gen:x}:{n:x}");
+    let r = holding(&gid, [10, 0, 0, n], &format!("node-{n}"));
+    heard_on_group(f, r, at, t);
+}
+
+#[test]
+fn many_hosts_back_at_once_are_welcomed_by_one_announcement_to_the_groups() {
+    let (mut f, t, within) = settled_among(81);
+    // 80 back with new hardware at once: beyond UNICAST_WELCOMES in a
     // period, one announcement to the groups answers them all, those
     // still waiting for theirs too.
-    for n in 10..40 {
-        let (_, at) = newcomer(n);
-        let gid = format!("fe80::1:{n:x}");
-        let r = holding(&gid, [10, 0, 0, n], &format!("node-{n}"));
-        heard_on_group(&mut f, r, at, t);
+    for n in 11..91 {
+        back(&mut f, n, 1, t);
     }
     let t = t + within * announce::WELCOME_WAIT;
     f.e.on_timers(t);
@@ -132,15 +145,43 @@ fn many_hosts_back_at_once_are_welcomed_by_one_announcement_to_the_groups() {
     assert_eq!(sent_welcomes(&fx).len(), 0, "{fx:?}");
     assert_eq!(sent_announcements(&fx).len(), 1, "{fx:?}");
     // One that comes back after it is answered by unicast again.
-    let (_, at) = newcomer(40);
-    heard_on_group(
-        &mut f,
-        holding("fe80::2:a", [10, 0, 0, 40], "node-40"),
-        at,
-        t,
-    );
-    f.e.on_timers(t + within);
+    back(&mut f, 91, 2, t);
+    f.e.on_timers(t + within * 2);
     assert_eq!(sent_welcomes(&polled(&mut f.e)).len(), 1);
+}
+
+/// The welcomes, by unicast and to the groups, a host of a settled segment
+/// of 81 sends when `count` of them come back with new hardware one after
+/// another, 1 % of a welcome window apart, its timers running between.
+fn welcomes_for_burst(count: u8) -> (usize, usize) {
+    let (mut f, t0, within) = settled_among(81);
+    let step = within / 100;
+    let mut fx = Vec::new();
+    for (i, n) in (11..11 + count).enumerate() {
+        let t = t0 + step * i as u32;
+        back(&mut f, n, 1, t);
+        f.e.on_timers(t);
+        fx.push(polled(&mut f.e));
+    }
+    let mut t = t0 + step * count.into();
+    while t <= t0 + within * (announce::WELCOME_WAIT + 2) {
+        f.e.on_timers(t);
+        fx.push(polled(&mut f.e));
+        t += step;
+    }
+    let unicast = fx.iter().map(|x| sent_welcomes(x).len()).sum();
+    let groups = fx.iter().map(|x| sent_announcements(x).len()).sum();
+    (unicast, groups)
+}
+
+#[test]
+fn a_burst_that_passes_the_bound_within_a_window_gets_no_unicast_welcome() {
+    // 80 within 0.8 windows: the groups answer them, and nothing went to
+    // the first 64 on its own before the burst passed the bound.
+    assert_eq!(welcomes_for_burst(80), (0, 1), "unicast and group welcomes");
+    // As many as the bound: each its own, by unicast.
+    let most = welcome::UNICAST_WELCOMES;
+    assert_eq!(welcomes_for_burst(most as u8), (most, 0));
 }
 
 #[test]
@@ -283,12 +324,12 @@ fn a_host_that_starts_sends_a_start_query_and_hosts_that_hear_it_announce_themse
     f.e.on_datagram(peer(), Some(group()), &bytes, t);
     let fx = polled(&mut f.e);
     assert!(fx.datagrams.is_empty(), "not answered: {fx:?}");
-    f.e.on_timers(t + within);
+    f.e.on_timers(t + within * 2);
     let w = sent_welcomes(&polled(&mut f.e));
     assert_eq!(w.len(), 1);
     assert_eq!(w[0].0, peer());
-    f.e.on_datagram(peer(), Some(group()), &bytes, t + within);
-    f.e.on_timers(t + within * 3);
+    f.e.on_datagram(peer(), Some(group()), &bytes, t + within * 2);
+    f.e.on_timers(t + within * 4);
     assert!(polled(&mut f.e).datagrams.is_empty());
     let every = announce::welcome_pace(1).1;
     // A query by unicast for the asker's own address is no start query.
