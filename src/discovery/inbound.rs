@@ -126,12 +126,16 @@ impl Discovery {
             .addresses()
             .iter()
             .any(|w| *w.address() == source);
-        if lists_source
-            && self
-                .state
-                .binding(&source)
-                .is_some_and(|l| l.differs_from(q.sender()))
-        {
+        // Whether the source, if the asker's record lists it, is bound,
+        // and elsewhere than the asker says.
+        let moved = lists_source
+            .then(|| {
+                self.state
+                    .binding(&source)
+                    .map(|l| l.differs_from(q.sender()))
+            })
+            .flatten();
+        if moved == Some(true) {
             self.check(local, &source, from.ip(), now);
         }
         // Where the socket cannot say, the query may have been a group's:
@@ -140,10 +144,10 @@ impl Discovery {
         if group && super::welcome::is_start_query(&q) {
             log::trace!(
                 "discovery: {from} started ({}); announcing ourselves",
-                match self.state.binding(&source) {
+                match moved {
                     _ if !lists_source => "its record lists other addresses",
-                    Some(l) if l.differs_from(q.sender()) => "bound elsewhere: checking",
-                    Some(_) => "bound to it",
+                    Some(true) => "bound elsewhere: checking",
+                    Some(false) => "bound to it",
                     None => "not bound",
                 }
             );
