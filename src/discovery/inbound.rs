@@ -136,7 +136,7 @@ impl Discovery {
             })
             .flatten();
         if moved == Some(true) {
-            self.check(local, &source, from.ip(), now);
+            self.check(local, &source, now);
         }
         // Where the socket cannot say, the query may have been a group's:
         // never refuse it then.
@@ -152,10 +152,12 @@ impl Discovery {
                 }
             );
             self.welcome(local, q.sender(), from.ip(), now);
-            // What was asked of it before may have found nobody listening,
-            // and would wait out its try (2 s for a last one) before asking
-            // again: a lookup across a peer's restart would fail. Asked
-            // once more now; the reply still binds only as a reply does.
+            // What was asked of it before it was first heard may have found
+            // nobody listening, and would wait out its try (2 s for a last
+            // one) before asking again: a lookup across a peer's restart
+            // would fail. Asked once more now; the reply still binds only
+            // as a reply does. What left after it was heard reached it, and
+            // asked again would double what a restarted host answers.
             if lists_source {
                 let ips: Vec<IpAddr> = q
                     .sender()
@@ -163,7 +165,9 @@ impl Discovery {
                     .iter()
                     .filter_map(|w| ip_of(w.address()))
                     .collect();
-                for txid in self.inflight.asked_of_restarted(&ips, now) {
+                let since = self.welcomes.arrived_at(q.sender().gid(), now);
+                let before = since.unwrap_or(now);
+                for txid in self.inflight.asked_of_restarted(&ips, before, now) {
                     log::trace!("discovery: asking {from} again: it has just started");
                     self.transmit(local, txid, Try::Extra, now);
                 }
@@ -351,7 +355,7 @@ impl Discovery {
     /// its holder again by unicast, unless it was asked very recently or is
     /// being asked now. Only the holder's reply changes the binding (see
     /// [`Purpose::Check`]).
-    fn check(&mut self, local: &Local, key: &Address, heard: IpAddr, now: Instant) {
+    fn check(&mut self, local: &Local, key: &Address, now: Instant) {
         if !self.families.any() || self.inflight.checking(key) {
             return;
         }
@@ -378,15 +382,7 @@ impl Discovery {
         };
         log::trace!("discovery: checking {key} at {to}");
         let sent = self.send_probe(local, key, key.clone(), Some(to), Purpose::Check, ep, now);
-        if let Some(txid) = sent {
-            if to.ip() == heard {
-                // Asked of the address that just spoke, after it was back:
-                // its start query need not have it asked once more, which
-                // would double what a restarted host answers.
-                if let Some(p) = self.inflight.probe_mut(txid) {
-                    p.asked_again = true;
-                }
-            }
+        if sent.is_some() {
             self.state.checked(key, now + CHECK_HOLDOFF);
             // In doubt until its holder answers: requests wait for the
             // reply rather than take a GID that may have gone
@@ -498,7 +494,7 @@ impl Discovery {
             }
         }
         for key in hints {
-            self.check(local, &key, from.ip(), now);
+            self.check(local, &key, now);
         }
     }
 }

@@ -237,12 +237,18 @@ impl InFlight {
         }
     }
 
-    /// The probes that asked one of `ips` by unicast before `now`, not yet
-    /// asked again for this, now marked as asked again: the host there
-    /// says it has just started, so what they sent may have found nobody
+    /// The probes whose last try asked one of `ips` by unicast before
+    /// `before`, not yet asked again for this, now marked as asked again:
+    /// the host there says it has just started, and was first heard at
+    /// `before`, so what they sent earlier may have found nobody
     /// listening. Each probe is asked again so once at most; none while
     /// such searches are over their pace.
-    pub fn asked_of_restarted(&mut self, ips: &[IpAddr], now: Instant) -> Vec<NonZeroU64> {
+    pub fn asked_of_restarted(
+        &mut self,
+        ips: &[IpAddr],
+        before: Instant,
+        now: Instant,
+    ) -> Vec<NonZeroU64> {
         // One allowance for all sources: the pace bounds the work, and a
         // host back from a restart sends its start query twice.
         let all = IpAddr::V4(Ipv4Addr::UNSPECIFIED);
@@ -255,7 +261,7 @@ impl InFlight {
             .filter_map(|(txid, t)| {
                 let p = &mut t.probe;
                 let asked = p.to.is_some_and(|to| ips.contains(&to.ip()))
-                    && p.sent_at.is_some_and(|at| at < now);
+                    && p.sent_at.is_some_and(|at| at < before);
                 (asked && !p.asked_again).then(|| {
                     p.asked_again = true;
                     *txid

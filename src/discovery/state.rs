@@ -159,8 +159,7 @@ pub struct Probe {
     /// A group query that some host answered: it is not sent again.
     pub answered: bool,
     /// Sent once more, at once, because the host it asks said it had just
-    /// started (`InFlight::asked_of_restarted`), or needing no such try: a
-    /// check sent to the address whose datagram prompted it.
+    /// started (`InFlight::asked_of_restarted`).
     pub asked_again: bool,
 }
 

@@ -49,8 +49,9 @@ const MAX_WELCOMED: usize = 1024;
 /// addresses welcomed by unicast, and whether this host listens for the
 /// welcomes its own start query asked for.
 pub(super) struct Welcomes {
-    /// Endpoints welcomed lately, once each in [`WELCOMED_FOR`].
-    welcomed: Expiring<Gid, ()>,
+    /// Endpoints welcomed lately, once each in [`WELCOMED_FOR`], with
+    /// when each was first heard.
+    welcomed: Expiring<Gid, Instant>,
     /// Addresses welcomed by unicast lately, likewise.
     welcomed_at: Expiring<IpAddr, ()>,
     /// Until when announcements sent to this host alone are the welcomes
@@ -71,6 +72,22 @@ impl Welcomes {
     /// for with its start query.
     pub(super) fn listening(&self, now: Instant) -> bool {
         self.listen_until.is_some_and(|t| now < t)
+    }
+
+    /// When the endpoint `gid`, welcomed lately, was first heard: by then
+    /// it was listening.
+    pub(super) fn arrived_at(&mut self, gid: Gid, now: Instant) -> Option<Instant> {
+        self.welcomed.get_live(&gid, now).copied()
+    }
+
+    /// Whether the endpoint `gid` is to be welcomed: not welcomed in the
+    /// last [`WELCOMED_FOR`]; if so, it is marked, heard first now.
+    fn arrived(&mut self, gid: Gid, now: Instant) -> bool {
+        if self.welcomed.get_live(&gid, now).is_some() {
+            return false;
+        }
+        self.welcomed.insert(gid, now, Some(now + WELCOMED_FOR));
+        true
     }
 
     pub(super) fn sweep(&mut self, now: Instant) {
@@ -114,7 +131,7 @@ impl Discovery {
         let gid = record.gid();
         let until = now + WELCOMED_FOR;
         // While its own announcements are still to come, they are enough.
-        if self.announcer.announcing() || !self.welcomes.welcomed.mark(gid, now, until) {
+        if self.announcer.announcing() || !self.welcomes.arrived(gid, now) {
             return;
         }
         let (within, every) = welcome_pace(self.hints.endpoints_heard());

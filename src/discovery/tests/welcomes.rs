@@ -414,6 +414,50 @@ fn a_check_its_host_prompted_is_not_asked_again_when_that_host_says_it_started()
 }
 
 #[test]
+fn only_what_left_before_a_host_was_heard_back_is_asked_again_at_its_start() {
+    let mut f = fixture(Config::default());
+    let t = f.t0 + Duration::from_secs(10);
+    let other = [10, 0, 0, 3];
+    // Asked while the peer is down: the query finds nobody.
+    f.e.resolve_at(f.addr, &ip_request(PEER_IP, 0, 1), 11, t);
+    let (lost, _) = sent_query(&polled(&mut f.e));
+    // The peer back on new hardware, holding a second address: its
+    // announcement is heard first; then a lookup of that second address
+    // leaves, to a host that is listening.
+    let addrs = vec![
+        WireAddress::from(Ipv4Addr::from(PEER_IP)),
+        WireAddress::from(Ipv4Addr::from(other)),
+        WireAddress::new(node_b()).unwrap(),
+    ];
+    let record = EndpointRecord::new("fe80::b2".parse().unwrap(), 0, 4, 7, vec![0xffff], addrs);
+    let record = record.unwrap();
+    let back = t + Duration::from_millis(200);
+    let a = Message::from(Announce::new(vec![record.clone()], false).unwrap()).encode();
+    f.e.on_datagram(peer(), Some(group()), &a, back);
+    polled(&mut f.e);
+    let later = back + Duration::from_millis(10);
+    f.e.resolve_at(f.addr, &ip_request(other, 0, 2), 12, later);
+    let (_, to) = sent_query(&polled(&mut f.e));
+    assert_eq!(to.map(|a| a.ip()), Some(IpAddr::from(other)));
+    // Its start query asks again only what left before it was heard.
+    let start = Query::new(
+        std::num::NonZeroU64::new(77).unwrap(),
+        WireAddress::new(node_b()).unwrap(),
+        record,
+    );
+    let bytes = Message::from(start).encode();
+    f.e.on_datagram(
+        peer(),
+        Some(group()),
+        &bytes,
+        later + Duration::from_millis(10),
+    );
+    let (again, to) = sent_query(&polled(&mut f.e));
+    assert_eq!(to, Some(peer()));
+    assert_eq!(again.target(), lost.target());
+}
+
+#[test]
 fn a_start_query_that_does_not_list_its_source_makes_nobody_ask_again() {
     let mut f = fixture(Config::default());
     let t = f.t0 + Duration::from_secs(10);
