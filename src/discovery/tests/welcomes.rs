@@ -46,6 +46,16 @@ fn has_start_query(fx: &Effects) -> bool {
     fx.datagrams.len() != without_start_queries(fx).len()
 }
 
+/// A start query for node-b, txid `txid`, from the endpoint of `record`.
+fn start_query(txid: u64, record: EndpointRecord) -> Vec<u8> {
+    let q = Query::new(
+        std::num::NonZeroU64::new(txid).unwrap(),
+        WireAddress::new(node_b()).unwrap(),
+        record,
+    );
+    Message::from(q).encode()
+}
+
 #[test]
 fn a_host_announces_itself_to_a_host_that_joined_after_its_announcements() {
     let mut f = fixture(Config::default());
@@ -315,12 +325,7 @@ fn a_host_that_starts_sends_a_start_query_and_hosts_that_hear_it_announce_themse
         "a new endpoint, on the groups"
     );
     let t = heard + WELCOMED_FOR * 2;
-    let start = Query::new(
-        std::num::NonZeroU64::new(77).unwrap(),
-        WireAddress::new(node_b()).unwrap(),
-        peer_record(PEER),
-    );
-    let bytes = Message::from(start).encode();
+    let bytes = start_query(77, peer_record(PEER));
     f.e.on_datagram(peer(), Some(group()), &bytes, t);
     let fx = polled(&mut f.e);
     assert!(fx.datagrams.is_empty(), "not answered: {fx:?}");
@@ -348,14 +353,7 @@ fn a_lookup_in_flight_asks_again_at_once_when_its_host_says_it_has_just_started(
     let (lost, to) = sent_query(&polled(&mut f.e));
     assert_eq!(to, Some(peer()));
     // The peer back, on new hardware: its start query.
-    let start = |txid: u64| {
-        let q = Query::new(
-            std::num::NonZeroU64::new(txid).unwrap(),
-            WireAddress::new(node_b()).unwrap(),
-            peer_record("fe80::b2"),
-        );
-        Message::from(q).encode()
-    };
+    let start = |txid: u64| start_query(txid, peer_record("fe80::b2"));
     let back = t + Duration::from_millis(200);
     f.e.on_datagram(peer(), Some(group()), &start(77), back);
     let fx = polled(&mut f.e);
@@ -395,12 +393,7 @@ fn a_check_its_host_prompted_is_not_asked_again_when_that_host_says_it_started()
     assert_eq!(to, Some(peer()));
     // Its start query then asks nothing more: the check left after the
     // peer was back, and a second copy would only double its replies.
-    let start = Query::new(
-        std::num::NonZeroU64::new(77).unwrap(),
-        WireAddress::new(node_b()).unwrap(),
-        peer_record("fe80::b2"),
-    );
-    let bytes = Message::from(start).encode();
+    let bytes = start_query(77, peer_record("fe80::b2"));
     f.e.on_datagram(peer(), Some(group()), &bytes, t + Duration::from_millis(20));
     assert!(sent_queries(&polled(&mut f.e)).is_empty());
     // The check's reply follows the peer.
@@ -440,12 +433,7 @@ fn only_what_left_before_a_host_was_heard_back_is_asked_again_at_its_start() {
     let (_, to) = sent_query(&polled(&mut f.e));
     assert_eq!(to.map(|a| a.ip()), Some(IpAddr::from(other)));
     // Its start query asks again only what left before it was heard.
-    let start = Query::new(
-        std::num::NonZeroU64::new(77).unwrap(),
-        WireAddress::new(node_b()).unwrap(),
-        record,
-    );
-    let bytes = Message::from(start).encode();
+    let bytes = start_query(77, record);
     f.e.on_datagram(
         peer(),
         Some(group()),
@@ -464,12 +452,7 @@ fn a_start_query_that_does_not_list_its_source_makes_nobody_ask_again() {
     f.e.resolve_at(f.addr, &ip_request(PEER_IP, 0, 1), 11, t);
     polled(&mut f.e);
     // A forger elsewhere naming the peer's address in its record.
-    let forged = Query::new(
-        std::num::NonZeroU64::new(79).unwrap(),
-        WireAddress::new(node_b()).unwrap(),
-        peer_record(ATTACKER),
-    );
-    let bytes = Message::from(forged).encode();
+    let bytes = start_query(79, peer_record(ATTACKER));
     f.e.on_datagram(
         attacker(),
         Some(group()),
