@@ -157,6 +157,13 @@ impl Discovery {
                 return;
             }
         }
+        log::trace!(
+            "discovery: welcoming {gid} from {from} on the groups: {}",
+            match unicast {
+                Some(_) => "past the unicast bound, or a group welcome is due",
+                None => "none of its names heard settled at its address",
+            }
+        );
         self.announcer.welcome(after, (within, every), now);
     }
 
