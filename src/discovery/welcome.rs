@@ -20,6 +20,7 @@
 
 use super::announce::welcome_pace;
 use super::hints::Hints;
+use super::state::State;
 use super::wire::{EndpointRecord, Message, Query, WireAddress};
 use super::{record_for, Discovery, Families};
 use crate::addr::{Address, Gid};
@@ -102,7 +103,8 @@ impl Welcomes {
 
 /// Whether `ip` is where this host heard, settled, one of the names of
 /// `record`: a host of the segment that restarted, which may be welcomed
-/// by unicast. Welcomes by unicast go only there, and to each address once
+/// by unicast. Welcomes by unicast go only there (or where [`bound_at`]
+/// says), and to each address once
 /// in [`WELCOMED_FOR`]: every host of the segment answers one start query,
 /// and a forged one must not turn that into a flood aimed at an address of
 /// the forger's choosing.
@@ -113,6 +115,17 @@ fn known_at(hints: &mut Hints, record: &EndpointRecord, ip: IpAddr, now: Instant
         .map(|w| w.address())
         .filter(|a| matches!(a, Address::Name(_)))
         .any(|name| hints.held_at(name, ip, now))
+}
+
+/// Whether `ip` is bound here, confirmed by a reply from `ip` itself: a
+/// host of the segment, which may be welcomed by unicast though its record
+/// lists no name yet (a daemon can send its start query before it gave
+/// its endpoint its names).
+fn bound_at(state: &State, ip: IpAddr) -> bool {
+    state
+        .binding(&Address::from(ip))
+        .and_then(|l| l.via)
+        .is_some_and(|via| via.ip() == ip)
 }
 
 impl Discovery {
@@ -137,8 +150,8 @@ impl Discovery {
         let (within, every) = welcome_pace(self.hints.endpoints_heard());
         let after = self.inflight.jitter(within);
         let pace = (every, UNICAST_WELCOMES);
-        let unicast =
-            welcome_address(record, from).filter(|&ip| known_at(&mut self.hints, record, ip, now));
+        let unicast = welcome_address(record, from)
+            .filter(|&ip| known_at(&mut self.hints, record, ip, now) || bound_at(&self.state, ip));
         if let Some(ip) = unicast {
             if !self.welcomes.welcomed_at.mark(ip, now, until) {
                 return;

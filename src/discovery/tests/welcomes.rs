@@ -141,6 +141,53 @@ fn back(f: &mut Fixture, n: u8, gen: u8, t: Instant) {
 }
 
 #[test]
+fn a_host_back_before_its_names_is_welcomed_by_unicast_where_it_is_bound() {
+    let mut f = fixture(Config::default());
+    for ms in [0, 50, 1_000, 3_000] {
+        f.e.on_timers(f.t0 + Duration::from_millis(ms));
+    }
+    learn_peer(&mut f, 1);
+    polled(&mut f.e);
+    // The peer back on new hardware, its start query sent before its
+    // daemon gave it its name: it asks for its address, which is all its
+    // record lists. Bound here from the peer's own reply, that address
+    // is a host of the segment's: welcomed there alone.
+    let only_ip = |gid: &str, ip: [u8; 4]| {
+        let addrs = vec![WireAddress::from(Ipv4Addr::from(ip))];
+        EndpointRecord::new(gid.parse().unwrap(), 0, 4, 7, vec![0xffff], addrs).unwrap()
+    };
+    let start = |txid: u64, record: EndpointRecord| {
+        let target = record.addresses()[0].clone();
+        Message::from(Query::new(
+            std::num::NonZeroU64::new(txid).unwrap(),
+            target,
+            record,
+        ))
+        .encode()
+    };
+    let (within, _) = announce::welcome_pace(1);
+    let t = f.t0 + Duration::from_secs(10);
+    let bytes = start(77, only_ip("fe80::b2", PEER_IP));
+    f.e.on_datagram(peer(), Some(group()), &bytes, t);
+    f.e.on_timers(t + within * 2);
+    let fx = polled(&mut f.e);
+    assert!(sent_announcements(&fx).is_empty(), "{fx:?}");
+    let w = sent_welcomes(&fx);
+    assert_eq!(w.len(), 1, "{fx:?}");
+    assert_eq!(w[0].0, peer());
+    // From an address this host knows nothing of: the groups, never a
+    // datagram aimed where the asker says.
+    let (_, c_at) = newcomer(9);
+    let t = t + WELCOMED_FOR;
+    let bytes = start(78, only_ip("fe80::9", [10, 0, 0, 9]));
+    f.e.on_datagram(c_at, Some(group()), &bytes, t);
+    f.e.on_timers(t + within * announce::WELCOME_WAIT);
+    let fx = polled(&mut f.e);
+    assert!(sent_welcomes(&fx).is_empty(), "{fx:?}");
+    assert_eq!(sent_announcements(&fx).len(), 1, "{fx:?}");
+}
+
+#[test]
 fn many_hosts_back_at_once_are_welcomed_by_one_announcement_to_the_groups() {
     let (mut f, t, within) = settled_among(81);
     // 80 back with new hardware at once: beyond UNICAST_WELCOMES in a
