@@ -283,10 +283,18 @@ impl<K: Hash + Eq + Clone> Expiring<K, ()> {
     /// Whether `k` is unmarked at `now` (never marked, or its mark
     /// expired); if so, it is marked until `until`.
     pub fn mark(&mut self, k: K, now: Instant, until: Instant) -> bool {
+        self.mark_with(k, (), now, until)
+    }
+}
+
+impl<K: Hash + Eq + Clone, V> Expiring<K, V> {
+    /// [`Expiring::mark`], the mark carrying `v`: kept as the first one
+    /// left it until it expires.
+    pub fn mark_with(&mut self, k: K, v: V, now: Instant, until: Instant) -> bool {
         if self.get_live(&k, now).is_some() {
             return false;
         }
-        self.insert(k, (), Some(until));
+        self.insert(k, v, Some(until));
         true
     }
 }

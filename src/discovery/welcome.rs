@@ -81,16 +81,6 @@ impl Welcomes {
         self.welcomed.get_live(&gid, now).copied()
     }
 
-    /// Whether the endpoint `gid` is to be welcomed: not welcomed in the
-    /// last [`WELCOMED_FOR`]; if so, it is marked, heard first now.
-    fn arrived(&mut self, gid: Gid, now: Instant) -> bool {
-        if self.welcomed.get_live(&gid, now).is_some() {
-            return false;
-        }
-        self.welcomed.insert(gid, now, Some(now + WELCOMED_FOR));
-        true
-    }
-
     pub(super) fn sweep(&mut self, now: Instant) {
         self.welcomed.sweep(now, |_, _| {});
         self.welcomed_at.sweep(now, |_, _| {});
@@ -104,10 +94,9 @@ impl Welcomes {
 /// Whether `ip` is where this host heard, settled, one of the names of
 /// `record`: a host of the segment that restarted, which may be welcomed
 /// by unicast. Welcomes by unicast go only there (or where [`bound_at`]
-/// says), and to each address once
-/// in [`WELCOMED_FOR`]: every host of the segment answers one start query,
-/// and a forged one must not turn that into a flood aimed at an address of
-/// the forger's choosing.
+/// says), and to each address once in [`WELCOMED_FOR`]: every host of the
+/// segment answers one start query, and a forged one must not turn that
+/// into a flood aimed at an address of the forger's choosing.
 fn known_at(hints: &mut Hints, record: &EndpointRecord, ip: IpAddr, now: Instant) -> bool {
     record
         .addresses()
@@ -144,7 +133,7 @@ impl Discovery {
         let gid = record.gid();
         let until = now + WELCOMED_FOR;
         // While its own announcements are still to come, they are enough.
-        if self.announcer.announcing() || !self.welcomes.arrived(gid, now) {
+        if self.announcer.announcing() || !self.welcomes.welcomed.mark_with(gid, now, now, until) {
             return;
         }
         let (within, every) = welcome_pace(self.hints.endpoints_heard());
@@ -174,7 +163,7 @@ impl Discovery {
             "discovery: welcoming {gid} from {from} on the groups: {}",
             match unicast {
                 Some(_) => "past the unicast bound, or a group welcome is due",
-                None => "none of its names heard settled at its address",
+                None => "none of its names heard settled, nor bound, at its address",
             }
         );
         self.announcer.welcome(after, (within, every), now);
