@@ -239,9 +239,9 @@ impl Announcer {
     }
 
     /// Whether this host's own announcements after a change are still to
-    /// come.
+    /// come: asked for (their times are set at the next timer), or due.
     pub fn announcing(&self) -> bool {
-        !self.at.is_empty()
+        self.asked || !self.at.is_empty()
     }
 
     /// Whether a start query is due (once per announcement that carries
@@ -377,7 +377,7 @@ impl Announcer {
         (within, every): (Duration, Duration),
         now: Instant,
     ) {
-        if !self.at.is_empty() {
+        if self.announcing() {
             return;
         }
         if let (Some(at), Some(first)) = (self.welcome_at, self.welcome_first) {
@@ -538,5 +538,22 @@ impl Announcer {
     #[cfg(test)]
     pub fn sizes(&self) -> [usize; 3] {
         [self.at.len(), self.withdrawals.len(), self.queue.len()]
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_host_that_starts_welcomes_nobody_before_its_own_announcements() {
+        // Its announcements are asked for until its first timer sets their
+        // times; a host heard meanwhile hears them like everyone else.
+        let mut a = Announcer::new(None, Seed::from_u64(1));
+        a.start();
+        assert!(a.announcing());
+        let now = Instant::now();
+        a.welcome(Duration::ZERO, welcome_pace(2), now);
+        assert_eq!(a.next_wake(None), None, "a welcome pending beside them");
     }
 }

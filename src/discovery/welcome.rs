@@ -132,8 +132,10 @@ impl Discovery {
     ) {
         let gid = record.gid();
         let until = now + WELCOMED_FOR;
-        // While its own announcements are still to come, they are enough.
-        if self.announcer.announcing() || !self.welcomes.welcomed.mark_with(gid, now, now, until) {
+        // Marked first, since the mark also says when the endpoint was
+        // first heard (`arrived_at`); while this host's own announcements
+        // are still to come, they are the welcome.
+        if !self.welcomes.welcomed.mark_with(gid, now, now, until) || self.announcer.announcing() {
             return;
         }
         let (within, every) = welcome_pace(self.hints.endpoints_heard());
