@@ -102,7 +102,9 @@ struct Endpoint {
     gid: Gid,
     at: Sources,
     names: u32,
-    /// When it was last heard announcing one of them.
+    /// When it was first heard (or the endpoint it took its names over
+    /// from, at the same address) and last heard announcing one of them.
+    since: Tick,
     heard: Tick,
 }
 
@@ -197,6 +199,7 @@ impl Hints {
                     gid,
                     at: Sources::default(),
                     names: 0,
+                    since: t,
                     heard: t,
                 };
                 let e = match self.free.pop() {
@@ -272,7 +275,9 @@ impl Hints {
                     // The host at that address came back with other
                     // hardware; asking the address still reaches it.
                     let e = self.endpoint(gid, from, t);
-                    self.endpoints[e as usize].names += 1;
+                    let ep = &mut self.endpoints[e as usize];
+                    ep.names += 1;
+                    ep.since = ep.since.min(was.since);
                     self.release(h.endpoint);
                     NameHint {
                         endpoint: e,
@@ -344,6 +349,21 @@ impl Hints {
             e if settled => self.endpoints[e as usize].at.first(),
             _ => None,
         }
+    }
+
+    /// Whether an endpoint holding names here was heard announcing them
+    /// from `ip`, the first time at least [`SETTLE`] ago: a host of the
+    /// segment is at that address, whatever its record lists now. A scan
+    /// of every endpoint, for the rare record that lists no name: callers
+    /// pace it.
+    pub fn heard_from(&mut self, ip: IpAddr, now: Instant) -> bool {
+        let t = self.tick(now);
+        self.endpoints.iter().any(|e| {
+            e.names > 0
+                && e.at.contains(ip)
+                && self.live(e.heard, t)
+                && t >= e.since.saturating_add(settle_ticks())
+        })
     }
 
     /// Whether `name` was announced, settled, from `ip`: the address is a
@@ -424,6 +444,25 @@ mod tests {
         assert_eq!(h.whom(&name("x"), t + SETTLE / 2), None);
         assert_eq!(h.whom(&name("x"), t + SETTLE), Some(ip("10.0.0.1")));
         assert_eq!(h.whom(&name("y"), t + SETTLE), None);
+    }
+
+    #[test]
+    fn an_address_names_were_announced_from_is_a_hosts_once_settled() {
+        let t = Instant::now();
+        let mut h = Hints::new(16, Some(Duration::from_secs(60)));
+        let (v4, v6) = (ip("10.0.0.1"), ip("fd00::1"));
+        h.heard(&name("x"), A, v4, t);
+        h.heard(&name("x"), A, v6, t);
+        assert!(!h.heard_from(v4, t + SETTLE / 2));
+        assert!(h.heard_from(v4, t + SETTLE) && h.heard_from(v6, t + SETTLE));
+        assert!(!h.heard_from(ip("10.0.0.2"), t + SETTLE));
+        // Back with other hardware at the same address: still a host's.
+        h.heard(&name("x"), B, v4, t + SETTLE * 2);
+        assert!(h.heard_from(v4, t + SETTLE * 2));
+        // Forgotten with its names.
+        assert!(!h.heard_from(v4, t + SETTLE * 2 + Duration::from_secs(60)));
+        h.forget(&name("x"));
+        assert!(!h.heard_from(v4, t + SETTLE * 3));
     }
 
     #[test]

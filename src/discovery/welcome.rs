@@ -20,13 +20,14 @@
 
 use super::announce::welcome_pace;
 use super::hints::Hints;
+use super::ratelimit::RateLimiter;
 use super::state::State;
 use super::wire::{EndpointRecord, Message, Query, WireAddress};
 use super::{record_for, Discovery, Families};
 use crate::addr::{Address, Gid};
 use crate::bounded::{earliest, Expiring};
 use crate::local::Local;
-use std::net::{IpAddr, SocketAddr};
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::time::{Duration, Instant};
 
 /// A host that joined is answered once in this long: it sends its start
@@ -45,6 +46,16 @@ pub(super) const WELCOME_LISTEN: Duration = Duration::from_secs(22);
 /// Hosts remembered as welcomed; more (a flood of forged start queries)
 /// are welcomed again, at the welcomes' pace.
 const MAX_WELCOMED: usize = 1024;
+/// At most this many welcomes a second look through every endpoint heard
+/// for one announced from the joining host's address (a record that lists
+/// no name: a daemon still giving its endpoint its addresses); more are
+/// answered on the groups. A flood of forged start queries must not make
+/// each one cost a look at every endpoint; a rack of 32 back at once sends
+/// 64 start queries, within the allowance of four seconds.
+const ADDRESS_SCANS_PER_SECOND: u32 = 20;
+
+/// One allowance for the address scans, whoever asks.
+const EVERY_SOURCE: IpAddr = IpAddr::V4(Ipv4Addr::UNSPECIFIED);
 
 /// Hosts that joined and were answered with an announcement lately, the
 /// addresses welcomed by unicast, and whether this host listens for the
@@ -58,6 +69,8 @@ pub(super) struct Welcomes {
     /// Until when announcements sent to this host alone are the welcomes
     /// its start query asked for.
     listen_until: Option<Instant>,
+    /// The pace of looks for hosts heard at an address.
+    scans: RateLimiter,
 }
 
 impl Welcomes {
@@ -66,6 +79,7 @@ impl Welcomes {
             welcomed: Expiring::new(MAX_WELCOMED),
             welcomed_at: Expiring::new(MAX_WELCOMED),
             listen_until: None,
+            scans: RateLimiter::new(ADDRESS_SCANS_PER_SECOND),
         }
     }
 
@@ -93,10 +107,12 @@ impl Welcomes {
 
 /// Whether `ip` is where this host heard, settled, one of the names of
 /// `record`: a host of the segment that restarted, which may be welcomed
-/// by unicast. Welcomes by unicast go only there (or where [`bound_at`]
-/// says), and to each address once in [`WELCOMED_FOR`]: every host of the
-/// segment answers one start query, and a forged one must not turn that
-/// into a flood aimed at an address of the forger's choosing.
+/// by unicast. Welcomes by unicast go only there, or where [`bound_at`]
+/// says, or where this host heard names announced from, settled
+/// (`Hints::heard_from`), and to each address once in [`WELCOMED_FOR`]:
+/// every host of the segment answers one start query, and a forged one
+/// must not turn that into a flood aimed at an address of the forger's
+/// choosing.
 fn known_at(hints: &mut Hints, record: &EndpointRecord, ip: IpAddr, now: Instant) -> bool {
     record
         .addresses()
@@ -141,8 +157,11 @@ impl Discovery {
         let (within, every) = welcome_pace(self.hints.endpoints_heard());
         let after = self.inflight.jitter(within);
         let pace = (every, UNICAST_WELCOMES);
-        let unicast = welcome_address(record, from)
-            .filter(|&ip| known_at(&mut self.hints, record, ip, now) || bound_at(&self.state, ip));
+        let unicast = welcome_address(record, from).filter(|&ip| {
+            known_at(&mut self.hints, record, ip, now)
+                || bound_at(&self.state, ip)
+                || (self.welcomes.scans.allow(EVERY_SOURCE, now) && self.hints.heard_from(ip, now))
+        });
         if let Some(ip) = unicast {
             if !self.welcomes.welcomed_at.mark(ip, now, until) {
                 return;
@@ -165,7 +184,7 @@ impl Discovery {
             "discovery: welcoming {gid} from {from} on the groups: {}",
             match unicast {
                 Some(_) => "past the unicast bound, or a group welcome is due",
-                None => "none of its names heard settled, nor bound, at its address",
+                None => "nothing heard settled, nor bound, at its address",
             }
         );
         self.announcer.welcome(after, (within, every), now);

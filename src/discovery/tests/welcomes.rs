@@ -140,6 +140,19 @@ fn back(f: &mut Fixture, n: u8, gen: u8, t: Instant) {
     heard_on_group(f, r, at, t);
 }
 
+/// A record of endpoint `gid` listing only its IPv4 address `ip`.
+fn ip_only(gid: &str, ip: [u8; 4]) -> EndpointRecord {
+    let addrs = vec![WireAddress::from(Ipv4Addr::from(ip))];
+    EndpointRecord::new(gid.parse().unwrap(), 0, 4, 7, vec![0xffff], addrs).unwrap()
+}
+
+/// A start query, txid `txid`, for the first address `record` lists.
+fn own_start_query(txid: u64, record: EndpointRecord) -> Vec<u8> {
+    let target = record.addresses()[0].clone();
+    let txid = std::num::NonZeroU64::new(txid).unwrap();
+    Message::from(Query::new(txid, target, record)).encode()
+}
+
 #[test]
 fn a_host_back_before_its_names_is_welcomed_by_unicast_where_it_is_bound() {
     let mut f = fixture(Config::default());
@@ -152,22 +165,9 @@ fn a_host_back_before_its_names_is_welcomed_by_unicast_where_it_is_bound() {
     // daemon gave it its name: it asks for its address, which is all its
     // record lists. Bound here from the peer's own reply, that address
     // is a host of the segment's: welcomed there alone.
-    let only_ip = |gid: &str, ip: [u8; 4]| {
-        let addrs = vec![WireAddress::from(Ipv4Addr::from(ip))];
-        EndpointRecord::new(gid.parse().unwrap(), 0, 4, 7, vec![0xffff], addrs).unwrap()
-    };
-    let start = |txid: u64, record: EndpointRecord| {
-        let target = record.addresses()[0].clone();
-        Message::from(Query::new(
-            std::num::NonZeroU64::new(txid).unwrap(),
-            target,
-            record,
-        ))
-        .encode()
-    };
     let (within, _) = announce::welcome_pace(1);
     let t = f.t0 + Duration::from_secs(10);
-    let bytes = start(77, only_ip("fe80::b2", PEER_IP));
+    let bytes = own_start_query(77, ip_only("fe80::b2", PEER_IP));
     f.e.on_datagram(peer(), Some(group()), &bytes, t);
     f.e.on_timers(t + within * 2);
     let fx = polled(&mut f.e);
@@ -179,12 +179,32 @@ fn a_host_back_before_its_names_is_welcomed_by_unicast_where_it_is_bound() {
     // datagram aimed where the asker says.
     let (_, c_at) = newcomer(9);
     let t = t + WELCOMED_FOR;
-    let bytes = start(78, only_ip("fe80::9", [10, 0, 0, 9]));
+    let bytes = own_start_query(78, ip_only("fe80::9", [10, 0, 0, 9]));
     f.e.on_datagram(c_at, Some(group()), &bytes, t);
     f.e.on_timers(t + within * announce::WELCOME_WAIT);
     let fx = polled(&mut f.e);
     assert!(sent_welcomes(&fx).is_empty(), "{fx:?}");
     assert_eq!(sent_announcements(&fx).len(), 1, "{fx:?}");
+}
+
+#[test]
+fn a_host_back_before_its_names_is_welcomed_by_unicast_where_it_announced_them() {
+    // Hosts heard announcing their names at their addresses, none of them
+    // asked for anything since (or what was asked expired: bindings last
+    // `urdma_reconfirm`, hints a day).
+    let (mut f, t, within) = settled_among(3);
+    // Host 11 back on new hardware, its start query sent before its
+    // daemon gave it its names: the address it announced them from is a
+    // host of the segment's, welcomed there alone.
+    let (_, at) = newcomer(11);
+    let bytes = own_start_query(77, ip_only("fe80::1:b", [10, 0, 0, 11]));
+    f.e.on_datagram(at, Some(group()), &bytes, t);
+    f.e.on_timers(t + within * announce::WELCOME_WAIT);
+    let fx = polled(&mut f.e);
+    assert!(sent_announcements(&fx).is_empty(), "{fx:?}");
+    let w = sent_welcomes(&fx);
+    assert_eq!(w.len(), 1, "{fx:?}");
+    assert_eq!(w[0].0, at);
 }
 
 #[test]
