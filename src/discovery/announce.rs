@@ -250,6 +250,12 @@ impl Announcer {
         std::mem::take(&mut self.start_query_due)
     }
 
+    /// The start query due could not be sent (nothing to ask for yet):
+    /// the next announcement carries it.
+    pub fn start_query_unsent(&mut self) {
+        self.start_queries += 1;
+    }
+
     /// When the announcer must run next; `asap` (the time of the latest
     /// input) once announcements or withdrawals were asked for.
     pub fn next_wake(&self, asap: Option<Instant>) -> Option<Instant> {

@@ -426,8 +426,8 @@ impl Discovery {
             .announcer
             .on_timers(local, self.families, now, &mut self.out.datagrams);
         self.counts.traffic.announcements += sent as u64;
-        if self.announcer.take_start_query() {
-            self.send_start_query(local, now);
+        if self.announcer.take_start_query() && !self.send_start_query(local, now) {
+            self.announcer.start_query_unsent();
         }
     }
 

@@ -194,8 +194,10 @@ impl Discovery {
     /// addresses (a name, if it has one), carrying that endpoint's record.
     /// A reply can only come from a host that holds the same address (a
     /// misconfiguration); it counts as late, like one to a probe that
-    /// ended.
-    pub(super) fn send_start_query(&mut self, local: &Local, now: Instant) {
+    /// ended. False if this host has no address yet: the daemon gives an
+    /// endpoint its addresses after it opens it, and this host's thread
+    /// may come between.
+    pub(super) fn send_start_query(&mut self, local: &Local, now: Instant) -> bool {
         let pick = |name: bool| {
             local.endpoint_ids().find_map(|ep| {
                 local
@@ -205,13 +207,13 @@ impl Discovery {
             })
         };
         let Some((ep, target)) = pick(true).or_else(|| pick(false)) else {
-            return;
+            return false;
         };
         let (Ok(wire), Some(record)) = (
             WireAddress::new(target.clone()),
             record_for(local, ep, Some(&target)),
         ) else {
-            return;
+            return false;
         };
         let txid = self.inflight.new_txid();
         self.inflight.remember_sent(txid, now);
@@ -225,6 +227,7 @@ impl Discovery {
             other => other,
         };
         self.out.datagrams.extend(one.multicast(bytes));
+        true
     }
 }
 

@@ -412,6 +412,33 @@ fn a_host_that_starts_sends_a_start_query_and_hosts_that_hear_it_announce_themse
 }
 
 #[test]
+fn a_host_whose_discovery_starts_before_its_addresses_still_sends_both_start_queries() {
+    // The daemon opens the port (discovery starts), then the endpoint and
+    // its addresses, one call at a time; this host's thread can announce
+    // in between, with nothing to ask for yet.
+    let mut e = Engine::new(FakeDaemon::default(), Config::default(), Hosts::default());
+    let dev = e.open_device(1);
+    let port = e.open_port(dev, PortInfo::infiniband(1, OWN.parse().unwrap()));
+    let port = port.unwrap();
+    let t0 = Instant::now();
+    e.set_discovery_up(Families::V4, t0);
+    let mut starts = 0;
+    let mut run = |e: &mut Engine<FakeDaemon>, ms: u64| {
+        e.on_timers(t0 + Duration::from_millis(ms));
+        starts += usize::from(has_start_query(&polled(e)));
+    };
+    run(&mut e, 0);
+    run(&mut e, 50);
+    let ep = e.open_endpoint(port, 0xffff).unwrap();
+    e.add_address(ep, Address::Ip4([10, 0, 0, 1].into()));
+    e.add_address(ep, Address::name("node-a").unwrap());
+    for ms in [100, 150, 1_000, 1_100, 1_150, 3_000, 3_200] {
+        run(&mut e, ms);
+    }
+    assert_eq!(starts, 2, "both start queries, once it has its addresses");
+}
+
+#[test]
 fn a_lookup_in_flight_asks_again_at_once_when_its_host_says_it_has_just_started() {
     let mut f = fixture(Config::default());
     let t = f.t0 + Duration::from_secs(10);
