@@ -51,7 +51,7 @@ pub fn storm(fleet: &[Host], restart: usize, interval_ms: u64, o: &Options) {
     // daemon, 7,168 at 256 daemons, was more than the machine could
     // start.)
     let before = traffic(restart..hosts);
-    let follow: Vec<(Option<Duration>, [u64; 2])> = std::thread::scope(|s| {
+    let follow: Vec<(Option<Slowest>, [u64; 2])> = std::thread::scope(|s| {
         let asking: Vec<_> = fleet[restart..]
             .iter()
             .map(|host| {
@@ -127,6 +127,7 @@ pub fn storm(fleet: &[Host], restart: usize, interval_ms: u64, o: &Options) {
     // Until the metrics files are rewritten (every second).
     std::thread::sleep(Duration::from_millis(1500));
     print_follow(&follow, restart);
+    print_slowest(&follow, restart, &o.traced);
     // Where the storm's traffic went: the survivors' counters from before
     // the restarts, the restarted daemons' since they came back.
     let none = BTreeMap::new();
@@ -148,12 +149,12 @@ fn epoch_ms(t: SystemTime) -> u64 {
 /// The storm's table: how long the survivors took to follow the `restart`
 /// daemons (`follow`, one per survivor: when it followed, and how many of
 /// its answers after a host was back named the old GID, of how many).
-fn print_follow(follow: &[(Option<Duration>, [u64; 2])], restart: usize) {
+fn print_follow(follow: &[(Option<Slowest>, [u64; 2])], restart: usize) {
     let survivors = follow.len();
     let mut took: Vec<u64> = follow
         .iter()
         .filter_map(|(d, _)| *d)
-        .map(|d| d.as_micros() as u64)
+        .map(|d| d.followed_ms * 1000)
         .collect();
     let [stale, answers] = follow
         .iter()
@@ -184,6 +185,34 @@ fn print_follow(follow: &[(Option<Duration>, [u64; 2])], restart: usize) {
     );
 }
 
+/// The survivor that followed last, and each traced one (`--trace-hosts`),
+/// with the restarted daemon it followed last: where a trace of the two
+/// shows the seconds.
+fn print_slowest(follow: &[(Option<Slowest>, [u64; 2])], restart: usize, traced: &[usize]) {
+    let survivors = || {
+        follow
+            .iter()
+            .enumerate()
+            .filter_map(|(i, (s, _))| s.map(|s| (restart + i, s)))
+    };
+    let last = survivors().max_by_key(|(_, s)| s.followed_ms);
+    let shown = survivors().filter(|(h, _)| traced.contains(h));
+    for (what, (host, s)) in last
+        .map(|l| ("slowest", l))
+        .into_iter()
+        .chain(shown.map(|t| ("traced", t)))
+    {
+        println!(
+            "{what}: host {host} following host {}: its last other answer at {} ms, the new \
+             GID for good at {} ms after that host's socket appeared",
+            s.dest,
+            s.last_other_ms.map_or("-".to_string(), |ms| ms.to_string()),
+            s.followed_ms
+        );
+    }
+    println!();
+}
+
 /// Of the answers (`timeline`) that came after their destination was back
 /// (`back_ms`), how many named the GID it had before (`old`), and how many
 /// there were: answers that would send traffic to hardware gone.
@@ -203,6 +232,17 @@ fn gone_after(
     counts
 }
 
+/// How a survivor followed its slowest destination: which (an index of
+/// `dests`), and when, in ms after that one was back, its last answer
+/// that did not name the new GID came (if one did) and its first that
+/// did for good.
+#[derive(Clone, Copy, Default)]
+struct Slowest {
+    dest: usize,
+    last_other_ms: Option<i64>,
+    followed_ms: u64,
+}
+
 /// How long after each of `dests` was back (`back_ms`) a survivor's
 /// answers (`timeline`) named its new GID for good: the first answer after
 /// the last one that did not (an old GID or a failure); the longest of
@@ -212,9 +252,9 @@ fn followed_after(
     dests: &[String],
     new: &[String],
     back_ms: &[u64],
-) -> Option<Duration> {
-    let mut longest = Duration::ZERO;
-    for ((d, g), back) in dests.iter().zip(new).zip(back_ms) {
+) -> Option<Slowest> {
+    let mut slowest = Slowest::default();
+    for (i, ((d, g), &back)) in dests.iter().zip(new).zip(back_ms).enumerate() {
         let answers: Vec<&(String, String, u64)> =
             timeline.iter().filter(|(dest, _, _)| dest == d).collect();
         let last_other = answers.iter().rposition(|(_, gid, _)| gid != g);
@@ -222,7 +262,14 @@ fn followed_after(
             Some(i) => answers.get(i + 1)?,
             None => answers.first()?,
         };
-        longest = longest.max(Duration::from_millis(first_new.2.saturating_sub(*back)));
+        let followed_ms = first_new.2.saturating_sub(back);
+        if followed_ms >= slowest.followed_ms {
+            slowest = Slowest {
+                dest: i,
+                last_other_ms: last_other.map(|o| answers[o].2 as i64 - back as i64),
+                followed_ms,
+            };
+        }
     }
-    Some(longest)
+    Some(slowest)
 }
