@@ -23,7 +23,7 @@ use crate::entropy::Seed;
 use crate::fastmap::Map;
 use crate::handle::EndpointId;
 use std::collections::BTreeSet;
-use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::net::{IpAddr, SocketAddr};
 use std::num::NonZeroU64;
 use std::time::{Duration, Instant};
 
@@ -251,8 +251,7 @@ impl InFlight {
     ) -> Vec<NonZeroU64> {
         // One allowance for all sources: the pace bounds the work, and a
         // host back from a restart sends its start query twice.
-        let all = IpAddr::V4(Ipv4Addr::UNSPECIFIED);
-        if ips.is_empty() || self.probes.is_empty() || !self.restart_scans.allow(all, now) {
+        if ips.is_empty() || self.probes.is_empty() || !self.restart_scans.allow_any(now) {
             return Vec::new();
         }
         let mut found: Vec<NonZeroU64> = self

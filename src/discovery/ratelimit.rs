@@ -3,7 +3,7 @@
 //! how much traffic one source can make this host send anywhere.
 
 use crate::fastmap::Map;
-use std::net::IpAddr;
+use std::net::{IpAddr, Ipv4Addr};
 use std::time::Instant;
 
 /// Seconds of the rate a source may spend at once: a host resolving a
@@ -49,6 +49,12 @@ impl RateLimiter {
             overflow: None,
             swept_at: None,
         }
+    }
+
+    /// Takes one from the allowance every source shares: a limiter used
+    /// so paces work, whoever asks for it.
+    pub fn allow_any(&mut self, now: Instant) -> bool {
+        self.allow(IpAddr::V4(Ipv4Addr::UNSPECIFIED), now)
     }
 
     /// Takes one reply's worth from `src`'s allowance.

@@ -27,7 +27,7 @@ use super::{record_for, Discovery, Families};
 use crate::addr::{Address, Gid};
 use crate::bounded::{earliest, Expiring};
 use crate::local::Local;
-use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::net::{IpAddr, SocketAddr};
 use std::time::{Duration, Instant};
 
 /// A host that joined is answered once in this long: it sends its start
@@ -53,9 +53,6 @@ const MAX_WELCOMED: usize = 1024;
 /// each one cost a look at every endpoint; a rack of 32 back at once sends
 /// 64 start queries, within the allowance of four seconds.
 const ADDRESS_SCANS_PER_SECOND: u32 = 20;
-
-/// One allowance for the address scans, whoever asks.
-const EVERY_SOURCE: IpAddr = IpAddr::V4(Ipv4Addr::UNSPECIFIED);
 
 /// Hosts that joined and were answered with an announcement lately, the
 /// addresses welcomed by unicast, and whether this host listens for the
@@ -160,7 +157,7 @@ impl Discovery {
         let unicast = welcome_address(record, from).filter(|&ip| {
             known_at(&mut self.hints, record, ip, now)
                 || bound_at(&self.state, ip)
-                || (self.welcomes.scans.allow(EVERY_SOURCE, now) && self.hints.heard_from(ip, now))
+                || (self.welcomes.scans.allow_any(now) && self.hints.heard_from(ip, now))
         });
         if let Some(ip) = unicast {
             if !self.welcomes.welcomed_at.mark(ip, now, until) {
