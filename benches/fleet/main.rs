@@ -40,6 +40,7 @@
 //! to see which were slow and when.
 
 mod fleet_config;
+mod machine;
 mod pairs;
 mod stage;
 mod storm;

@@ -5,6 +5,7 @@
 //! appeared. It also prints where the storm's datagrams went.
 
 use crate::fleet_config::{config_of, ip4, mac_of, show_totals, totals};
+use crate::machine;
 use crate::quantile;
 use crate::stage::Options;
 use ibacm_urdma::discovery::eui64_gid;
@@ -51,7 +52,9 @@ pub fn storm(fleet: &[Host], restart: usize, interval_ms: u64, o: &Options) {
     // daemon, 7,168 at 256 daemons, was more than the machine could
     // start.)
     let before = traffic(restart..hosts);
-    let follow: Vec<(Option<Slowest>, [u64; 2])> = std::thread::scope(|s| {
+    let marks = machine::log_marks(&fleet[restart..]);
+    let cpu = machine::CpuWatch::start();
+    let (follow, back_ms) = std::thread::scope(|s| {
         let asking: Vec<_> = fleet[restart..]
             .iter()
             .map(|host| {
@@ -113,7 +116,7 @@ pub fn storm(fleet: &[Host], restart: usize, interval_ms: u64, o: &Options) {
             lag.iter().sum::<u64>() / lag.len().max(1) as u64,
             lag.iter().max().unwrap_or(&0)
         );
-        asking
+        let follow: Vec<(Option<Slowest>, [u64; 2])> = asking
             .into_iter()
             .map(|h| {
                 let timeline = verbose_timeline(&h.join().expect("survivor"));
@@ -122,12 +125,26 @@ pub fn storm(fleet: &[Host], restart: usize, interval_ms: u64, o: &Options) {
                     gone_after(&timeline, &dests, &old_gids, &back_ms),
                 )
             })
-            .collect()
+            .collect();
+        (follow, back_ms)
     });
     // Until the metrics files are rewritten (every second).
     std::thread::sleep(Duration::from_millis(1500));
     print_follow(&follow, restart);
     print_slowest(&follow, restart, &o.traced);
+    // The last survivor's following: when its slowest destination's new
+    // GID came for good.
+    let first_back = back_ms.iter().copied().min().unwrap_or(0);
+    let last_followed = follow
+        .iter()
+        .filter_map(|(s, _)| s.map(|s| back_ms[s.dest] + s.followed_ms))
+        .max()
+        .unwrap_or(first_back);
+    cpu.print(first_back, last_followed);
+    machine::print_late(
+        machine::late_since(&fleet[..restart], None),
+        machine::late_since(&fleet[restart..], Some(&marks)),
+    );
     // Where the storm's traffic went: the survivors' counters from before
     // the restarts, the restarted daemons' since they came back.
     let none = BTreeMap::new();

@@ -30,6 +30,7 @@ pub mod forger;
 mod host;
 pub mod interrupt;
 mod key_file;
+pub mod late;
 pub mod load;
 pub mod neigh_limits;
 mod net;
