@@ -132,15 +132,7 @@ pub fn storm(fleet: &[Host], restart: usize, interval_ms: u64, o: &Options) {
     std::thread::sleep(Duration::from_millis(1500));
     print_follow(&follow, restart);
     print_slowest(&follow, restart, &o.traced);
-    // The last survivor's following: when its slowest destination's new
-    // GID came for good.
-    let first_back = back_ms.iter().copied().min().unwrap_or(0);
-    let last_followed = follow
-        .iter()
-        .filter_map(|(s, _)| s.map(|s| back_ms[s.dest] + s.followed_ms))
-        .max()
-        .unwrap_or(first_back);
-    cpu.print(first_back, last_followed);
+    print_machine(cpu, &follow, &back_ms);
     machine::print_late(
         machine::late_since(&fleet[..restart], None),
         machine::late_since(&fleet[restart..], Some(&marks)),
@@ -156,6 +148,19 @@ pub fn storm(fleet: &[Host], restart: usize, interval_ms: u64, o: &Options) {
             show_totals(&restarted[i], &none)
         );
     }
+}
+
+/// How busy the machine was from the first restarted daemon's return
+/// (`back_ms`) to the last survivor's following: when its slowest
+/// destination's new GID came for good.
+fn print_machine(cpu: machine::CpuWatch, follow: &[(Option<Slowest>, [u64; 2])], back_ms: &[u64]) {
+    let first_back = back_ms.iter().copied().min().unwrap_or(0);
+    let last_followed = follow
+        .iter()
+        .filter_map(|(s, _)| s.map(|s| back_ms[s.dest] + s.followed_ms))
+        .max()
+        .unwrap_or(first_back);
+    cpu.print(first_back, last_followed);
 }
 
 fn epoch_ms(t: SystemTime) -> u64 {
