@@ -459,37 +459,6 @@ fn nodelay_answers_no_data_at_once_and_starts_the_lookup() {
     }
 }
 
-#[test]
-fn a_destination_in_steady_use_is_confirmed_again_before_its_binding_ends() {
-    // A binding is used for urdma_reconfirm after its holder confirmed it;
-    // one a request uses in its last fifth is asked of its holder again
-    // meanwhile. A request that may not wait (`-c`: NODELAY) shows which:
-    // past the first confirmation's end it finds the binding only if that
-    // was renewed.
-    const RECONFIRM: Duration = Duration::from_secs(10);
-    let opt = format!("urdma_reconfirm {}", RECONFIRM.as_secs());
-    let net = Net::new();
-    let a = Node::A.start(&net, &[&opt]);
-    let _b = Node::B.start(&net, &[&opt]);
-    let ip = Node::B.ip4();
-    resolve_node(&a, Node::A, Node::B, &["-f", "i", "-d", &ip]);
-    let bound = Instant::now();
-    let at = |secs: f64| {
-        std::thread::sleep(
-            (bound + RECONFIRM.mul_f64(secs)).saturating_duration_since(Instant::now()),
-        )
-    };
-    at(0.88);
-    resolve_node(&a, Node::A, Node::B, &["-c", "-f", "i", "-d", &ip]);
-    let asked = bound.elapsed();
-    assert!(
-        asked < RECONFIRM,
-        "the request meant for the binding's last fifth came {asked:?} after it was bound"
-    );
-    at(1.15);
-    resolve_node(&a, Node::A, Node::B, &["-c", "-f", "i", "-d", &ip]);
-}
-
 // 7 ------------------------------------------------------------------------
 
 #[test]

@@ -333,14 +333,6 @@ impl Discovery {
             let until = now + Duration::from_millis(u64::from(self.cfg.negative_timeout_ms));
             self.state.remember_failure(key, status, until);
         }
-        // A binding still live when its lookup was told no (asked again
-        // ahead of its end, `Engine::refresh_ahead`): its holder has let
-        // it go, so it is not given one request more. Silence says
-        // nothing: the binding then ends when it would have.
-        if status == NO && self.state.forget(key) {
-            log::trace!("lookup {key}: its binding forgotten: told no");
-            self.out.outcomes.push(Outcome::Changed(key.clone()));
-        }
         if let Some(l) = self.inflight.end_lookup(key, now) {
             let took = now.saturating_duration_since(l.started);
             if status != NO {

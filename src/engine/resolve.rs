@@ -8,61 +8,26 @@ use super::{Engine, Response, Waiter};
 use crate::addr::Address;
 use crate::daemon::{Counter, Daemon};
 use crate::discovery::state::Learned;
-use crate::discovery::{Discovery, Refused};
+use crate::discovery::Refused;
 use crate::engine::cache::{CacheEntry, CacheLookup};
 use crate::handle::{AddressId, EndpointId};
 use crate::ib;
-use crate::local::Local;
 use crate::request::msg::{self, MsgBuf, Rejected, ResolveRequest, Target};
 use crate::request::path::{Dest, PathRecord, PATH_RECORD_LEN};
 use acm_prov_sys::{
     ACM_STATUS_EDESTADDR, ACM_STATUS_EINVAL, ACM_STATUS_ENODATA, ACM_STATUS_ENOMEM,
     ACM_STATUS_ESRCADDR, ACM_STATUS_SUCCESS,
 };
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 /// A destination, looked up in what is known right now.
 enum Found {
     /// With, for a binding discovery learned, when it is to be confirmed
-    /// again (`urdma_reconfirm`): the cache keeps it no longer, and only
-    /// until four fifths of that while it is not being asked again, so
-    /// the binding is looked at then (`refresh_ahead`).
+    /// again: the cache keeps it no longer, so the binding is looked at
+    /// then (`urdma_reconfirm`).
     At(Dest, Option<Instant>),
     NotInPartition,
     Unknown,
-}
-
-/// A binding in use is asked again this fraction of `urdma_reconfirm`
-/// before it ends (`refresh_ahead`).
-const REFRESH_AHEAD: u32 = 5;
-
-/// When a binding due to be confirmed again at `reconfirm_at` is looked
-/// at again: at four fifths of `urdma_reconfirm` (`reconfirm`), or at its
-/// end once past that.
-fn look_again_at(reconfirm: Option<Duration>, reconfirm_at: Instant, now: Instant) -> Instant {
-    match reconfirm.and_then(|r| reconfirm_at.checked_sub(r / REFRESH_AHEAD)) {
-        Some(ahead) if now < ahead => ahead,
-        _ => reconfirm_at,
-    }
-}
-
-/// A binding still in use in the last fifth of its `urdma_reconfirm` is
-/// asked of its holder again, while requests go on being answered from
-/// it (RFC 6762 section 5.2 refreshes at 80 %): a destination in steady
-/// use never makes a request wait for its holder. The reply binds as a
-/// lookup's does; without one the binding ends when it would have.
-fn refresh_ahead(
-    discovery: &mut Discovery,
-    local: &Local,
-    ep: EndpointId,
-    key: &Address,
-    now: Instant,
-) {
-    if discovery.looking_up(key) || discovery.lookup_room(key).is_err() {
-        return;
-    }
-    log::trace!("lookup {key}: asked again ahead of its end");
-    discovery.start_lookup(local, ep, key.clone(), now);
 }
 
 /// Where a binding learned by discovery leads.
@@ -228,10 +193,6 @@ impl<D: Daemon> Engine<D> {
                 self.counters.count(ep, Counter::AddrQuery, &self.daemon);
                 match self.find(ep, &key, now) {
                     Found::At(dest, learned) => {
-                        let reconfirm = self.cfg.reconfirm;
-                        if learned.is_some_and(|r| look_again_at(reconfirm, r, now) == r) {
-                            refresh_ahead(&mut self.discovery, &self.local, ep, &key, now);
-                        }
                         self.build_and_cache(ep, key, dest, learned, now)?
                     }
                     Found::NotInPartition => {
@@ -329,7 +290,6 @@ impl<D: Daemon> Engine<D> {
         self.counters.count(ep, Counter::RouteQuery, &self.daemon);
         let path = self.build_path(ep, dest)?;
         let expiry = self.cfg.addr_timeout.duration().map(|d| now + d);
-        let reconfirm_at = reconfirm_at.map(|r| look_again_at(self.cfg.reconfirm, r, now));
         let expiry = match (expiry, reconfirm_at) {
             (Some(e), Some(r)) => Some(e.min(r.max(now))),
             (e, r) => e.or(r.map(|r| r.max(now))),

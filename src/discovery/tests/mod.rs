@@ -6,7 +6,6 @@ mod bounds;
 mod claim_window;
 mod lookups;
 mod name_hints;
-mod refresh;
 mod resolver;
 mod trust;
 mod welcomes;
