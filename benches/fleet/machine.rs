@@ -6,10 +6,12 @@
 //! beside the storm's times so that a slow storm says whether the
 //! protocol or the machine took the seconds.
 
+use crate::storm::epoch_ms;
 use std::fs;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::thread::{self, JoinHandle};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime};
 use urdma_harness::late::LateRounds;
 use urdma_harness::Host;
 
@@ -45,9 +47,7 @@ fn stat() -> Option<Stat> {
         .parse()
         .ok()?;
     Some(Stat {
-        at_ms: SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map_or(0, |d| d.as_millis() as u64),
+        at_ms: epoch_ms(SystemTime::now()),
         total: cpu.iter().sum(),
         // idle and iowait
         idle: cpu.get(3)? + cpu.get(4)?,
@@ -57,16 +57,17 @@ fn stat() -> Option<Stat> {
 
 /// Samples `/proc/stat` every [`EVERY`] until stopped.
 pub struct CpuWatch {
-    stop: &'static AtomicBool,
+    stop: Arc<AtomicBool>,
     thread: JoinHandle<Vec<Stat>>,
 }
 
 impl CpuWatch {
     pub fn start() -> CpuWatch {
-        let stop: &'static AtomicBool = Box::leak(Box::new(AtomicBool::new(false)));
+        let stop = Arc::new(AtomicBool::new(false));
+        let sampling = stop.clone();
         let thread = thread::spawn(move || {
             let mut seen = Vec::new();
-            while !stop.load(Ordering::Relaxed) {
+            while !sampling.load(Ordering::Relaxed) {
                 seen.extend(stat());
                 thread::sleep(EVERY);
             }

@@ -163,7 +163,7 @@ fn print_machine(cpu: machine::CpuWatch, follow: &[(Option<Slowest>, [u64; 2])],
     cpu.print(first_back, last_followed);
 }
 
-fn epoch_ms(t: SystemTime) -> u64 {
+pub fn epoch_ms(t: SystemTime) -> u64 {
     t.duration_since(UNIX_EPOCH)
         .map_or(0, |d| d.as_millis() as u64)
 }

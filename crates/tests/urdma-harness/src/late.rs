@@ -1,6 +1,6 @@
 //! The discovery rounds a daemon logged as late (`discovery thread N ms
 //! behind: ...`, at most one line a second): how far behind they were and
-//! much of it went in sending: what the fleet bench prints beside a
+//! how much of it went in sending: what the fleet bench prints beside a
 //! storm's times.
 
 /// The late rounds a daemon logged (`discovery thread N ms behind: ...`):
