@@ -112,6 +112,8 @@ pub struct Counts {
     /// Hints not checked because [`super::state::MAX_CHECKS`] checks were
     /// in flight.
     pub checks_skipped: u64,
+    /// Checks whose holder never answered: the binding was kept.
+    pub checks_unanswered: u64,
     /// Name lookups left unanswered because hosts with different GIDs
     /// confirmed the name.
     pub conflicts: u64,

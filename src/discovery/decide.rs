@@ -99,7 +99,7 @@ impl Discovery {
             // may be the one that lies, fastest. The query ends when its
             // claim window is over (`probe_due`), or now if it is.
             let authenticated = self.auth.is_some();
-            let timeout = self.retry.timeout();
+            let timeout = self.retry.timeout(None, now);
             let window = claim_window(l.disputed, authenticated, self.cfg.claim_window, timeout);
             let sent = self.inflight.probe(g).and_then(|p| p.sent_at);
             let decide_at = sent.map_or(now, |t| t + window);

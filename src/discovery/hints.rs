@@ -36,6 +36,9 @@ pub const SETTLE: Duration = Duration::from_secs(1);
 /// How soon a host answers an announcement of one of its names by another
 /// endpoint with an announcement of its own (well within [`SETTLE`]).
 pub const DEFEND_DELAY: Duration = Duration::from_millis(200);
+/// Places the order queue may hold beyond twice the names kept before
+/// it is compacted.
+const ORDER_SLACK: usize = 64;
 /// The unit of the times kept: tenths of a second since the table's first
 /// use (13 years fit).
 const TICK_MS: u128 = 100;
@@ -125,9 +128,8 @@ pub struct Hints {
     cap: usize,
     lifetime: Option<Tick>,
     epoch: Option<Instant>,
-    /// Names found announced by two endpoints.
-    /// Names dropped to make room.
-    pub evicted: u64,
+    /// Names not kept because the table was full (`Hints::heard`).
+    pub refused: u64,
 }
 
 impl Hints {
@@ -143,7 +145,7 @@ impl Hints {
             lifetime: lifetime
                 .map(|d| Tick::try_from(d.as_millis() / TICK_MS).unwrap_or(Tick::MAX)),
             epoch: None,
-            evicted: 0,
+            refused: 0,
         }
     }
 
@@ -240,6 +242,7 @@ impl Hints {
             if h.endpoint != DISPUTED {
                 self.release(h.endpoint);
             }
+            self.compact();
         }
     }
 
@@ -253,10 +256,16 @@ impl Hints {
         let mut disputed = false;
         let next = match old.map(|(_, h)| h) {
             None => {
-                if self.names.len() >= self.cap {
-                    self.evict_oldest();
+                // Full, a new name is not kept rather than one heard: what
+                // the table holds stays until its holder stops renewing
+                // it, and a flood of names (docs/protocol.md, trust table:
+                // group announcement) cannot push a segment's names out.
+                // A name not kept is asked of the groups.
+                if self.names.len() >= self.cap && !self.expire_oldest(t) {
+                    self.refused += 1;
+                    return false;
                 }
-                self.order.push_back((t, key));
+                self.push_order(t, key);
                 let e = self.endpoint(gid, from, t);
                 self.endpoints[e as usize].names += 1;
                 NameHint {
@@ -305,20 +314,51 @@ impl Hints {
         disputed
     }
 
-    /// Makes room: drops the name first heard longest ago that was not
-    /// heard again since (those are moved to the back on the way).
-    fn evict_oldest(&mut self) {
-        while let Some((queued, key)) = self.order.pop_front() {
-            match self.names.get(&key) {
-                None => continue,
-                Some(h) if h.heard > queued => self.order.push_back((h.heard, key)),
-                Some(_) => {
-                    self.remove(key);
-                    self.evicted += 1;
-                    return;
+    /// Makes room, if the name first heard longest ago has expired by
+    /// `t` (names heard again since are moved to the back on the way).
+    fn expire_oldest(&mut self, t: Tick) -> bool {
+        while let Some(&(queued, key)) = self.order.front() {
+            match self.names.get(&key).copied() {
+                None => {
+                    self.order.pop_front();
                 }
+                Some(h) if h.heard > queued => {
+                    self.order.pop_front();
+                    self.order.push_back((h.heard, key));
+                }
+                Some(h) if !self.live(h.heard, t) => {
+                    self.order.pop_front();
+                    self.remove(key);
+                    return true;
+                }
+                Some(_) => return false,
             }
         }
+        false
+    }
+
+    /// Queues `key`, first heard at `t`. Names withdrawn or forgotten
+    /// leave their places behind, so the queue is compacted whenever it
+    /// holds twice the names it serves: a name announced and withdrawn
+    /// over and over costs no memory (docs/protocol.md, trust table:
+    /// withdrawal).
+    fn push_order(&mut self, t: Tick, key: u64) {
+        self.compact();
+        self.order.push_back((t, key));
+    }
+
+    /// Drops the places of names no longer kept, and all but the first of
+    /// a name's, once they are at least as many as twice the names kept
+    /// and [`ORDER_SLACK`]: each compaction halves the queue at least, so
+    /// it costs a name heard or removed O(1) on average.
+    fn compact(&mut self) {
+        if self.order.len() < 2 * self.names.len() + ORDER_SLACK {
+            return;
+        }
+        let names = &self.names;
+        let mut seen = std::collections::HashSet::with_capacity(names.len());
+        self.order
+            .retain(|(_, k)| names.contains_key(k) && seen.insert(*k));
     }
 
     /// An announcement heard on a group withdrew `name` from endpoint
@@ -380,6 +420,17 @@ impl Hints {
     pub fn disputed(&mut self, name: &Address, now: Instant) -> bool {
         self.get_live(name, now)
             .is_some_and(|(_, h)| h.endpoint == DISPUTED)
+    }
+
+    /// Names kept, and places in the queue of their order (fewer than
+    /// twice the names and [`ORDER_SLACK`], and one).
+    pub fn sizes(&self) -> [usize; 2] {
+        [self.names.len(), self.order.len()]
+    }
+
+    /// The most names kept.
+    pub fn capacity(&self) -> usize {
+        self.cap
     }
 
     #[cfg(test)]
@@ -497,41 +548,74 @@ mod tests {
         let t = Instant::now();
         let mut h = Hints::new(2, Some(Duration::from_secs(60)));
         let gid = |i: u8| Gid([0xfe, 0x80, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, i]);
-        for (i, n) in ["x", "y", "z"].iter().enumerate() {
+        let hear = |h: &mut Hints, i: usize, n: &str, at: Instant| {
             h.heard(
                 &name(n),
                 gid(i as u8 + 1),
                 ip(&format!("10.0.0.{}", i + 1)),
-                t,
-            );
+                at,
+            )
+        };
+        for (i, n) in ["x", "y", "z"].iter().enumerate() {
+            hear(&mut h, i, n, t);
         }
-        assert_eq!((h.len(), h.evicted), (2, 1));
+        // Full, the newest name is the one not kept: a flood of new names
+        // cannot push out what the table holds.
+        assert_eq!((h.len(), h.refused), (2, 1));
         assert_eq!(
             h.endpoints_heard(),
             2,
-            "the evicted name's endpoint went with it"
+            "the refused name's endpoint is not kept"
         );
-        assert_eq!(h.whom(&name("x"), t + SETTLE), None);
-        assert_eq!(h.whom(&name("z"), t + SETTLE), Some(ip("10.0.0.3")));
+        assert_eq!(h.whom(&name("x"), t + SETTLE), Some(ip("10.0.0.1")));
+        assert_eq!(h.whom(&name("z"), t + SETTLE), None);
         // Heard again, a name is kept a lifetime from then; the others go.
-        h.heard(
-            &name("z"),
-            gid(3),
-            ip("10.0.0.3"),
-            t + Duration::from_secs(30),
-        );
+        hear(&mut h, 1, "y", t + Duration::from_secs(30));
         assert_eq!(h.sweep_due(), Some(t + Duration::from_secs(60)));
         h.sweep(t + Duration::from_secs(60));
         assert_eq!((h.len(), h.endpoints_heard()), (1, 1));
         assert_eq!(
-            h.whom(&name("z"), t + Duration::from_secs(89)),
-            Some(ip("10.0.0.3"))
+            h.whom(&name("y"), t + Duration::from_secs(89)),
+            Some(ip("10.0.0.2"))
         );
-        assert_eq!(h.whom(&name("z"), t + Duration::from_secs(90)), None);
+        assert_eq!(h.whom(&name("y"), t + Duration::from_secs(90)), None);
         assert!(
-            h.endpoint_heard(gid(3), t + Duration::from_secs(90)),
+            h.endpoint_heard(gid(2), t + Duration::from_secs(90)),
             "new again"
         );
+        // An expired name makes room for a new one without a sweep.
+        let later = t + Duration::from_secs(200);
+        hear(&mut h, 0, "x", later);
+        hear(&mut h, 2, "z", later);
+        assert_eq!((h.len(), h.refused), (2, 1));
+        assert_eq!(h.whom(&name("z"), later + SETTLE), Some(ip("10.0.0.3")));
+    }
+
+    #[test]
+    fn names_announced_and_withdrawn_over_and_over_cost_no_memory() {
+        let t = Instant::now();
+        let mut h = Hints::new(65_536, None);
+        for i in 0..100_000u32 {
+            let at = t + Duration::from_millis(u64::from(i));
+            let n = name(&format!("n{}", i % 15));
+            h.heard(&n, A, ip("10.0.0.66"), at);
+            h.withdrawn(&n, A);
+        }
+        let [names, queued] = h.sizes();
+        assert_eq!(names, 0);
+        assert!(
+            queued <= ORDER_SLACK + 1,
+            "{queued} places queued for no name"
+        );
+        // Names kept keep their places.
+        h.heard(&name("kept"), B, ip("10.0.0.2"), t);
+        for i in 0..1_000u32 {
+            let n = name(&format!("m{i}"));
+            h.heard(&n, A, ip("10.0.0.66"), t);
+            h.withdrawn(&n, A);
+        }
+        assert!(h.sizes()[1] <= 2 + ORDER_SLACK);
+        assert_eq!(h.whom(&name("kept"), t + SETTLE), Some(ip("10.0.0.2")));
     }
 
     #[test]

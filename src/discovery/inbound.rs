@@ -167,7 +167,7 @@ impl Discovery {
                     .collect();
                 let since = self.welcomes.arrived_at(q.sender().gid(), now);
                 let before = since.unwrap_or(now);
-                for txid in self.inflight.asked_of_restarted(&ips, before, now) {
+                for txid in self.inflight.asked_of_restarted(&ips, before) {
                     log::trace!("discovery: asking {from} again: it has just started");
                     self.transmit(local, txid, Try::Extra, now);
                 }
@@ -262,7 +262,8 @@ impl Discovery {
         // The holder's own reply to one try: how long replies take
         // (`rto.rs`).
         if let Some(sent) = try_sent {
-            self.retry.sample(now.saturating_duration_since(sent));
+            self.retry
+                .sample(from.ip(), now.saturating_duration_since(sent), now);
         }
         match r.answer() {
             Answer::Found(record) => {
@@ -432,8 +433,11 @@ impl Discovery {
         // heard by the name's holder, who could not contradict it.
         let group = to.is_some_and(|ip| ip.is_multicast());
         // Sent to this host alone, in the seconds after its start query: a
-        // welcome it asked for (`welcome.rs`).
-        let welcome = !group && self.welcomes.listening(now);
+        // welcome it asked for (`welcome.rs`), taken only from key holders.
+        // Without a key anyone could send one naming any name, and nothing
+        // would contradict it (docs/protocol.md, trust table: announcement
+        // to this host alone).
+        let welcome = !group && self.auth.is_some() && self.welcomes.listening(now);
         let source = Address::from(from.ip());
         // An endpoint whose addresses fill several records lists them in
         // the first (an address appears once per announcement): the

@@ -14,7 +14,6 @@
 //!   (a scan of every lookup at each poll made a burst of misses cost
 //!   time quadratic in its size).
 
-use super::ratelimit::RateLimiter;
 use super::state::{Learned, Probe, Purpose, Stage, MAX_CLAIMS};
 use crate::addr::Address;
 use crate::bounded::Expiring;
@@ -127,16 +126,13 @@ pub struct InFlight {
     refused: u64,
     txid_key: Seed,
     txid_counter: u64,
-    /// Searches for the probes asked of a host that just started, paced.
-    restart_scans: RateLimiter,
+    /// Probes asked by unicast, by the address asked: a host that says it
+    /// has just started costs a look at its own probes, not at every
+    /// probe, so no allowance that forged start queries could spend
+    /// stands between a real one and its probes (docs/protocol.md, trust
+    /// table: start query).
+    by_dest: Map<IpAddr, Vec<NonZeroU64>>,
 }
-
-/// How many times a second, at most, the probes are searched for those
-/// that asked a host that says it has just started: a flood of forged
-/// start queries must not make each datagram cost a look at every probe.
-/// Every host sends two, so its allowance of four seconds covers 40 hosts
-/// back at once.
-const RESTART_SCANS_PER_SECOND: u32 = 20;
 
 impl InFlight {
     /// Bounded by `cfg`, transaction ids keyed by `txid_key`.
@@ -155,7 +151,7 @@ impl InFlight {
             refused: 0,
             txid_key,
             txid_counter: 0,
-            restart_scans: RateLimiter::new(RESTART_SCANS_PER_SECOND),
+            by_dest: Map::default(),
         }
     }
 
@@ -241,35 +237,26 @@ impl InFlight {
     /// `before`, not yet asked again for this, now marked as asked again:
     /// the host there says it has just started, and was first heard at
     /// `before`, so what they sent earlier may have found nobody
-    /// listening. Each probe is asked again so once at most; none while
-    /// such searches are over their pace.
-    pub fn asked_of_restarted(
-        &mut self,
-        ips: &[IpAddr],
-        before: Instant,
-        now: Instant,
-    ) -> Vec<NonZeroU64> {
-        // One allowance for all sources: the pace bounds the work, and a
-        // host back from a restart sends its start query twice.
-        if ips.is_empty() || self.probes.is_empty() || !self.restart_scans.allow_any(now) {
-            return Vec::new();
-        }
-        let mut found: Vec<NonZeroU64> = self
-            .probes
-            .iter_mut()
-            .filter_map(|(txid, t)| {
+    /// listening. Each probe is asked again so once at most, so forged
+    /// start queries cost a probe one datagram more at most.
+    pub fn asked_of_restarted(&mut self, ips: &[IpAddr], before: Instant) -> Vec<NonZeroU64> {
+        let mut found: Vec<NonZeroU64> = Vec::new();
+        for ip in ips {
+            for txid in self.by_dest.get(ip).into_iter().flatten() {
+                let Some(t) = self.probes.get_mut(txid) else {
+                    continue;
+                };
                 let p = &mut t.probe;
-                let asked = p.to.is_some_and(|to| ips.contains(&to.ip()))
-                    && p.sent_at.is_some_and(|at| at < before);
-                (asked && !p.asked_again).then(|| {
+                if p.sent_at.is_some_and(|at| at < before) && !p.asked_again {
                     p.asked_again = true;
-                    *txid
-                })
-            })
-            .collect();
+                    found.push(*txid);
+                }
+            }
+        }
         // The table's order is its hasher's; the simulation needs one of
         // its own.
         found.sort_unstable();
+        found.dedup();
         found
     }
 
@@ -313,6 +300,9 @@ impl InFlight {
                     l.probes.push(txid);
                 }
             }
+        }
+        if let Some(to) = probe.to {
+            self.by_dest.entry(to.ip()).or_default().push(txid);
         }
         if let Some(old) = self.probes.insert(txid, Timed { probe, deadline }) {
             self.probe_deadlines.remove(&(old.deadline, txid));
@@ -365,6 +355,14 @@ impl InFlight {
     fn take_probe(&mut self, txid: NonZeroU64) -> Option<Probe> {
         let t = self.probes.remove(&txid)?;
         self.probe_deadlines.remove(&(t.deadline, txid));
+        if let Some(to) = t.probe.to {
+            if let Some(v) = self.by_dest.get_mut(&to.ip()) {
+                v.retain(|x| *x != txid);
+                if v.is_empty() {
+                    self.by_dest.remove(&to.ip());
+                }
+            }
+        }
         for r in &t.probe.retry_txids {
             self.tries.remove(r);
         }
@@ -425,6 +423,7 @@ impl InFlight {
         self.probe_deadlines.clear();
         self.checking.clear();
         self.tries.clear();
+        self.by_dest.clear();
     }
 
     /// Endpoint `ep` is closing: a lookup it carried goes on with the

@@ -64,7 +64,7 @@ impl Discovery {
             log::trace!("lookup {key}: started, waiting for its check");
             let mut lookup = Lookup::new(Stage::Discover, ep, NO, now);
             lookup.awaits_check = true;
-            lookup.try_time = self.retry.timeout();
+            lookup.try_time = self.retry.timeout(ip_of(&key), now);
             let stage =
                 rto::stage_time(lookup.try_time, self.cfg.retries + 1, self.retry.ceiling());
             self.inflight.start(key.clone(), lookup);
@@ -87,16 +87,17 @@ impl Discovery {
         let (ep, unsure) = (l.endpoint, l.unsure);
         match stage {
             Stage::Discover => {
-                // Every try at the time a try takes now (`rto.rs`).
-                let try_time = self.retry.timeout();
-                if let Some(l) = self.inflight.lookup_mut(&key) {
-                    l.try_time = try_time;
-                }
                 let port = self.cfg.discovery_port;
                 let hinted = match key {
                     Address::Name(_) => self.hints.whom(&key, now),
                     _ => None,
                 };
+                // Every try at the time a try to whom it asks takes now
+                // (`rto.rs`).
+                let try_time = self.retry.timeout(hinted.or(ip_of(&key)), now);
+                if let Some(l) = self.inflight.lookup_mut(&key) {
+                    l.try_time = try_time;
+                }
                 let (to, purpose) = match hinted {
                     // The one host that announced the name: its reply binds
                     // the name as a confirmed claim does.
@@ -230,7 +231,7 @@ impl Discovery {
         let Some(p) = self.inflight.probe(txid) else {
             return false;
         };
-        let this_wait = self.retry.try_time(p.tries);
+        let this_wait = self.retry.try_time(p.to.map(|t| t.ip()), p.tries, now);
         let (Ok(target), Some(sender)) = (
             WireAddress::new(p.target.clone()),
             super::record_for(local, p.endpoint, None),
@@ -274,7 +275,7 @@ impl Discovery {
         // A try that grew since the stage began (`rto.rs`) lengthens the
         // stage as if it had been planned with it, so that it does not cut
         // the last tries short: at most every try at the longest.
-        let timeout = self.retry.timeout();
+        let timeout = self.retry.timeout(to.map(|t| t.ip()), now);
         let (tries, ceiling) = (self.cfg.retries + 1, self.retry.ceiling());
         let grown = match self.inflight.lookup_mut(&key) {
             Some(l) if purpose != Purpose::Check && l.stage == Stage::Discover => {
@@ -417,7 +418,7 @@ impl Discovery {
                 return;
             }
         }
-        self.probe_failed(local, txid, UNKNOWN, "no reply", now);
+        self.probe_failed(local, txid, UNKNOWN, NO_REPLY, now);
     }
 
     /// A probe that got no answer it can use: a refusal by the address's
@@ -442,6 +443,26 @@ impl Discovery {
             );
         }
         match p.purpose {
+            Purpose::Check if what == NO_REPLY => {
+                // Silence is no sign the binding is wrong: a host gone
+                // takes its GID with it (nothing else answers to it), and a
+                // holder whose reply allowance a forger drained with
+                // queries in the asker's name is silent too. It stays, as
+                // confirmed last; waiting requests take it (docs/protocol.md,
+                // trust table: check).
+                log::trace!("discovery: check of {}: no reply; kept", p.target);
+                self.counts.checks_unanswered += 1;
+                let kept = self.state.binding(&p.target).cloned();
+                let waits = self
+                    .inflight
+                    .lookup(&p.target)
+                    .is_some_and(|l| l.awaits_check);
+                match kept {
+                    Some(l) if waits => self.succeed(&p.target, l, now),
+                    None if waits => self.run_stage(local, p.target, Stage::Discover, now),
+                    _ => {}
+                }
+            }
             Purpose::Check => {
                 log::trace!(
                     "discovery: check of {} failed ({status}); forgotten",
@@ -470,6 +491,10 @@ impl Discovery {
         }
     }
 }
+
+/// What [`Discovery::probe_failed`] is told of a probe whose every try went
+/// unanswered.
+const NO_REPLY: &str = "no reply";
 
 /// How [`Discovery::transmit`] sends a probe's query.
 #[derive(Clone, Copy, PartialEq, Eq)]

@@ -207,6 +207,13 @@ pub struct Status {
     pub max_lookups: usize,
     /// How long a try of a query waits now (`rto.rs`).
     pub try_time: Duration,
+    /// Name hints kept, places in their order's queue, and the most
+    /// hints kept (`hints.rs`).
+    pub hints: usize,
+    pub hint_queue: usize,
+    pub max_hints: usize,
+    /// New names not kept as hints because the table was full.
+    pub hints_refused: u64,
 }
 
 pub struct Discovery {
@@ -218,7 +225,7 @@ pub struct Discovery {
     /// Lookups, their probes and checks, linked (`inflight.rs`).
     inflight: InFlight,
     /// How long a try of a query waits (`rto.rs`).
-    retry: rto::RetryTimer,
+    retry: rto::RetryTimers,
     announcer: Announcer,
     /// Whom to ask for a name, from the announcements heard.
     hints: hints::Hints,
@@ -273,7 +280,7 @@ impl Discovery {
         Discovery {
             state: State::new(cfg),
             inflight: InFlight::new(cfg, seed.clone()),
-            retry: rto::RetryTimer::new(cfg.timeout()),
+            retry: rto::RetryTimers::new(cfg.timeout()),
             reply_limit: ratelimit::RateLimiter::new(cfg.reply_rate),
             cfg: cfg.clone(),
             families: Families::NONE,
@@ -356,6 +363,7 @@ impl Discovery {
         let [bindings, failures] = self.state.sizes();
         let [lookups, probes, _] = self.inflight.sizes();
         let [bindings_evicted, failures_evicted] = self.state.evicted();
+        let [hints, hint_queue] = self.hints.sizes();
         Status {
             up: self.families.any(),
             bindings,
@@ -368,7 +376,11 @@ impl Discovery {
             checks_skipped: self.counts.checks_skipped,
             max_bindings: self.state.capacity(),
             max_lookups: self.inflight.max_lookups(),
-            try_time: self.retry.timeout(),
+            try_time: self.retry.current(),
+            hints,
+            hint_queue,
+            max_hints: self.hints.capacity(),
+            hints_refused: self.hints.refused,
         }
     }
 
@@ -437,6 +449,7 @@ impl Discovery {
         self.state.sweep(now);
         self.hints.sweep(now);
         self.welcomes.sweep(now);
+        self.retry.refresh(now);
         self.inflight.sweep(now);
         if self.drops_logged.due(&self.counts.drops, now) {
             log::info!("discovery: datagrams dropped so far: {}", self.counts.drops);
@@ -452,6 +465,7 @@ impl Discovery {
             self.hints.sweep_due(),
             self.welcomes.sweep_due(),
             self.inflight.sweep_due(),
+            self.retry.refresh_due(),
             self.drops_logged.due_at(&self.counts.drops, now),
         ]
         .into_iter()

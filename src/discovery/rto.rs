@@ -32,10 +32,34 @@
 //! on two cores: the fleet bench saw replies 1.6 to 2.2 s late) is still
 //! heard, while a host that is gone costs no more datagrams than before.
 
-use std::time::Duration;
+//!
+//! Replies are timed per peer (the address asked), as TCP times each
+//! connection: a host that answers slowly, on purpose or under load, slows
+//! only the queries asked of it (docs/protocol.md, trust table: reply). A
+//! query to a peer never timed, and every group query, waits what the
+//! peers timed lately say in the middle: the median of the latest
+//! [`SEGMENT_PEERS`] and the floor, which one slow host cannot move. What a peer taught
+//! fades: the excess over `urdma_timeout` halves every [`DECAY`] without a
+//! sample, so one slow reply on a segment that rarely asks does not
+//! lengthen its tries for good.
+
+use crate::fastmap::Map;
+use std::collections::VecDeque;
+use std::net::IpAddr;
+use std::time::{Duration, Instant};
 
 /// The longest try, as a multiple of `urdma_timeout`.
 pub const CEILING: u32 = 4;
+/// What a peer's replies taught beyond `urdma_timeout` halves for every
+/// this long without a sample.
+pub const DECAY: Duration = Duration::from_secs(30);
+/// A peer not timed for this long starts afresh at its next sample.
+const STALE: Duration = Duration::from_secs(300);
+/// Peers timed one by one; more (a host that asks many) replace the one
+/// timed longest ago.
+const PEERS: usize = 1024;
+/// The latest peers timed whose median times what has no timer of its own.
+pub const SEGMENT_PEERS: usize = 16;
 
 #[derive(Debug, Clone)]
 pub struct RetryTimer {
@@ -67,11 +91,25 @@ impl RetryTimer {
     }
 
     /// How long a try waits now.
+    #[cfg(test)]
     pub fn timeout(&self) -> Duration {
+        self.faded(0)
+    }
+
+    /// How long a try waits after `halvings` times [`DECAY`] without a
+    /// sample: the excess over the floor halved as often.
+    fn faded(&self, halvings: u32) -> Duration {
         let measured = self
             .smoothed
             .map_or(Duration::ZERO, |(srtt, var)| srtt + var * 4);
-        measured.clamp(self.floor, self.ceiling())
+        let excess = measured.saturating_sub(self.floor) / (1u32 << halvings.min(31));
+        // Faded below a millisecond it is gone, and nothing is left to fade.
+        let excess = if excess < Duration::from_millis(1) {
+            Duration::ZERO
+        } else {
+            excess
+        };
+        (self.floor + excess).min(self.ceiling())
     }
 
     /// The longest a try can ever wait.
@@ -80,6 +118,7 @@ impl RetryTimer {
     }
 
     /// How long try `n` of a query (0: the first) waits now.
+    #[cfg(test)]
     pub fn try_time(&self, n: u32) -> Duration {
         backoff(self.timeout(), n, self.ceiling())
     }
@@ -95,6 +134,111 @@ pub fn backoff(first: Duration, n: u32, ceiling: Duration) -> Duration {
 /// `first`: a discovery stage's time.
 pub fn stage_time(first: Duration, tries: u32, ceiling: Duration) -> Duration {
     (0..tries).map(|n| backoff(first, n, ceiling)).sum()
+}
+
+/// The try times of every peer asked, and of the segment.
+#[derive(Debug, Clone)]
+pub struct RetryTimers {
+    floor: Duration,
+    /// Each peer's timer, with when it was last sampled.
+    peers: Map<IpAddr, (RetryTimer, Instant)>,
+    /// The latest peers sampled, each once, the latest last.
+    recent: VecDeque<IpAddr>,
+    /// The segment's try time as of `segment_at` (for the metrics, which
+    /// have no clock of their own).
+    segment: Duration,
+    segment_at: Option<Instant>,
+}
+
+impl RetryTimers {
+    /// Timers whose tries last `floor` (`urdma_timeout`) at least.
+    pub fn new(floor: Duration) -> RetryTimers {
+        RetryTimers {
+            floor,
+            peers: Map::default(),
+            recent: VecDeque::new(),
+            segment: floor,
+            segment_at: None,
+        }
+    }
+
+    /// `peer` answered a try `rtt` after it left.
+    pub fn sample(&mut self, peer: IpAddr, rtt: Duration, now: Instant) {
+        if !self.peers.contains_key(&peer) && self.peers.len() >= PEERS {
+            let oldest = self.peers.iter().min_by_key(|(_, (_, at))| *at);
+            if let Some(ip) = oldest.map(|(ip, _)| *ip) {
+                self.peers.remove(&ip);
+            }
+        }
+        let floor = self.floor;
+        let (timer, at) = self
+            .peers
+            .entry(peer)
+            .or_insert_with(|| (RetryTimer::new(floor), now));
+        if now.saturating_duration_since(*at) >= STALE {
+            *timer = RetryTimer::new(floor);
+        }
+        timer.sample(rtt);
+        *at = now;
+        self.recent.retain(|ip| *ip != peer);
+        self.recent.push_back(peer);
+        if self.recent.len() > SEGMENT_PEERS {
+            self.recent.pop_front();
+        }
+        self.refresh(now);
+    }
+
+    fn peer(&self, peer: &IpAddr, now: Instant) -> Option<Duration> {
+        let (timer, at) = self.peers.get(peer)?;
+        let idle = now.saturating_duration_since(*at).as_millis() / DECAY.as_millis();
+        Some(timer.faded(u32::try_from(idle).unwrap_or(u32::MAX)))
+    }
+
+    /// How long a first try to `peer` (the groups: `None`) waits now.
+    pub fn timeout(&self, peer: Option<IpAddr>, now: Instant) -> Duration {
+        if let Some(t) = peer.and_then(|p| self.peer(&p, now)) {
+            return t;
+        }
+        // The floor counts as one more peer: a host that timed one peer
+        // alone (which may be the one that wants it slow) keeps the floor.
+        let mut times: Vec<Duration> = self
+            .recent
+            .iter()
+            .filter_map(|p| self.peer(p, now))
+            .chain([self.floor])
+            .collect();
+        times.sort_unstable();
+        times[(times.len() - 1) / 2]
+    }
+
+    /// How long try `n` (0: the first) of a query to `peer` waits now.
+    pub fn try_time(&self, peer: Option<IpAddr>, n: u32, now: Instant) -> Duration {
+        backoff(self.timeout(peer, now), n, self.ceiling())
+    }
+
+    /// The longest a try can ever wait.
+    pub fn ceiling(&self) -> Duration {
+        self.floor * CEILING
+    }
+
+    /// The segment's try time, as of the last sample or
+    /// [`RetryTimers::refresh`].
+    pub fn current(&self) -> Duration {
+        self.segment
+    }
+
+    /// Brings [`RetryTimers::current`] up to `now`.
+    pub fn refresh(&mut self, now: Instant) {
+        self.segment = self.timeout(None, now);
+        self.segment_at = Some(now);
+    }
+
+    /// When [`RetryTimers::current`] fades next, while it is above the
+    /// floor.
+    pub fn refresh_due(&self) -> Option<Instant> {
+        let at = self.segment_at?;
+        (self.segment > self.floor).then_some(at + DECAY)
+    }
 }
 
 #[cfg(test)]
@@ -162,5 +306,60 @@ mod tests {
         }
         assert_eq!(t.timeout(), 2_000 * MS);
         assert_eq!(t.ceiling(), 2_000 * MS);
+    }
+
+    fn ip(n: u8) -> IpAddr {
+        IpAddr::from([10, 0, 0, n])
+    }
+
+    #[test]
+    fn a_slow_peer_slows_only_the_queries_asked_of_it() {
+        let t0 = Instant::now();
+        let mut t = RetryTimers::new(500 * MS);
+        for i in 0..5u8 {
+            t.sample(ip(i), MS, t0);
+        }
+        // A claimant that confirms 3.4 s late, over and over.
+        for n in 0..20u64 {
+            t.sample(ip(66), 3_400 * MS, t0 + MS * n as u32);
+        }
+        let now = t0 + 20 * MS;
+        assert_eq!(t.timeout(Some(ip(66)), now), 2_000 * MS);
+        assert_eq!(t.timeout(Some(ip(1)), now), 500 * MS);
+        assert_eq!(t.timeout(Some(ip(99)), now), 500 * MS, "never timed");
+        assert_eq!(t.timeout(None, now), 500 * MS, "the groups");
+        assert_eq!(t.current(), 500 * MS);
+    }
+
+    #[test]
+    fn a_segment_whose_peers_are_slow_waits_longer_for_all() {
+        let t0 = Instant::now();
+        let mut t = RetryTimers::new(500 * MS);
+        for i in 0..10u8 {
+            for _ in 0..10 {
+                t.sample(ip(i), 900 * MS, t0);
+            }
+        }
+        assert!(t.timeout(None, t0) > 900 * MS, "{:?}", t.timeout(None, t0));
+        assert!(t.timeout(Some(ip(200)), t0) > 900 * MS);
+    }
+
+    #[test]
+    fn what_a_slow_reply_taught_fades_on_a_segment_that_rarely_asks() {
+        let t0 = Instant::now();
+        let mut t = RetryTimers::new(500 * MS);
+        t.sample(ip(1), 1_000 * MS, t0);
+        t.sample(ip(2), 1_000 * MS, t0);
+        assert!(t.current() > 1_000 * MS, "both slow: the segment too");
+        let grown = t.timeout(Some(ip(1)), t0);
+        assert!(grown > 1_000 * MS, "{grown:?}");
+        assert_eq!(t.refresh_due(), Some(t0 + DECAY));
+        let later = t0 + DECAY * 2;
+        let faded = t.timeout(Some(ip(1)), later);
+        // Measured 1 s + 4 × 0.5 s = 3 s (capped at 2 s): 0.5 s + 2.5 s / 4.
+        assert_eq!(faded, 1_125 * MS);
+        t.refresh(t0 + DECAY * 20);
+        assert_eq!(t.current(), 500 * MS);
+        assert_eq!(t.refresh_due(), None, "nothing more to fade");
     }
 }

@@ -16,7 +16,13 @@
 //!
 //! Whatever this teaches is a hint, heard on a group, where the name's
 //! holder hears a forgery too and contradicts it (`hints.rs`); a forged
-//! start query costs the segment one announcement per host, paced.
+//! start query costs the segment one announcement per host, paced. Only
+//! with a key is a host welcomed by unicast, and only then does it take
+//! the names of announcements sent to it alone: without one, anyone could
+//! send such a welcome for any name, and the holder, who does not hear it,
+//! could not contradict it; and an address heard in an announcement could
+//! be anyone's, so nothing is aimed there (docs/protocol.md, trust table:
+//! start query, announcement to this host alone).
 
 use super::announce::welcome_pace;
 use super::hints::Hints;
@@ -154,10 +160,16 @@ impl Discovery {
         let (within, every) = welcome_pace(self.hints.endpoints_heard());
         let after = self.inflight.jitter(within);
         let pace = (every, UNICAST_WELCOMES);
+        // Without a key a newcomer takes no hint from a welcome sent to it
+        // alone, and an address heard in an announcement may be anyone's:
+        // a host is welcomed on the groups (docs/protocol.md, trust
+        // table: start query).
+        let keyed = self.auth.is_some();
         let unicast = welcome_address(record, from).filter(|&ip| {
-            known_at(&mut self.hints, record, ip, now)
-                || bound_at(&self.state, ip)
-                || (self.welcomes.scans.allow_any(now) && self.hints.heard_from(ip, now))
+            keyed
+                && (known_at(&mut self.hints, record, ip, now)
+                    || bound_at(&self.state, ip)
+                    || (self.welcomes.scans.allow(from, now) && self.hints.heard_from(ip, now)))
         });
         if let Some(ip) = unicast {
             if !self.welcomes.welcomed_at.mark(ip, now, until) {
@@ -181,6 +193,7 @@ impl Discovery {
             "discovery: welcoming {gid} from {from} on the groups: {}",
             match unicast {
                 Some(_) => "past the unicast bound, or a group welcome is due",
+                None if !keyed => "no key: welcomes go to the groups",
                 None => "nothing heard settled, nor bound, at its address",
             }
         );

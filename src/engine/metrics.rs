@@ -174,6 +174,16 @@ fn tables<D: Daemon>(e: &mut Exposition, engine: &Engine<D>) {
                 skipped,
             ),
             (
+                "urdma_checks_unanswered_total",
+                "Checks whose holder never answered; the binding was kept.",
+                engine.discovery.counts().checks_unanswered,
+            ),
+            (
+                "urdma_hints_refused_total",
+                "New names not kept as hints because urdma_max_learned were kept.",
+                engine.discovery.status().hints_refused,
+            ),
+            (
                 "urdma_name_conflicts_total",
                 "Names left unanswered because hosts with different GIDs confirmed them.",
                 engine.discovery.counts().conflicts,

@@ -9,6 +9,9 @@ fn footprint(e: &Engine<FakeDaemon>) -> Vec<usize> {
     let mut sizes = e.local().sizes().to_vec();
     sizes.extend(d.inflight.sizes());
     sizes.extend([e.tables().cached, e.waiting(), t.bindings, t.failures]);
+    // The hints' queue is bounded, not constant: it is compacted when it
+    // holds twice the names (`Hints::compact`).
+    sizes.push(t.hints);
     let o = &d.out;
     sizes.extend([
         o.datagrams.len(),
@@ -224,4 +227,61 @@ fn port_cycles_with_lookups_pending_leave_nothing_behind() {
             "after cycle {i}"
         );
     }
+}
+
+#[test]
+fn an_hour_of_names_announced_and_withdrawn_leaves_every_table_as_it_was() {
+    // A forger on the group announces 15 names it never held and withdraws
+    // them, ten times a second for an hour (each pair once kept 15 places
+    // in the hints' queue for a day, never given back); a host of the
+    // segment's names, heard before, stays hinted.
+    let mut f = fixture(segment_only());
+    let holder = holding(PEER, PEER_IP, "node-b");
+    let t0 = f.t0;
+    heard_on_group(&mut f, holder, peer(), t0);
+    // An endpoint's 15 names in two records, its address in the first.
+    let name = |i: usize| WireAddress::new(Address::name(&format!("forged-{i}")).unwrap()).unwrap();
+    let first: Vec<WireAddress> = std::iter::once(WireAddress::from(Ipv4Addr::new(10, 0, 0, 66)))
+        .chain((0..7).map(name))
+        .collect();
+    let second: Vec<WireAddress> = (7..15).map(name).collect();
+    let records: Vec<EndpointRecord> = [first, second]
+        .into_iter()
+        .map(|a| EndpointRecord::new(ATTACKER.parse().unwrap(), 0, 4, 7, vec![0xffff], a).unwrap())
+        .collect();
+    let announce = Message::from(Announce::new(records.clone(), false).unwrap()).encode();
+    let withdraw = Message::from(Announce::new(records, true).unwrap()).encode();
+    let mut warm = None;
+    for tenth in 0..36_000u32 {
+        let t = f.t0 + Duration::from_millis(u64::from(tenth) * 100);
+        f.e.on_datagram(attacker(), Some(group()), &announce, t);
+        f.e.on_datagram(attacker(), Some(group()), &withdraw, t);
+        if tenth % 10 == 0 {
+            f.e.on_timers(t);
+            polled(&mut f.e);
+        }
+        if tenth % 600 == 0 {
+            // Every table but the announcer's schedule, which holds the
+            // welcomes of the forger's endpoint while they are due.
+            let mut now = footprint(&f.e);
+            now.truncate(now.len() - 3);
+            if tenth == 600 {
+                warm = Some(now.clone());
+            }
+            if let Some(w) = &warm {
+                assert_eq!(w, &now, "minute {}", tenth / 600);
+            }
+            let s = f.e.discovery().status();
+            assert!(s.hint_queue < 2 * s.hints + 64, "{s:?}");
+        }
+    }
+    let s = f.e.discovery().status();
+    assert!(s.hint_queue < 2 * s.hints + 64, "{s:?}");
+    let t = f.t0 + Duration::from_secs(3_600);
+    f.e.resolve_at(f.addr, &by_name("node-b", 1), 1, t);
+    assert_eq!(
+        sent_query(&polled(&mut f.e)).1,
+        Some(peer()),
+        "still asked of its holder"
+    );
 }

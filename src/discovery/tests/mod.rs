@@ -45,6 +45,28 @@ struct Fixture {
     ep: EndpointId,
     addr: AddressId,
     t0: Instant,
+    /// The key the segment's other hosts seal with, once the fixture has
+    /// one ([`keyed`]): what [`deliver`] sends is sealed with it.
+    peers: Option<Auth>,
+}
+
+/// The fixture with a key, which every other host of the segment holds.
+fn keyed(mut f: Fixture) -> Fixture {
+    f.e.reconfigure(Change::Auth(auth(KEY)));
+    f.peers = Some(auth(KEY));
+    f
+}
+
+/// A datagram from another host of the segment: sealed if the fixture has
+/// a key.
+fn deliver(f: &mut Fixture, from: SocketAddr, to: Option<IpAddr>, bytes: &[u8], t: Instant) {
+    match &f.peers {
+        Some(a) => {
+            let sealed = a.seal(bytes.to_vec());
+            f.e.on_datagram(from, to, &sealed, t)
+        }
+        None => f.e.on_datagram(from, to, bytes, t),
+    }
 }
 
 /// What the engine wants done since its last poll (nothing, with no
@@ -81,6 +103,7 @@ fn fixture_with_gid(cfg: Config, gid: &str) -> Fixture {
         ep,
         addr,
         t0: Instant::now(),
+        peers: None,
     }
 }
 
@@ -120,7 +143,8 @@ fn learn_peer(f: &mut Fixture, tid: u64) {
     f.e.resolve_at(f.addr, &ip_request(PEER_IP, 0, tid), tid, Instant::now());
     let (q, _) = sent_query(&polled(&mut f.e));
     let found = reply_bytes(&q, Answer::Found(peer_record(PEER)));
-    f.e.on_datagram(peer(), None, &found, f.t0);
+    let t0 = f.t0;
+    deliver(f, peer(), None, &found, t0);
     polled(&mut f.e);
 }
 
@@ -137,12 +161,13 @@ fn learn_peer_name(f: &mut Fixture, tid: u64) {
     let (group, to) = sent_query(&polled(&mut f.e));
     assert_eq!(to, None, "names are asked of the groups");
     let claim = reply_bytes(&group, Answer::Found(peer_record(PEER)));
-    f.e.on_datagram(peer(), None, &claim, f.t0);
+    let t0 = f.t0;
+    deliver(f, peer(), None, &claim, t0);
     let (confirm, to) = sent_query(&polled(&mut f.e));
     assert_eq!(to, Some(peer()), "the claimant is asked by unicast");
     assert_ne!(confirm.txid(), group.txid(), "with a fresh transaction id");
     let found = reply_bytes(&confirm, Answer::Found(peer_record(PEER)));
-    f.e.on_datagram(peer(), None, &found, f.t0);
+    deliver(f, peer(), None, &found, t0);
     let fx = after_claims(f);
     assert_eq!(fx.replies.len(), 1, "{fx:?}");
     assert_eq!(dgid(&fx.replies[0].msg), PEER.parse().unwrap());
@@ -310,7 +335,7 @@ fn heard_on_group(
     t: Instant,
 ) -> Effects {
     let a = Message::from(Announce::new(vec![record], false).unwrap()).encode();
-    f.e.on_datagram(from, Some(group()), &a, t);
+    deliver(f, from, Some(group()), &a, t);
     polled(&mut f.e)
 }
 

@@ -303,14 +303,20 @@ fn a_withdrawal_forgets_what_its_holder_no_longer_confirms() {
     let (first, second) = (&checks[0].0, &checks[1].0);
     f.e.on_datagram(peer(), None, &reply_bytes(first, Answer::Refused), f.t0);
     assert_eq!(bound_gid(&f.e, first.target().address()), None);
-    // No answer at all forgets too (after the check's tries, each twice
-    // as long as the one before).
+    // No answer at all (after the check's tries, each twice as long as
+    // the one before) keeps what its holder confirmed last: a forger can
+    // silence a holder (a flood in the asker's name drains the holder's
+    // reply allowance), and a holder gone takes its GID with it.
     let cfg_timeout = Duration::from_millis(u64::from(f.e.config().timeout_ms));
     for i in [1, 3, 7] {
         f.e.on_timers(f.t0 + cfg_timeout * i + Duration::from_millis(1));
     }
     polled(&mut f.e);
-    assert_eq!(bound_gid(&f.e, second.target().address()), None);
+    assert_eq!(
+        bound_gid(&f.e, second.target().address()),
+        Some(PEER.parse().unwrap())
+    );
+    assert_eq!(f.e.discovery().counts().checks_unanswered, 1);
     let r =
         f.e.resolve_at(
             f.addr,
@@ -501,4 +507,38 @@ fn a_replayed_renewal_changes_no_answer() {
     g.e.on_datagram(peer(), Some(group()), &captured, t);
     assert_eq!(g.e.discovery().counts().drops.replayed, 1);
     assert_eq!(g.e.discovery().counts().disputed_names, 0);
+}
+
+#[test]
+fn a_check_its_holder_never_answers_keeps_the_binding_for_the_requests_that_waited() {
+    let mut f = fixture(Config::default());
+    learn_peer(&mut f, 1);
+    // A forged hint puts the binding in doubt: its holder is asked.
+    let forged = Message::from(Announce::new(vec![peer_record(ATTACKER)], false).unwrap()).encode();
+    f.e.on_datagram(attacker(), Some(group()), &forged, f.t0);
+    let (check, to) = sent_query(&polled(&mut f.e));
+    assert_eq!(to, Some(peer()));
+    // A request comes meanwhile and waits for the holder.
+    let t = f.t0 + Duration::from_millis(10);
+    assert_eq!(
+        f.e.resolve_at(f.addr, &ip_request(PEER_IP, 0, 2), 2, t),
+        None
+    );
+    // The holder never answers (its reply allowance for this host drained
+    // by queries forged in this host's name): every try times out.
+    let cfg_timeout = Duration::from_millis(u64::from(f.e.config().timeout_ms));
+    let mut fx = Effects::default();
+    for i in [1, 3, 7, 15] {
+        f.e.on_timers(f.t0 + cfg_timeout * i + Duration::from_millis(1));
+        let p = polled(&mut f.e);
+        fx.replies.extend(p.replies);
+    }
+    assert_eq!(fx.replies.len(), 1, "{fx:?}");
+    assert_eq!(fx.replies[0].msg.status(), 0, "answered: {fx:?}");
+    assert_eq!(dgid(&fx.replies[0].msg), PEER.parse().unwrap());
+    assert_eq!(bound_gid(&f.e, &peer_ip()), Some(PEER.parse().unwrap()));
+    // A late reply from the holder changes nothing.
+    let late = reply_bytes(&check, Answer::Found(peer_record(PEER)));
+    f.e.on_datagram(peer(), None, &late, f.t0 + cfg_timeout * 16);
+    assert_eq!(bound_gid(&f.e, &peer_ip()), Some(PEER.parse().unwrap()));
 }

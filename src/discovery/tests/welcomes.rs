@@ -58,7 +58,7 @@ fn start_query(txid: u64, record: EndpointRecord) -> Vec<u8> {
 
 #[test]
 fn a_host_announces_itself_to_a_host_that_joined_after_its_announcements() {
-    let mut f = fixture(Config::default());
+    let mut f = keyed(fixture(Config::default()));
     // While its own announcements are still to come, they are enough.
     f.e.on_timers(f.t0);
     let t0 = f.t0;
@@ -116,7 +116,7 @@ fn a_host_announces_itself_to_a_host_that_joined_after_its_announcements() {
 /// have its GID) at their addresses and settled them, and the welcome
 /// window on a segment of that size; the time is 20 s after they were heard.
 fn settled_among(n: u8) -> (Fixture, Instant, Duration) {
-    let mut f = fixture(Config::default());
+    let mut f = keyed(fixture(Config::default()));
     for ms in [0, 50, 1_000, 3_000] {
         f.e.on_timers(f.t0 + Duration::from_millis(ms));
     }
@@ -155,7 +155,7 @@ fn own_start_query(txid: u64, record: EndpointRecord) -> Vec<u8> {
 
 #[test]
 fn a_host_back_before_its_names_is_welcomed_by_unicast_where_it_is_bound() {
-    let mut f = fixture(Config::default());
+    let mut f = keyed(fixture(Config::default()));
     for ms in [0, 50, 1_000, 3_000] {
         f.e.on_timers(f.t0 + Duration::from_millis(ms));
     }
@@ -168,7 +168,7 @@ fn a_host_back_before_its_names_is_welcomed_by_unicast_where_it_is_bound() {
     let (within, _) = announce::welcome_pace(1);
     let t = f.t0 + Duration::from_secs(10);
     let bytes = own_start_query(77, ip_only("fe80::b2", PEER_IP));
-    f.e.on_datagram(peer(), Some(group()), &bytes, t);
+    deliver(&mut f, peer(), Some(group()), &bytes, t);
     f.e.on_timers(t + within * 2);
     let fx = polled(&mut f.e);
     assert!(sent_announcements(&fx).is_empty(), "{fx:?}");
@@ -180,7 +180,7 @@ fn a_host_back_before_its_names_is_welcomed_by_unicast_where_it_is_bound() {
     let (_, c_at) = newcomer(9);
     let t = t + WELCOMED_FOR;
     let bytes = own_start_query(78, ip_only("fe80::9", [10, 0, 0, 9]));
-    f.e.on_datagram(c_at, Some(group()), &bytes, t);
+    deliver(&mut f, c_at, Some(group()), &bytes, t);
     f.e.on_timers(t + within * announce::WELCOME_WAIT);
     let fx = polled(&mut f.e);
     assert!(sent_welcomes(&fx).is_empty(), "{fx:?}");
@@ -198,7 +198,7 @@ fn a_host_back_before_its_names_is_welcomed_by_unicast_where_it_announced_them()
     // host of the segment's, welcomed there alone.
     let (_, at) = newcomer(11);
     let bytes = own_start_query(77, ip_only("fe80::1:b", [10, 0, 0, 11]));
-    f.e.on_datagram(at, Some(group()), &bytes, t);
+    deliver(&mut f, at, Some(group()), &bytes, t);
     f.e.on_timers(t + within * announce::WELCOME_WAIT);
     let fx = polled(&mut f.e);
     assert!(sent_announcements(&fx).is_empty(), "{fx:?}");
@@ -263,7 +263,7 @@ fn a_burst_that_passes_the_bound_within_a_window_gets_no_unicast_welcome() {
 
 #[test]
 fn a_host_that_starts_takes_the_welcomes_sent_to_it_alone_as_hints_for_a_while() {
-    let mut f = fixture(segment_only());
+    let mut f = keyed(fixture(segment_only()));
     for ms in [0, 50] {
         f.e.on_timers(f.t0 + Duration::from_millis(ms));
     }
@@ -271,7 +271,7 @@ fn a_host_that_starts_takes_the_welcomes_sent_to_it_alone_as_hints_for_a_while()
     // The peer's welcome, sent to this host alone after its start query.
     let welcome = Message::from(Announce::new(vec![peer_record(PEER)], false).unwrap()).encode();
     let t = f.t0 + Duration::from_millis(100);
-    f.e.on_datagram(peer(), Some(own_ip()), &welcome, t);
+    deliver(&mut f, peer(), Some(own_ip()), &welcome, t);
     let t = t + hints::SETTLE;
     f.e.resolve_at(f.addr, &by_name("node-b", 1), 1, t);
     let (_, to) = sent_query(&polled(&mut f.e));
@@ -283,7 +283,7 @@ fn a_host_that_starts_takes_the_welcomes_sent_to_it_alone_as_hints_for_a_while()
     let c = SocketAddr::new(IpAddr::V4([10, 0, 0, 3].into()), 6126);
     for (record, from) in [(forged, attacker()), (honest, c)] {
         let a = Message::from(Announce::new(vec![record], false).unwrap()).encode();
-        f.e.on_datagram(from, Some(own_ip()), &a, t);
+        deliver(&mut f, from, Some(own_ip()), &a, t);
     }
     let t = t + hints::SETTLE;
     f.e.resolve_at(f.addr, &by_name("node-x", 2), 2, t);
@@ -294,7 +294,7 @@ fn a_host_that_starts_takes_the_welcomes_sent_to_it_alone_as_hints_for_a_while()
     let d = holding("fe80::d", [10, 0, 0, 4], "node-d");
     let from = SocketAddr::new(IpAddr::V4([10, 0, 0, 4].into()), 6126);
     let a = Message::from(Announce::new(vec![d], false).unwrap()).encode();
-    f.e.on_datagram(from, Some(own_ip()), &a, late);
+    deliver(&mut f, from, Some(own_ip()), &a, late);
     f.e.resolve_at(f.addr, &by_name("node-d", 3), 3, late + hints::SETTLE);
     let (_, to) = sent_query(&polled(&mut f.e));
     assert_eq!(to, None);
@@ -347,7 +347,7 @@ fn a_host_renews_its_announcements_so_that_what_peers_heard_never_expires() {
 
 #[test]
 fn a_host_that_starts_sends_a_start_query_and_hosts_that_hear_it_announce_themselves() {
-    let mut f = fixture(Config::default());
+    let mut f = keyed(fixture(Config::default()));
     let mut starts = Vec::new();
     for ms in (0..=3_000).step_by(50) {
         f.e.on_timers(f.t0 + Duration::from_millis(ms));
@@ -393,20 +393,20 @@ fn a_host_that_starts_sends_a_start_query_and_hosts_that_hear_it_announce_themse
     );
     let t = heard + WELCOMED_FOR * 2;
     let bytes = start_query(77, peer_record(PEER));
-    f.e.on_datagram(peer(), Some(group()), &bytes, t);
+    deliver(&mut f, peer(), Some(group()), &bytes, t);
     let fx = polled(&mut f.e);
     assert!(fx.datagrams.is_empty(), "not answered: {fx:?}");
     f.e.on_timers(t + within * 2);
     let w = sent_welcomes(&polled(&mut f.e));
     assert_eq!(w.len(), 1);
     assert_eq!(w[0].0, peer());
-    f.e.on_datagram(peer(), Some(group()), &bytes, t + within * 2);
+    deliver(&mut f, peer(), Some(group()), &bytes, t + within * 2);
     f.e.on_timers(t + within * 4);
     assert!(polled(&mut f.e).datagrams.is_empty());
     let every = announce::welcome_pace(1).1;
     // A query by unicast for the asker's own address is no start query.
     let t = t + WELCOMED_FOR * 2;
-    f.e.on_datagram(peer(), Some(own_ip()), &bytes, t);
+    deliver(&mut f, peer(), Some(own_ip()), &bytes, t);
     f.e.on_timers(t + every + within);
     assert!(sent_announcements(&polled(&mut f.e)).is_empty());
 }
@@ -449,14 +449,14 @@ fn a_lookup_in_flight_asks_again_at_once_when_its_host_says_it_has_just_started(
     // The peer back, on new hardware: its start query.
     let start = |txid: u64| start_query(txid, peer_record("fe80::b2"));
     let back = t + Duration::from_millis(200);
-    f.e.on_datagram(peer(), Some(group()), &start(77), back);
+    deliver(&mut f, peer(), Some(group()), &start(77), back);
     let fx = polled(&mut f.e);
     let (again, to) = sent_query(&fx);
     assert_eq!(to, Some(peer()), "asked again at once, not after the try");
     assert_eq!(again.target().address(), &peer_ip());
     assert_ne!(again.txid(), lost.txid(), "a try of its own");
     // Its second start query does not make it ask a third time.
-    f.e.on_datagram(peer(), Some(group()), &start(78), back);
+    deliver(&mut f, peer(), Some(group()), &start(78), back);
     assert!(sent_queries(&polled(&mut f.e)).is_empty());
     // Its tries keep their times: the second still at the end of the
     // first, 500 ms after it.
@@ -467,7 +467,7 @@ fn a_lookup_in_flight_asks_again_at_once_when_its_host_says_it_has_just_started(
     // The reply binds as any reply does: the request is answered with the
     // GID the holder gives.
     let found = reply_bytes(&again, Answer::Found(peer_record("fe80::b2")));
-    f.e.on_datagram(peer(), None, &found, t + Duration::from_millis(501));
+    deliver(&mut f, peer(), None, &found, t + Duration::from_millis(501));
     let fx = polled(&mut f.e);
     assert_eq!(fx.replies.len(), 1, "{fx:?}");
     assert_eq!(dgid(&fx.replies[0].msg), "fe80::b2".parse().unwrap());
@@ -482,17 +482,23 @@ fn a_check_its_host_prompted_is_not_asked_again_when_that_host_says_it_started()
     // checked with it, at the address it came from, which is open now.
     let moved =
         Message::from(Announce::new(vec![peer_record("fe80::b2")], false).unwrap()).encode();
-    f.e.on_datagram(peer(), Some(group()), &moved, t);
+    deliver(&mut f, peer(), Some(group()), &moved, t);
     let (check, to) = sent_query(&polled(&mut f.e));
     assert_eq!(to, Some(peer()));
     // Its start query then asks nothing more: the check left after the
     // peer was back, and a second copy would only double its replies.
     let bytes = start_query(77, peer_record("fe80::b2"));
-    f.e.on_datagram(peer(), Some(group()), &bytes, t + Duration::from_millis(20));
+    deliver(
+        &mut f,
+        peer(),
+        Some(group()),
+        &bytes,
+        t + Duration::from_millis(20),
+    );
     assert!(sent_queries(&polled(&mut f.e)).is_empty());
     // The check's reply follows the peer.
     let found = reply_bytes(&check, Answer::Found(peer_record("fe80::b2")));
-    f.e.on_datagram(peer(), None, &found, t + Duration::from_millis(30));
+    deliver(&mut f, peer(), None, &found, t + Duration::from_millis(30));
     polled(&mut f.e);
     assert_eq!(
         bound_gid(&f.e, &peer_ip()),
@@ -522,7 +528,7 @@ fn asked_again_at_start(f: &mut Fixture, t: Instant) -> usize {
     let record = record.unwrap();
     let back = t + Duration::from_millis(200);
     let a = Message::from(Announce::new(vec![record.clone()], false).unwrap()).encode();
-    f.e.on_datagram(peer(), Some(group()), &a, back);
+    deliver(f, peer(), Some(group()), &a, back);
     polled(&mut f.e);
     let later = back + Duration::from_millis(10);
     f.e.resolve_at(f.addr, &ip_request(other, 0, 2), 12, later);
@@ -530,7 +536,8 @@ fn asked_again_at_start(f: &mut Fixture, t: Instant) -> usize {
     assert_eq!(to.map(|a| a.ip()), Some(IpAddr::from(other)));
     // Its start query asks again only what left before it was heard.
     let bytes = start_query(77, record);
-    f.e.on_datagram(
+    deliver(
+        f,
         peer(),
         Some(group()),
         &bytes,
@@ -578,11 +585,95 @@ fn a_start_query_that_does_not_list_its_source_makes_nobody_ask_again() {
     polled(&mut f.e);
     // A forger elsewhere naming the peer's address in its record.
     let bytes = start_query(79, peer_record(ATTACKER));
-    f.e.on_datagram(
+    deliver(
+        &mut f,
         attacker(),
         Some(group()),
         &bytes,
         t + Duration::from_millis(100),
     );
     assert!(sent_queries(&polled(&mut f.e)).is_empty());
+}
+
+#[test]
+fn forged_start_queries_from_many_sources_leave_a_real_one_its_asking_again() {
+    let mut f = fixture(Config::default());
+    let t = f.t0 + Duration::from_secs(10);
+    f.e.resolve_at(f.addr, &ip_request(PEER_IP, 0, 1), 11, t);
+    let (_, to) = sent_query(&polled(&mut f.e));
+    assert_eq!(to, Some(peer()));
+    // A forger sends 200 start queries in a tenth of a second, each from
+    // another address its record lists, the last ten just before the
+    // peer's own.
+    let back = t + Duration::from_millis(200);
+    for n in 0..210u32 {
+        let ip = [10, 1, (n / 250) as u8, (n % 250) as u8 + 1];
+        let gid = format!("fe80::bad:{n:x}");
+        let from = SocketAddr::new(IpAddr::V4(ip.into()), 6126);
+        let bytes = own_start_query(1_000 + u64::from(n), ip_only(&gid, ip));
+        let at =
+            back - Duration::from_millis(100) + Duration::from_micros(u64::from(n.min(200)) * 500);
+        f.e.on_datagram(from, Some(group()), &bytes, at);
+    }
+    polled(&mut f.e);
+    // The peer, back, is still asked again at once.
+    let start = start_query(77, peer_record("fe80::b2"));
+    f.e.on_datagram(peer(), Some(group()), &start, back);
+    let (again, to) = sent_query(&polled(&mut f.e));
+    assert_eq!(to, Some(peer()), "asked again at once");
+    assert_eq!(again.target().address(), &peer_ip());
+}
+
+#[test]
+fn without_a_key_a_welcome_sent_to_this_host_alone_gives_no_hint() {
+    let mut f = fixture(segment_only());
+    for ms in [0, 50] {
+        f.e.on_timers(f.t0 + Duration::from_millis(ms));
+    }
+    polled(&mut f.e);
+    // A forger saw the start query and unicasts a "welcome" naming
+    // another host's name with its own address, at once: nobody else
+    // hears it, so nothing could contradict it.
+    let forged = holding(ATTACKER, [10, 0, 0, 66], "node-b");
+    let welcome = Message::from(Announce::new(vec![forged], false).unwrap()).encode();
+    let t = f.t0 + Duration::from_millis(60);
+    f.e.on_datagram(attacker(), Some(own_ip()), &welcome, t);
+    let t = t + hints::SETTLE * 2;
+    f.e.resolve_at(f.addr, &by_name("node-b", 1), 1, t);
+    let (_, to) = sent_query(&polled(&mut f.e));
+    assert_eq!(to, None, "asked of the groups, where every holder claims");
+}
+
+#[test]
+fn without_a_key_a_host_back_is_welcomed_on_the_groups_only() {
+    // An address heard announcing names and settled is no proof that a
+    // host is there: one forged announcement from an address nobody
+    // holds, and start queries listing it, would aim every host's
+    // announcements at it.
+    let mut f = fixture(Config::default());
+    for ms in [0, 50, 1_000, 3_000] {
+        f.e.on_timers(f.t0 + Duration::from_millis(ms));
+    }
+    let t = f.t0 + Duration::from_secs(4);
+    let victim = SocketAddr::new(IpAddr::V4([10, 0, 0, 77].into()), 6126);
+    heard_on_group(
+        &mut f,
+        holding("fe80::77", [10, 0, 0, 77], "node-v"),
+        victim,
+        t,
+    );
+    let (within, _) = announce::welcome_pace(1);
+    let mut t = t + Duration::from_secs(20);
+    let mut welcomes = 0;
+    for n in 0..4u8 {
+        let gid = format!("fe80::77:{n:x}");
+        let bytes = own_start_query(90 + u64::from(n), holding(&gid, [10, 0, 0, 77], "node-v"));
+        f.e.on_datagram(victim, Some(group()), &bytes, t);
+        f.e.on_timers(t + within * announce::WELCOME_WAIT);
+        let fx = polled(&mut f.e);
+        assert!(sent_welcomes(&fx).is_empty(), "aimed at 10.0.0.77: {fx:?}");
+        welcomes += sent_announcements(&fx).len();
+        t += WELCOMED_FOR;
+    }
+    assert!(welcomes >= 1, "welcomed on the groups");
 }

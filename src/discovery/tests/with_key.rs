@@ -139,3 +139,63 @@ fn a_peer_whose_clock_is_off_counts_as_stale_not_as_replayed() {
     );
     assert_eq!(drops.replay_window(), 1);
 }
+
+/// What a key holder gone rogue can still do, so that the documentation
+/// can say it plainly (docs/protocol.md, trust table): name its own
+/// address for another host's name in a welcome to a host that just
+/// started, and confirm it.
+#[test]
+fn a_key_holder_gone_rogue_can_plant_a_name_at_a_host_that_just_started() {
+    let mut f = keyed(fixture(segment_only()));
+    for ms in [0, 50] {
+        f.e.on_timers(f.t0 + Duration::from_millis(ms));
+    }
+    polled(&mut f.e);
+    let rogue = holding(ATTACKER, [10, 0, 0, 66], "node-b");
+    let welcome = Message::from(Announce::new(vec![rogue.clone()], false).unwrap()).encode();
+    let t = f.t0 + Duration::from_millis(60);
+    deliver(&mut f, attacker(), Some(own_ip()), &welcome, t);
+    let t = t + hints::SETTLE;
+    f.e.resolve_at(f.addr, &by_name("node-b", 1), 1, t);
+    let (q, to) = sent_query(&polled(&mut f.e));
+    assert_eq!(to, Some(attacker()), "asked of the rogue alone");
+    let found = reply_bytes(&q, Answer::Found(rogue));
+    deliver(&mut f, attacker(), None, &found, t);
+    let fx = polled(&mut f.e);
+    assert_eq!(fx.replies.len(), 1, "{fx:?}");
+    assert_eq!(dgid(&fx.replies[0].msg), ATTACKER.parse().unwrap());
+}
+
+/// A key holder gone rogue that claims a name and confirms it 3.4 s late,
+/// over and over, slows only the queries asked of it.
+#[test]
+fn a_key_holder_gone_rogue_that_answers_slowly_slows_only_its_own_queries() {
+    let mut f = keyed(fixture(segment_only()));
+    let mut t = f.t0 + Duration::from_secs(10);
+    for tid in 1..=20u64 {
+        let name = format!("ghost-{tid}");
+        assert_eq!(f.e.resolve_at(f.addr, &by_name(&name, tid), tid, t), None);
+        let (group, _) = sent_query(&polled(&mut f.e));
+        let record = holding(ATTACKER, [10, 0, 0, 66], &name);
+        let claim = reply_bytes(&group, Answer::Found(record.clone()));
+        deliver(&mut f, attacker(), None, &claim, t);
+        let (confirm, to) = sent_query(&polled(&mut f.e));
+        assert_eq!(to, Some(attacker()));
+        let late = t + Duration::from_millis(3_400);
+        let found = reply_bytes(&confirm, Answer::Found(record));
+        f.e.on_timers(late);
+        deliver(&mut f, attacker(), None, &found, late);
+        polled(&mut f.e);
+        t = late + Duration::from_secs(1);
+    }
+    let status = f.e.discovery().status();
+    assert_eq!(status.try_time, Duration::from_millis(500), "the segment's");
+    // A lookup of the peer still waits the configured try before asking
+    // again.
+    f.e.resolve_at(f.addr, &ip_request(PEER_IP, 0, 99), 99, t);
+    let (first, to) = sent_query(&polled(&mut f.e));
+    assert_eq!(to, Some(peer()));
+    f.e.on_timers(t + Duration::from_millis(501));
+    let (second, _) = sent_query(&polled(&mut f.e));
+    assert_ne!(first.txid(), second.txid(), "asked again after 500 ms");
+}
