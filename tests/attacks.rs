@@ -9,14 +9,15 @@ use ibacm_urdma::addr::{Address, Gid};
 use ibacm_urdma::discovery::wire::{Announce, Answer, EndpointRecord, Message, Query, WireAddress};
 use std::net::{IpAddr, Ipv4Addr, SocketAddr, SocketAddrV4};
 use std::num::NonZeroU64;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread::sleep;
 use std::time::{Duration, Instant};
 use urdma_harness::forger::{Forger, GROUP_V4};
 use urdma_harness::nodes::{
-    poll_until_resolved, resolve_fails, resolve_node, resolves_by_every_kind, Node, DISCOVERY_PORT,
-    WAIT,
+    add_silent_neighbour, poll_until_resolved, resolve_fails, resolve_node, resolves_by_every_kind,
+    timed, Node, DISCOVERY_PORT, WAIT,
 };
-use urdma_harness::{Host, HostConfig, KeyFile, Net};
+use urdma_harness::{Host, HostConfig, KeyFile, Net, PathInfo};
 
 /// The attacker's own GID, which it wants clients to use for others.
 const ATTACKER_GID: &str = "fe80::bad:0:0:66";
@@ -37,13 +38,19 @@ fn wire(a: &str) -> WireAddress {
 
 /// An endpoint record with the attacker's GID for `addresses`.
 fn attacker_record(addresses: &[String]) -> EndpointRecord {
+    record(ATTACKER_GID, addresses)
+}
+
+/// An endpoint record with `gid` for `addresses`.
+fn record(gid: &str, addresses: &[String]) -> EndpointRecord {
+    let addresses = addresses.iter().map(|a| wire(a)).collect();
     EndpointRecord::new(
-        ATTACKER_GID.parse::<Gid>().unwrap(),
+        gid.parse::<Gid>().unwrap(),
         0,
         5,
         16,
         vec![0xffff],
-        addresses.iter().map(|a| wire(a)).collect(),
+        addresses,
     )
     .unwrap()
 }
@@ -139,16 +146,8 @@ fn a_forged_announcement_never_moves_a_hosts_names() {
     // A forged withdrawal of B, later (after the checks' hold-off):
     // checked too, and B still holds everything.
     sleep(Duration::from_millis(1100));
-    let b_record = EndpointRecord::new(
-        Node::B.gid().parse::<Gid>().unwrap(),
-        0,
-        5,
-        16,
-        vec![0xffff],
-        addresses(Node::B).iter().map(|a| wire(a)).collect(),
-    )
-    .unwrap();
-    let withdrawal = Announce::new(vec![b_record], true).unwrap();
+    let withdrawal =
+        Announce::new(vec![record(&Node::B.gid(), &addresses(Node::B))], true).unwrap();
     f.send(at(FORGER_IP), at(GROUP_V4), &bytes(withdrawal));
     settle();
     still_resolves(&a, Node::A, Node::B);
@@ -564,4 +563,395 @@ fn a_flood_from_a_million_forged_sources_leaves_memory_bounded_and_peers_resolva
     still_resolves(&a, Node::A, Node::B);
     resolves_by_every_kind(&a, Node::A, Node::C);
     assert!(b.daemon_alive());
+}
+
+// 6 ------------------------------------------------------------------------
+
+/// The value of `sample` (a metric's name, with its labels as written) in
+/// `host`'s metrics file, which the provider writes every second.
+fn metric(host: &Host, sample: &str) -> Option<f64> {
+    host.metrics_file()
+        .lines()
+        .find_map(|l| l.strip_prefix(sample)?.strip_prefix(' ')?.parse().ok())
+}
+
+/// The GID `host` resolves `args` to, if it resolves them.
+fn dgid(host: &Host, args: &[&str]) -> Option<String> {
+    let (code, out) = host.acme(args);
+    let path = PathInfo::parse(&out);
+    (code == 0).then(|| path.0.get("dgid").cloned()).flatten()
+}
+
+/// The attacker's record, at its own address, holding `target`.
+fn forger_holds(target: &WireAddress) -> EndpointRecord {
+    let gid = ATTACKER_GID.parse::<Gid>().unwrap();
+    let addresses = vec![wire(&FORGER_IP.to_string()), target.clone()];
+    EndpointRecord::new(gid, 0, 5, 16, vec![0xffff], addresses).unwrap()
+}
+
+/// Until `stop`, the forger answers every query for `name` it reads, on a
+/// group or sent to it, at once: FOUND, with its own record.
+fn claim(f: &Forger, name: &str, stop: &AtomicBool) {
+    let name = Address::name(name).unwrap();
+    while !stop.load(Ordering::Relaxed) {
+        if let Some((from, q)) = f.recv_query(Some(&name), Duration::from_millis(50)) {
+            let found = q.reply(Answer::Found(forger_holds(q.target())));
+            f.listener.send_to(&bytes(found.unwrap()), from).unwrap();
+        }
+    }
+}
+
+#[test]
+fn a_forged_welcome_never_gets_a_name_answered_with_the_forgers_gid() {
+    let (_net, a, _b, f) = pair(&[]);
+    let by_name = ["-f", "n", "-s", "node-a", "-d", "node-b"];
+    // B's own announcements are out (the last 3 s after it started), and
+    // what A's first run sent is not the start query of its second.
+    sleep(Duration::from_secs(3));
+    while f.recv(Duration::from_millis(100)).is_some() {}
+    a.restart(&Node::A.config(&[]));
+    let heard = loop {
+        let (from, _) = f
+            .recv_start_query(WAIT)
+            .unwrap_or_else(|| panic!("no start query from A\n{}", a.diagnostics()));
+        if from.ip() == IpAddr::V4(v4(Node::A)) {
+            break Instant::now();
+        }
+    };
+    // At once, to A alone: B's name is at the forger's address.
+    let welcome = Announce::new(vec![forger_holds(&wire("node-b"))], false).unwrap();
+    f.send(at(FORGER_IP), at(v4(Node::A)), &bytes(welcome));
+    let stop = AtomicBool::new(false);
+    let got: Vec<Option<String>> = std::thread::scope(|s| {
+        s.spawn(|| claim(&f, "node-b", &stop));
+        // Asked once a hint would be used (heard a second ago), and
+        // before B's welcome to A (one to two seconds after B heard it)
+        // could contradict it.
+        sleep((heard + Duration::from_millis(1050)).saturating_duration_since(Instant::now()));
+        let got = (0..3)
+            .map(|_| {
+                let gid = dgid(&a, &by_name);
+                sleep(Duration::from_millis(300));
+                gid
+            })
+            .collect();
+        stop.store(true, Ordering::Relaxed);
+        got
+    });
+    assert!(
+        !got.contains(&Some(ATTACKER_GID.to_string())),
+        "node-b resolved to the forger: {got:?}\n{}",
+        a.diagnostics()
+    );
+    // With the forger quiet, B's name leads to B.
+    poll_until_resolved(&a, &by_name, &Node::B.gid());
+}
+
+/// An ANNOUNCE from `ip` (or its WITHDRAWN), on behalf of the attacker's
+/// GID, of `ip` and 15 names `{tag}-N`: two records, of eight addresses
+/// at most each, the first listing the source.
+fn fifteen_names(ip: Ipv4Addr, tag: &str, withdrawn: bool) -> Vec<u8> {
+    let mut first = vec![ip.to_string()];
+    first.extend((0..7).map(|n| format!("{tag}-{n}")));
+    let rest: Vec<String> = (7..15).map(|n| format!("{tag}-{n}")).collect();
+    let records = vec![attacker_record(&first), attacker_record(&rest)];
+    bytes(Announce::new(records, withdrawn).unwrap())
+}
+
+/// Waits until `host` has read what was sent to it: its count of
+/// datagrams received stays the same from one write of its metrics to the
+/// next. Returns that count.
+fn read_all(host: &Host) -> f64 {
+    let received = || metric(host, "urdma_datagrams_received_total").unwrap_or(0.0);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let mut last = received();
+    loop {
+        sleep(Duration::from_millis(1100));
+        let now = received();
+        if now == last {
+            return now;
+        }
+        assert!(Instant::now() < deadline, "{}", host.diagnostics());
+        last = now;
+    }
+}
+
+/// Rounds of new names announced and withdrawn, in all.
+const CHURN: u32 = 100_000;
+/// Rounds before the daemon's memory is first measured: its tables and
+/// buffers reach the size this traffic gives them.
+const CHURN_WARM_UP: u32 = 20_000;
+
+#[test]
+fn names_announced_and_withdrawn_over_and_over_leave_memory_bounded() {
+    let (_net, a, _b, f) = pair(&[]);
+    let src = Ipv4Addr::new(10, 0, 0, 88);
+    let churn = |rounds: std::ops::Range<u32>| {
+        for i in rounds {
+            for withdrawn in [false, true] {
+                let names = fifteen_names(src, &format!("churn-{i}"), withdrawn);
+                f.send(at(src), at(GROUP_V4), &names);
+            }
+            // Paced so that A's socket buffer keeps up: the point is what
+            // the provider keeps, not what the kernel drops.
+            if i % 200 == 199 {
+                sleep(Duration::from_millis(10));
+            }
+        }
+    };
+    churn(0..CHURN_WARM_UP);
+    let read_before = read_all(&a);
+    let rss_before = a.daemon_rss_kb();
+    let started = Instant::now();
+    churn(CHURN_WARM_UP..CHURN);
+    let read = read_all(&a) - read_before;
+    let rss_after = a.daemon_rss_kb();
+    let sent = 2 * (CHURN - CHURN_WARM_UP);
+    eprintln!(
+        "A read {read} of {sent} datagrams in {:?}; RSS {rss_before} KiB, then {rss_after} KiB",
+        started.elapsed()
+    );
+    assert!(read >= f64::from(sent) / 2.0, "{}", a.diagnostics());
+    assert!(
+        rss_after < rss_before + 1024,
+        "RSS grew from {rss_before} to {rss_after} KiB\n{}",
+        a.diagnostics()
+    );
+    still_resolves(&a, Node::A, Node::B);
+}
+
+#[test]
+fn forged_start_queries_never_aim_welcomes_at_an_address_of_the_forgers_choosing() {
+    let (_net, a, _b, f) = pair(&[]);
+    // An address no host holds, on the segment: the forger takes it too,
+    // to read what is sent there.
+    let victim = Ipv4Addr::new(10, 0, 0, 77);
+    let (code, out) = f
+        .host
+        .exec(&["ip", "addr", "add", "10.0.0.77/24", "dev", "eth0"]);
+    assert_eq!(code, 0, "ip addr add: {out}");
+    let holds_v = |gid: &str| record(gid, &[victim.to_string(), "node-v".into()]);
+    // The hosts' own announcements are out (the last 3 s after start),
+    // then the victim "announces" a name, long enough ago to be used.
+    sleep(Duration::from_secs(3));
+    let planted = Announce::new(vec![holds_v(ATTACKER_GID)], false).unwrap();
+    f.send(at(victim), at(GROUP_V4), &bytes(planted));
+    sleep(Duration::from_millis(1500));
+    // Newcomers at the victim's address, one every 2.5 s.
+    let hosts = [v4(Node::A), v4(Node::B)].map(IpAddr::V4);
+    let (mut sent, mut aimed) = (1, Vec::new());
+    let started = Instant::now();
+    for i in 1..=5u32 {
+        let q = query(
+            u64::from(i),
+            "node-v",
+            holds_v(&format!("fe80::bad:1:0:{i}")),
+        );
+        f.send(at(victim), at(GROUP_V4), &bytes(q));
+        sent += 1;
+        let until = started + Duration::from_millis(2500) * i;
+        while let Some((from, to, _)) = f.recv_to(until.saturating_duration_since(Instant::now())) {
+            if to == victim && hosts.contains(&from.ip()) {
+                aimed.push(from);
+            }
+        }
+    }
+    assert!(
+        aimed.len() * 10 <= sent,
+        "{} datagrams sent to {victim} for the forger's {sent}: {aimed:?}\n{}",
+        aimed.len(),
+        a.diagnostics()
+    );
+}
+
+#[test]
+fn a_flood_of_new_names_never_sends_a_known_name_to_the_groups() {
+    let opts = ["urdma_max_learned 64"];
+    let net = Net::new();
+    let a = Node::A.start(&net, &opts);
+    let _b = Node::B.start(&net, &opts);
+    let f = Forger::start(&net, FORGER_IP, DISCOVERY_PORT);
+    // B's announcements are out (the last 3 s after it started): A knows
+    // to ask B for node-b.
+    sleep(Duration::from_millis(3500));
+    // 300 new names, five times what A keeps.
+    for i in 0..20 {
+        let names = fifteen_names(FORGER_IP, &format!("new-{i}"), false);
+        f.send(at(FORGER_IP), at(GROUP_V4), &names);
+    }
+    settle();
+    while f.recv(Duration::from_millis(100)).is_some() {}
+    let by_name = ["-f", "n", "-s", "node-a", "-d", "node-b"];
+    resolve_node(&a, Node::A, Node::B, &by_name);
+    let node_b = Address::name("node-b").unwrap();
+    if let Some((from, q)) = f.recv_query(Some(&node_b), Duration::from_millis(200)) {
+        panic!("{from} asked the groups: {q:?}\n{}", a.diagnostics());
+    }
+}
+
+/// Until `stop`, the forger claims every name it is asked for on a group,
+/// at once, and confirms each claim 3.4 s after it is asked to: slow
+/// replies, none lost.
+fn confirm_late(f: &Forger, stop: &AtomicBool) {
+    let mut due: Vec<(Instant, SocketAddr, Vec<u8>)> = Vec::new();
+    let mut confirming: Vec<WireAddress> = Vec::new();
+    while !stop.load(Ordering::Relaxed) {
+        let now = Instant::now();
+        for (_, to, reply) in due.iter().filter(|(at, ..)| *at <= now) {
+            f.listener.send_to(reply, to).unwrap();
+        }
+        due.retain(|(at, ..)| *at > now);
+        let Some((from, to, data)) = f.recv_to(Duration::from_millis(20)) else {
+            continue;
+        };
+        let Ok(Message::Query(q)) = Message::decode(&data) else {
+            continue;
+        };
+        let name = q.target();
+        if !matches!(name.address(), Address::Name(_)) || q.sender().holds(name) {
+            continue;
+        }
+        let found = bytes(q.reply(Answer::Found(forger_holds(name))).unwrap());
+        if to.is_multicast() {
+            f.listener.send_to(&found, from).unwrap();
+        } else if !confirming.contains(name) {
+            // The first try's txid: its reply is timed from it.
+            confirming.push(name.clone());
+            due.push((now + Duration::from_millis(3400), from, found));
+        }
+    }
+}
+
+#[test]
+fn a_claimant_that_confirms_late_never_slows_the_tries_of_other_lookups() {
+    let (_net, a, _b, f) = pair(&[]);
+    let stop = AtomicBool::new(false);
+    std::thread::scope(|s| {
+        s.spawn(|| confirm_late(&f, &stop));
+        // Names only the forger claims: what A is told does not matter
+        // here, how long the forger took does.
+        for name in ["ghost-1", "ghost-2"] {
+            a.acme(&["-f", "n", "-s", "node-a", "-d", name]);
+        }
+        stop.store(true, Ordering::Relaxed);
+    });
+    // The metrics file is written every second.
+    sleep(Duration::from_millis(1500));
+    let try_time = metric(&a, "urdma_discovery_try_seconds");
+    assert_eq!(try_time, Some(0.5), "{}", a.metrics_file());
+    // A destination that does not answer fails after 0.5 + 1 + 2 s, not
+    // after three of the longest tries.
+    add_silent_neighbour(&a, "10.0.0.99");
+    let ((code, out), took) = timed(|| a.acme(&["-f", "i", "-d", "10.0.0.99"]));
+    assert_ne!(code, 0, "{out}");
+    assert!(took < Duration::from_millis(4500), "failed after {took:?}");
+}
+
+#[test]
+fn forged_start_queries_never_keep_a_host_from_asking_a_restarted_peer_again() {
+    let net = Net::new();
+    // Tries of 1, 2 and 4 s: B is back well after A's last try left, and
+    // well before it ends, on a loaded machine too.
+    let a = Node::A.start(&net, &["urdma_timeout 1000"]);
+    let b = Node::B.start(&net, &[]);
+    let b_started = Instant::now();
+    let f = Forger::start(&net, FORGER_IP, DISCOVERY_PORT);
+    // B goes down without a word, and says nothing to A while down (no
+    // port unreachable, which would end A's query at once).
+    let (code, out) = b.exec(&["ip", "route", "add", "blackhole", "10.0.0.1/32"]);
+    assert_eq!(code, 0, "ip route: {out}");
+    b.kill_daemon();
+    // A's memory of B's arrival (5 s) is over: its next start query says
+    // it has just started.
+    sleep((b_started + Duration::from_millis(5500)).saturating_duration_since(Instant::now()));
+    let stop = AtomicBool::new(false);
+    let (asked, restarted) = std::thread::scope(|s| {
+        let asked = s.spawn(|| (a.acme(&["-f", "i", "-d", &Node::B.ip4()]), Instant::now()));
+        a.expect_log("urdma: lookup 10.0.0.2: started", WAIT);
+        let began = Instant::now();
+        let (f, stop) = (&f, &stop);
+        s.spawn(move || {
+            // Start queries of newcomers at 100 addresses while A's query
+            // is in flight, 2000 a second: far more than the 20 a second
+            // that one allowance for all would refill, so that B's finds
+            // it spent.
+            for i in 0u32.. {
+                if stop.load(Ordering::Relaxed) || began.elapsed() > WAIT {
+                    break;
+                }
+                let ip = Ipv4Addr::new(10, 0, 0, 100 + (i % 100) as u8);
+                let gid = format!("fe80::bad:2:{:x}:{:x}", i >> 16, i & 0xffff);
+                let sender = record(&gid, &[ip.to_string()]);
+                let q = query(u64::from(i) + 1, &ip.to_string(), sender);
+                f.send(at(ip), at(GROUP_V4), &bytes(q));
+                if i % 20 == 19 {
+                    sleep(Duration::from_millis(10));
+                }
+            }
+        });
+        // A's last try (3 s after the first) left while B was down.
+        sleep((began + Duration::from_millis(4000)).saturating_duration_since(Instant::now()));
+        let (code, out) = b.exec(&["ip", "route", "del", "blackhole", "10.0.0.1/32"]);
+        b.restart(&Node::B.config(&[]));
+        let restarted = Instant::now();
+        let asked = asked.join().unwrap();
+        stop.store(true, Ordering::Relaxed);
+        assert_eq!(code, 0, "ip route: {out}");
+        (asked, restarted)
+    });
+    let ((code, out), answered) = asked;
+    assert_eq!(
+        code,
+        0,
+        "A never heard back from B:\n{out}\n{}",
+        a.diagnostics()
+    );
+    assert_eq!(PathInfo::parse(&out).get("dgid"), Node::B.gid(), "{out}");
+    let took = answered.saturating_duration_since(restarted);
+    assert!(took < Duration::from_secs(1), "{took:?} after B was back");
+}
+
+#[test]
+fn a_check_its_holder_cannot_answer_keeps_what_was_bound() {
+    let net = Net::new();
+    let a = Node::A.start(&net, &[]);
+    let b = Node::B.start(&net, &["urdma_reply_rate 10"]);
+    let f = Forger::start(&net, FORGER_IP, DISCOVERY_PORT);
+    resolves_by_every_kind(&a, Node::A, Node::B);
+    // Queries forged from A's address spend B's allowance for A, faster
+    // than it refills, until A's check of B (3.5 s) is over.
+    let mut txid = 0;
+    let mut flood = |d: Duration| {
+        let until = Instant::now() + d;
+        while Instant::now() < until {
+            for _ in 0..20 {
+                txid += 1;
+                let q = query(
+                    txid,
+                    &Node::B.ip4(),
+                    attacker_record(&[FORGER_IP.to_string()]),
+                );
+                f.send(at(v4(Node::A)), at(v4(Node::B)), &bytes(q));
+            }
+            sleep(Duration::from_millis(10));
+        }
+    };
+    flood(Duration::from_millis(500));
+    // In B's name: B moved to the attacker's GID. A checks it with B.
+    let hint = Announce::new(vec![attacker_record(&[Node::B.ip4()])], false).unwrap();
+    f.send(at(v4(Node::B)), at(v4(Node::A)), &bytes(hint));
+    flood(Duration::from_secs(4));
+    a.expect_log("urdma: discovery: checking 10.0.0.2 at 10.0.0.2:6126", WAIT);
+    assert!(
+        metric(
+            &b,
+            r#"urdma_datagrams_dropped_total{reason="rate_limited"}"#
+        ) > Some(1000.0),
+        "{}",
+        b.metrics_file()
+    );
+    // Unanswered, the check changed nothing: B as before, from A's cache
+    // too.
+    resolve_node(&a, Node::A, Node::B, &["-c", "-f", "i", "-d", "10.0.0.2"]);
+    resolve_node(&a, Node::A, Node::B, &["-f", "i", "-d", "10.0.0.2"]);
 }

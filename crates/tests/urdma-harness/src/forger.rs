@@ -53,6 +53,21 @@ impl Forger {
             // SAFETY: a fresh descriptor nobody else owns.
             let raw = unsafe { OwnedFd::from_raw_fd(fd) };
             let listener = UdpSocket::bind(("0.0.0.0", port)).expect("bind the forger's listener");
+            // Whether a datagram came to a group or to one address is what
+            // tells a host's welcome or query to the forger alone from one
+            // to everyone (`recv_to`).
+            let on: libc::c_int = 1;
+            // SAFETY: an int option of the stated size on an open socket.
+            let rc = unsafe {
+                libc::setsockopt(
+                    listener.as_raw_fd(),
+                    libc::IPPROTO_IP,
+                    libc::IP_PKTINFO,
+                    std::ptr::addr_of!(on).cast(),
+                    std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+                )
+            };
+            assert_eq!(rc, 0, "IP_PKTINFO: {}", std::io::Error::last_os_error());
             listener
                 .join_multicast_v4(&GROUP_V4, &ip)
                 .expect("join the discovery group");
@@ -119,6 +134,77 @@ impl Forger {
                     return Some((from, q));
                 }
             }
+        }
+        None
+    }
+
+    /// The next start query read on the listener within `timeout` (a
+    /// group query for an address its asker's record lists, which a host
+    /// sends when its discovery starts), and its source.
+    pub fn recv_start_query(&self, timeout: Duration) -> Option<(SocketAddr, Query)> {
+        let deadline = Instant::now() + timeout;
+        while let Some((from, data)) = self.recv(deadline.saturating_duration_since(Instant::now()))
+        {
+            if let Ok(Message::Query(q)) = Message::decode(&data) {
+                if q.sender().addresses().contains(q.target()) {
+                    return Some((from, q));
+                }
+            }
+        }
+        None
+    }
+
+    /// The next datagram read on the listener within `timeout`: its
+    /// source, the address it was sent to (a group, or one of the
+    /// forger's own) and its bytes.
+    #[allow(unsafe_code)] // recvmsg(2), for the destination (IP_PKTINFO)
+    pub fn recv_to(&self, timeout: Duration) -> Option<(SocketAddr, Ipv4Addr, Vec<u8>)> {
+        let deadline = Instant::now() + timeout;
+        let mut buf = [0u8; 2048];
+        // u64s: a control buffer aligned for `cmsghdr`.
+        let mut control = [0u64; 16];
+        while Instant::now() < deadline {
+            // SAFETY: plain data, for which all zeroes is a valid value.
+            let mut from: libc::sockaddr_in = unsafe { std::mem::zeroed() };
+            let mut iov = libc::iovec {
+                iov_base: buf.as_mut_ptr().cast(),
+                iov_len: buf.len(),
+            };
+            // SAFETY: as above.
+            let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+            msg.msg_name = std::ptr::addr_of_mut!(from).cast();
+            msg.msg_namelen = std::mem::size_of::<libc::sockaddr_in>() as libc::socklen_t;
+            msg.msg_iov = &mut iov;
+            msg.msg_iovlen = 1;
+            msg.msg_control = control.as_mut_ptr().cast();
+            msg.msg_controllen = std::mem::size_of_val(&control) as _;
+            // SAFETY: `msg` points at buffers of the lengths it states,
+            // all alive for the call.
+            let n = unsafe { libc::recvmsg(self.listener.as_raw_fd(), &mut msg, 0) };
+            if n < 0 {
+                // The listener's read timeout: look at the deadline again.
+                continue;
+            }
+            let mut to = None;
+            // SAFETY: `msg` as filled by recvmsg; each header the macros
+            // return lies inside its control buffer.
+            unsafe {
+                let mut c = libc::CMSG_FIRSTHDR(&msg);
+                while !c.is_null() {
+                    if (*c).cmsg_level == libc::IPPROTO_IP && (*c).cmsg_type == libc::IP_PKTINFO {
+                        let info: libc::in_pktinfo =
+                            std::ptr::read_unaligned(libc::CMSG_DATA(c).cast());
+                        to = Some(Ipv4Addr::from(u32::from_be(info.ipi_addr.s_addr)));
+                    }
+                    c = libc::CMSG_NXTHDR(&msg, c);
+                }
+            }
+            let source = SocketAddrV4::new(
+                Ipv4Addr::from(u32::from_be(from.sin_addr.s_addr)),
+                u16::from_be(from.sin_port),
+            );
+            let to = to.expect("IP_PKTINFO gives every datagram's destination");
+            return Some((source.into(), to, buf[..n as usize].to_vec()));
         }
         None
     }
