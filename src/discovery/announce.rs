@@ -27,8 +27,9 @@ const DELAYS_MS: [u64; 3] = [50, 1000, 3000];
 pub(super) const BATCH: usize = 16;
 pub(super) const PACE: Duration = Duration::from_millis(1);
 /// An endpoint that announced one of this host's names is answered with
-/// an announcement at most this often: two hosts configured with one name
-/// must not keep each other announcing.
+/// an announcement at most this often, unless a host joined since (it may
+/// have heard the other and not this one): two hosts configured with one
+/// name must not keep each other announcing.
 const DEFEND_AGAIN: Duration = Duration::from_secs(60);
 /// Endpoints remembered as answered; more (forged GIDs) share the pace of
 /// [`DEFEND_DELAY`].
@@ -143,8 +144,13 @@ pub(super) struct Announcer {
     /// When it last announced itself for either (one announcement answers
     /// both, so their paces count from it).
     answered_at: Option<Instant>,
-    /// Endpoints answered so, lately.
-    defended: Expiring<Gid, ()>,
+    /// Endpoints answered so, lately, each with the count of newcomers
+    /// when it was.
+    defended: Expiring<Gid, u64>,
+    /// Hosts heard joining, so far.
+    newcomers: u64,
+    /// When an endpoint was last answered so.
+    defended_at: Option<Instant>,
     /// How often the endpoints are announced again unchanged, and when
     /// next: what peers heard of them expires, and a peer that forgot
     /// would ask the groups.
@@ -178,6 +184,8 @@ impl Announcer {
             period: Period::default(),
             answered_at: None,
             defended: Expiring::new(MAX_DEFENDED),
+            newcomers: 0,
+            defended_at: None,
             renew_every: renew_every(lifetime),
             renew_at: None,
             start_queries: 0,
@@ -356,16 +364,37 @@ impl Announcer {
     /// hosts configured with one name): announces this host's endpoints
     /// within [`DEFEND_DELAY`], so that whoever heard the other also hears
     /// this one and asks the groups. Once per endpoint in
-    /// [`DEFEND_AGAIN`]; true if this one is answered.
+    /// [`DEFEND_AGAIN`], and again once a host joined since (it would hear
+    /// the other alone, and take its word within a second: `hints.rs`);
+    /// true if this one is answered.
     pub fn defend(&mut self, gid: Gid, now: Instant) -> bool {
-        if !self.defended.mark(gid, now, now + DEFEND_AGAIN) {
+        let newcomers = self.newcomers;
+        if self.defended.get_live(&gid, now) == Some(&newcomers) {
             return false;
         }
+        self.defended
+            .insert(gid, newcomers, Some(now + DEFEND_AGAIN));
+        self.defended_at = Some(now);
+        self.defend_soon(now);
+        true
+    }
+
+    fn defend_soon(&mut self, now: Instant) {
         if self.defend_at.is_none() {
             let paced = self.answered_at.map(|t| t + DEFEND_DELAY);
             self.defend_at = Some(paced.map_or(now, |t| t.max(now)));
         }
-        true
+    }
+
+    /// A host joined the segment. If this host answered an endpoint that
+    /// announced one of its names lately, it answers again now: the
+    /// newcomer may have heard that endpoint just before it said it
+    /// joined, and would take its word alone.
+    pub fn newcomer(&mut self, now: Instant) {
+        self.newcomers += 1;
+        if self.defended_at.is_some_and(|t| now < t + DEFEND_AGAIN) {
+            self.defend_soon(now);
+        }
     }
 
     /// A host joined the segment (an endpoint not heard before announced

@@ -119,6 +119,14 @@ impl Discovery {
         let Some(l) = self.inflight.lookup(key) else {
             return;
         };
+        if l.claim_silent && !l.confirmed.is_empty() {
+            // A host that claimed the name never confirmed it: it may be
+            // its holder, silenced (its reply allowance for this host
+            // drained by queries forged in this host's name), and the
+            // others liars. Not decided; asked again at the next request.
+            log::debug!("lookup {key}: a claimant never confirmed it; not decided");
+            return self.next_stage(local, key, UNKNOWN, now);
+        }
         if let Some((_, first)) = l.confirmed.first() {
             let first = first.clone();
             if l.confirmed.iter().all(|(_, c)| c.gid == first.gid) {

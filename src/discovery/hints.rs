@@ -24,6 +24,7 @@
 //! answered wrong (a host asked for a name it does not hold refuses it).
 
 use crate::addr::{Address, Gid};
+use crate::bounded::{earliest, Expiring};
 use crate::fastmap::{Map, Seeded};
 use std::collections::VecDeque;
 use std::hash::BuildHasher;
@@ -82,6 +83,16 @@ impl Sources {
         }
     }
 
+    /// Whether `ip` is another address of a family this endpoint was
+    /// already heard from: an endpoint announces from one address per
+    /// family, so two are two hosts, one of them using the other's GID.
+    fn clashes(&self, ip: IpAddr) -> bool {
+        match ip {
+            IpAddr::V4(a) => self.v4.is_some_and(|v| v != a),
+            IpAddr::V6(a) => self.v6.is_some_and(|v| v != a),
+        }
+    }
+
     fn contains(&self, ip: IpAddr) -> bool {
         match ip {
             IpAddr::V4(a) => self.v4 == Some(a),
@@ -109,6 +120,11 @@ struct Endpoint {
     /// from, at the same address) and last heard announcing one of them.
     since: Tick,
     heard: Tick,
+    /// Heard with its GID from two addresses of one family: one of them
+    /// is not the endpoint, and its names are asked of the groups (as if
+    /// disputed) for as long as it is kept (docs/protocol.md, trust
+    /// table: group announcement).
+    conflicted: bool,
 }
 
 /// What announcements said about names, bounded, each name kept for
@@ -125,6 +141,11 @@ pub struct Hints {
     free: Vec<u32>,
     by_gid: Map<Gid, u32>,
     digest: Seeded,
+    /// The endpoints heard announcing names, whether or not their names
+    /// are kept (the table full, or every one disputed), each for a
+    /// lifetime after it was last heard: one heard again is no newcomer
+    /// to welcome, or two hosts would welcome each other without end.
+    gids: Expiring<Gid, ()>,
     cap: usize,
     lifetime: Option<Tick>,
     epoch: Option<Instant>,
@@ -141,6 +162,7 @@ impl Hints {
             free: Vec::new(),
             by_gid: Map::default(),
             digest: Seeded::default(),
+            gids: Expiring::new(cap.max(1)),
             cap: cap.max(1),
             lifetime: lifetime
                 .map(|d| Tick::try_from(d.as_millis() / TICK_MS).unwrap_or(Tick::MAX)),
@@ -175,15 +197,19 @@ impl Hints {
         None
     }
 
-    /// Endpoint `gid` announced names on a group; true if it holds none
-    /// here (none of its announcements was heard, or all expired).
+    /// Endpoint `gid` announced names on a group; true if it was not heard
+    /// doing so within a lifetime (never, or it expired): a newcomer.
     pub fn endpoint_heard(&mut self, gid: Gid, now: Instant) -> bool {
-        let t = self.tick(now);
-        let heard = self
-            .by_gid
-            .get(&gid)
-            .map(|&e| self.endpoints[e as usize].heard);
-        !heard.is_some_and(|h| self.live(h, t))
+        let new = self.gids.get_live(&gid, now).is_none();
+        let until = self.lifetime_from(now);
+        self.gids.insert(gid, (), until);
+        new
+    }
+
+    /// When what is heard at `now` expires, if it does.
+    fn lifetime_from(&self, now: Instant) -> Option<Instant> {
+        let life = self.lifetime?;
+        Some(now + Duration::from_millis(u64::from(life) * TICK_MS as u64))
     }
 
     /// How many endpoints were heard announcing names: the size of the
@@ -203,6 +229,7 @@ impl Hints {
                     names: 0,
                     since: t,
                     heard: t,
+                    conflicted: false,
                 };
                 let e = match self.free.pop() {
                     Some(e) => {
@@ -220,6 +247,13 @@ impl Hints {
         };
         let ep = &mut self.endpoints[e as usize];
         ep.heard = ep.heard.max(t);
+        if ep.at.clashes(from) && !ep.conflicted {
+            log::debug!(
+                "discovery: {gid} announced from {from} and from {}; its names are asked of the groups",
+                ep.at.first().map_or_else(String::new, |a| a.to_string())
+            );
+            ep.conflicted = true;
+        }
         ep.at.add(from);
         e
     }
@@ -251,6 +285,12 @@ impl Hints {
     /// if that made the name disputed.
     pub fn heard(&mut self, name: &Address, gid: Gid, from: IpAddr, now: Instant) -> bool {
         let t = self.tick(now);
+        let conflicted = |h: &Hints| {
+            h.by_gid
+                .get(&gid)
+                .is_some_and(|&e| h.endpoints[e as usize].conflicted)
+        };
+        let was_conflicted = conflicted(self);
         let old = self.get_live(name, now);
         let key = old.map_or_else(|| self.key(name), |(k, _)| k);
         let mut disputed = false;
@@ -280,9 +320,11 @@ impl Hints {
                 if was.gid == gid {
                     self.endpoint(gid, from, t);
                     NameHint { heard: t, ..h }
-                } else if was.at.contains(from) {
+                } else if was.at.contains(from) && !was.conflicted {
                     // The host at that address came back with other
-                    // hardware; asking the address still reaches it.
+                    // hardware; asking the address still reaches it (not
+                    // if two hosts used the old GID: that address may be
+                    // the one that was not its).
                     let e = self.endpoint(gid, from, t);
                     let ep = &mut self.endpoints[e as usize];
                     ep.names += 1;
@@ -311,7 +353,7 @@ impl Hints {
             }
         };
         self.names.insert(key, next);
-        disputed
+        disputed || (!was_conflicted && conflicted(self))
     }
 
     /// Makes room, if the name first heard longest ago has expired by
@@ -386,7 +428,9 @@ impl Hints {
         let settled = self.tick(now) >= h.since.saturating_add(settle_ticks());
         match h.endpoint {
             DISPUTED => None,
-            e if settled => self.endpoints[e as usize].at.first(),
+            e if settled && !self.endpoints[e as usize].conflicted => {
+                self.endpoints[e as usize].at.first()
+            }
             _ => None,
         }
     }
@@ -400,6 +444,7 @@ impl Hints {
         let t = self.tick(now);
         self.endpoints.iter().any(|e| {
             e.names > 0
+                && !e.conflicted
                 && e.at.contains(ip)
                 && self.live(e.heard, t)
                 && t >= e.since.saturating_add(settle_ticks())
@@ -413,13 +458,17 @@ impl Hints {
             return false;
         };
         let settled = self.tick(now) >= h.since.saturating_add(settle_ticks());
-        settled && h.endpoint != DISPUTED && self.endpoints[h.endpoint as usize].at.contains(ip)
+        settled
+            && h.endpoint != DISPUTED
+            && !self.endpoints[h.endpoint as usize].conflicted
+            && self.endpoints[h.endpoint as usize].at.contains(ip)
     }
 
     /// Whether `name` was announced by two endpoints lately.
     pub fn disputed(&mut self, name: &Address, now: Instant) -> bool {
-        self.get_live(name, now)
-            .is_some_and(|(_, h)| h.endpoint == DISPUTED)
+        self.get_live(name, now).is_some_and(|(_, h)| {
+            h.endpoint == DISPUTED || self.endpoints[h.endpoint as usize].conflicted
+        })
     }
 
     /// Names kept, and places in the queue of their order (fewer than
@@ -441,6 +490,7 @@ impl Hints {
     /// Forgets the names not heard for a lifetime, oldest first: the front
     /// of the order, a name heard again since moved to the back.
     pub fn sweep(&mut self, now: Instant) {
+        self.gids.sweep(now, |_, _| {});
         let Some(life) = self.lifetime else {
             return;
         };
@@ -460,6 +510,10 @@ impl Hints {
 
     /// When [`Hints::sweep`] may have something to remove.
     pub fn sweep_due(&self) -> Option<Instant> {
+        earliest(self.gids.sweep_due(), self.names_due())
+    }
+
+    fn names_due(&self) -> Option<Instant> {
         let (life, epoch) = (self.lifetime?, self.epoch?);
         let (queued, _) = self.order.front()?;
         let ms = u64::from(queued.saturating_add(life)) * TICK_MS as u64;
@@ -628,14 +682,76 @@ mod tests {
         h.heard(&name("x"), A, ip("10.0.0.1"), t);
         h.heard(&name("y"), A, ip("10.0.0.1"), t);
         h.withdrawn(&name("x"), A);
-        assert!(!h.endpoint_heard(A, t), "y keeps it");
+        assert!(h.by_gid.contains_key(&A), "y keeps it");
         h.heard(&name("y"), B, ip("10.0.0.1"), t);
-        assert!(h.endpoint_heard(A, t), "its last name moved to B");
+        assert!(!h.by_gid.contains_key(&A), "its last name moved to B");
+        assert_eq!(h.endpoints_heard(), 1);
         assert_eq!(h.whom(&name("y"), t + SETTLE), Some(ip("10.0.0.1")));
         h.forget(&name("y"));
         assert_eq!((h.len(), h.endpoints_heard()), (0, 0));
         h.heard(&name("w"), A, ip("10.0.0.9"), t);
         assert_eq!(h.endpoints.len(), 2, "a freed slot reused");
         assert_eq!(h.whom(&name("w"), t + SETTLE), Some(ip("10.0.0.9")));
+    }
+
+    #[test]
+    fn an_endpoint_heard_again_is_no_newcomer_though_none_of_its_names_is_kept() {
+        // Two hosts whose tables are full (a flood filled them) must not
+        // take each other's announcements for a newcomer's, or each
+        // welcome would call for the other's.
+        let t = Instant::now();
+        let mut h = Hints::new(1, Some(Duration::from_secs(60)));
+        h.heard(&name("x"), A, ip("10.0.0.1"), t);
+        assert!(h.endpoint_heard(B, t), "new");
+        assert!(!h.heard(&name("y"), B, ip("10.0.0.2"), t));
+        assert_eq!(h.refused, 1, "not kept");
+        assert!(!h.endpoint_heard(B, t + SETTLE), "heard before");
+        assert!(
+            h.endpoint_heard(B, t + Duration::from_secs(62)),
+            "a lifetime later"
+        );
+    }
+
+    #[test]
+    fn a_gid_announced_from_two_addresses_of_one_family_is_asked_of_the_groups() {
+        // A forger announces a name of its own with B's GID, from its own
+        // address, before B is heard: B's own names must not be asked of
+        // the forger's address.
+        let t = Instant::now();
+        let mut h = Hints::new(16, None);
+        assert!(!h.heard(&name("bait"), B, ip("10.0.0.66"), t));
+        assert!(
+            h.heard(&name("node-b"), B, ip("10.0.0.2"), t),
+            "counted disputed"
+        );
+        assert!(
+            !h.heard(&name("node-b2"), B, ip("10.0.0.2"), t),
+            "counted once"
+        );
+        for n in ["bait", "node-b", "node-b2"] {
+            assert_eq!(h.whom(&name(n), t + SETTLE * 2), None, "{n}");
+            assert!(h.disputed(&name(n), t + SETTLE * 2), "{n}");
+        }
+        assert!(!h.heard_from(ip("10.0.0.2"), t + SETTLE * 2));
+        // Its IPv6 address is its own family's first: no clash.
+        h.heard(&name("x"), A, ip("10.0.0.1"), t);
+        h.heard(&name("x"), A, ip("fd00::1"), t);
+        assert_eq!(h.whom(&name("x"), t + SETTLE), Some(ip("10.0.0.1")));
+    }
+
+    #[test]
+    fn a_new_gid_from_an_address_that_shared_a_gid_is_not_the_same_host() {
+        // The forger announced first with B's GID from its own address,
+        // then B from its own: conflicted. A new GID from the forger's
+        // address must not take B's names over as "back with new
+        // hardware".
+        let t = Instant::now();
+        let mut h = Hints::new(16, None);
+        h.heard(&name("node-b"), B, ip("10.0.0.66"), t);
+        h.heard(&name("node-b"), B, ip("10.0.0.2"), t);
+        let forger = Gid([0xfe, 0x80, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0x66]);
+        h.heard(&name("node-b"), forger, ip("10.0.0.66"), t + SETTLE);
+        assert_eq!(h.whom(&name("node-b"), t + SETTLE * 3), None);
+        assert!(h.disputed(&name("node-b"), t + SETTLE * 3));
     }
 }

@@ -196,7 +196,9 @@ impl Discovery {
                 return;
             }
         }
-        if !self.reply_limit.allow(from.ip(), now) {
+        // Group queries unlimited: forged in an asker's name they would
+        // silence the holder's claims to it (trust table: group query).
+        if !group && !self.reply_limit.allow(from.ip(), now) {
             return self
                 .counts
                 .drops
@@ -341,7 +343,7 @@ impl Discovery {
             p.answered = true;
         }
         log::trace!("lookup {key}: claimed by {from}; asking it to confirm");
-        self.send_probe(
+        let sent = self.send_probe(
             local,
             &key,
             key.clone(),
@@ -350,6 +352,9 @@ impl Discovery {
             ep,
             now,
         );
+        if let Some(p) = sent.and_then(|t| self.inflight.probe_mut(t)) {
+            p.claimed = true;
+        }
     }
 
     /// A hint, heard from `heard`, that the binding of `key` changed: asks
@@ -451,6 +456,20 @@ impl Discovery {
         let mut hints: Vec<Address> = Vec::new();
         for record in a.records() {
             if local.is_own_gid(record.gid()) {
+                // This host's GID at an address it does not hold, which
+                // the record lists: whoever hears it would ask that
+                // address for the record's names (`hints.rs`). Answered as
+                // another endpoint announcing one of its names is.
+                let forged = group
+                    && !a.withdrawn()
+                    && listed.contains(&record.gid())
+                    && local.holder(&source).is_none();
+                if forged && self.announcer.defend(record.gid(), now) {
+                    log::info!(
+                        "discovery: our GID {} announced from {from}; announcing ours",
+                        record.gid()
+                    );
+                }
                 self.counts
                     .drops
                     .count(|d| &mut d.own, from, "our own announcement");

@@ -55,6 +55,9 @@ pub struct Lookup {
     /// A name two endpoints announced: its group query's whole try is
     /// heard before it is decided.
     pub disputed: bool,
+    /// A host that claimed the name on the groups never confirmed it: the
+    /// name is not decided by the others' confirmations (`decide.rs`).
+    pub claim_silent: bool,
     /// Its discovery stage is a check of the same destination already in
     /// flight (`Discovery::start_lookup`): the check's end ends the stage.
     pub awaits_check: bool,
@@ -81,6 +84,7 @@ impl Lookup {
             resolving: false,
             hinted: false,
             disputed: false,
+            claim_silent: false,
             awaits_check: false,
             try_time: Duration::ZERO,
             started: now,
@@ -582,6 +586,7 @@ mod tests {
                         endpoint: ep,
                         answered: false,
                         asked_again: false,
+                        claimed: false,
                     };
                     f.add_probe(txid, probe, at);
                     txids.push(txid);

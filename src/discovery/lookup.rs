@@ -208,6 +208,7 @@ impl Discovery {
             endpoint: ep,
             answered: false,
             asked_again: false,
+            claimed: false,
         };
         self.inflight.add_probe(txid, probe, now);
         if self.transmit(local, txid, Try::Next, now) {
@@ -486,6 +487,11 @@ impl Discovery {
                 }
             }
             Purpose::Lookup | Purpose::Claim | Purpose::Address => {
+                if p.claimed && what == NO_REPLY {
+                    if let Some(l) = self.inflight.lookup_mut(&p.key) {
+                        l.claim_silent = true;
+                    }
+                }
                 self.lookup_probe_ended(local, &p.key, Some(status), now)
             }
         }

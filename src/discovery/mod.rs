@@ -422,10 +422,16 @@ impl Discovery {
         for key in self.inflight.due_lookups(now) {
             // Claims not confirmed in time do not count; those confirmed
             // decide.
-            let confirmed = self
-                .inflight
-                .lookup(&key)
-                .is_some_and(|l| decide::asks(l.stage) && !l.confirmed.is_empty());
+            // A claim still unconfirmed at the stage's end is a claimant
+            // silent (`decide.rs`).
+            let confirmed = self.inflight.lookup(&key).is_some_and(|l| {
+                let silent = l.probes().iter().any(|t| {
+                    self.inflight
+                        .probe(*t)
+                        .is_some_and(|p| p.claimed && p.tries > 0)
+                });
+                decide::asks(l.stage) && !l.confirmed.is_empty() && !silent
+            });
             if confirmed {
                 self.inflight.end_probes_of(&key, now);
                 self.settle(local, &key, now);

@@ -161,6 +161,9 @@ pub struct Probe {
     /// Sent once more, at once, because the host it asks said it had just
     /// started (`InFlight::asked_of_restarted`).
     pub asked_again: bool,
+    /// A claimant's confirmation: the host answered the lookup's group
+    /// query. Its silence leaves the name undecided (`decide.rs`).
+    pub claimed: bool,
 }
 
 /// A neighbour-table lookup the worker thread must make (netlink is not

@@ -154,7 +154,11 @@ impl Discovery {
         // Marked first, since the mark also says when the endpoint was
         // first heard (`arrived_at`); while this host's own announcements
         // are still to come, they are the welcome.
-        if !self.welcomes.welcomed.mark_with(gid, now, now, until) || self.announcer.announcing() {
+        if !self.welcomes.welcomed.mark_with(gid, now, now, until) {
+            return;
+        }
+        self.announcer.newcomer(now);
+        if self.announcer.announcing() {
             return;
         }
         let (within, every) = welcome_pace(self.hints.endpoints_heard());

@@ -133,3 +133,27 @@ fn replies_to_one_source_are_rate_limited() {
     let later = t0 + Duration::from_secs(1);
     assert_eq!(answered(&mut f.e, peer(), 100, later), 10, "then 10/s");
 }
+
+#[test]
+fn group_queries_are_answered_whatever_queries_in_the_askers_name_spent() {
+    // Queries forged from the peer's address drain its allowance here;
+    // the peer's own group query for this host's name is still answered,
+    // or a liar claiming the name would be heard alone.
+    let mut f = fixture(Config {
+        reply_rate: 10,
+        ..Config::default()
+    });
+    let t0 = f.t0 + crate::discovery::STARTING;
+    for txid in 1..=100u64 {
+        let q = Query::new(
+            std::num::NonZeroU64::new(txid).unwrap(),
+            WireAddress::new(Address::Ip4([10, 0, 0, 9].into())).unwrap(),
+            peer_record(PEER),
+        );
+        f.e.on_datagram(peer(), Some(own_ip()), &Message::from(q).encode(), t0);
+    }
+    polled(&mut f.e);
+    assert_eq!(f.e.discovery().counts().drops.rate_limited, 60);
+    query_from_peer(&mut f.e, node_a(), peer_record(PEER), group(), t0);
+    sent_reply(&polled(&mut f.e));
+}

@@ -136,15 +136,75 @@ fn a_host_that_hears_its_name_announced_by_another_announces_itself() {
     f.e.on_timers(t0 + hints::DEFEND_DELAY);
     let fx = polled(&mut f.e);
     assert_eq!(sent_announcements(&fx).len(), 1, "{fx:?}");
-    // The first one again: once a minute at most.
-    let t = t0 + hints::DEFEND_DELAY * 2;
+    // The first one again: answered again, as an endpoint joined since
+    // (the second forger), but then once a minute at most.
+    let mut t = t0 + hints::DEFEND_DELAY * 2;
+    for answered in [1, 0] {
+        heard_on_group(
+            &mut f,
+            holding(ATTACKER, [10, 0, 0, 66], "node-a"),
+            attacker(),
+            t,
+        );
+        f.e.on_timers(t + hints::DEFEND_DELAY);
+        assert_eq!(sent_announcements(&polled(&mut f.e)).len(), answered);
+        t += hints::DEFEND_DELAY * 2;
+    }
+    // A host joins: it may have heard the forger just before it said so,
+    // and would settle on it within a second. Answered again at once, and
+    // the forger's next announcement too.
+    let t = t0 + Duration::from_secs(5);
+    let newcomer = holding("fe80::77", [10, 0, 0, 77], "node-n");
+    let start = Message::from(Query::new(
+        std::num::NonZeroU64::new(5).unwrap(),
+        WireAddress::new(Address::name("node-n").unwrap()).unwrap(),
+        newcomer,
+    ))
+    .encode();
+    let at = SocketAddr::new(IpAddr::V4([10, 0, 0, 77].into()), 6126);
+    f.e.on_datagram(at, Some(group()), &start, t);
+    f.e.on_timers(t);
+    assert_eq!(
+        sent_announcements(&polled(&mut f.e)).len(),
+        1,
+        "for the newcomer"
+    );
+    let t = t + hints::DEFEND_DELAY;
     heard_on_group(
         &mut f,
         holding(ATTACKER, [10, 0, 0, 66], "node-a"),
         attacker(),
         t,
     );
-    f.e.on_timers(t + hints::DEFEND_DELAY * 2);
+    f.e.on_timers(t + hints::DEFEND_DELAY);
+    assert_eq!(
+        sent_announcements(&polled(&mut f.e)).len(),
+        1,
+        "again since"
+    );
+}
+
+#[test]
+fn a_host_that_hears_its_own_gid_announced_from_another_address_announces_itself() {
+    // A forger announces a name with this host's GID, from its own
+    // address: whoever heard it would ask that address for the name. The
+    // holder drops its own announcements, but not this one.
+    let mut f = fixture(Config::default());
+    for ms in [0, 50, 1_000, 3_000] {
+        f.e.on_timers(f.t0 + Duration::from_millis(ms));
+    }
+    polled(&mut f.e);
+    let t0 = f.t0 + Duration::from_secs(4);
+    heard_on_group(&mut f, holding(OWN, [10, 0, 0, 66], "bait"), attacker(), t0);
+    f.e.on_timers(t0 + hints::DEFEND_DELAY);
+    let ours = sent_announcements(&polled(&mut f.e));
+    assert_eq!(ours.len(), 1);
+    assert_eq!(ours[0].records()[0].gid(), OWN.parse().unwrap());
+    // From its own address, it is its own announcement come back.
+    let t = t0 + Duration::from_secs(120);
+    let own = SocketAddr::new(own_ip(), 6126);
+    heard_on_group(&mut f, holding(OWN, [10, 0, 0, 1], "node-a"), own, t);
+    f.e.on_timers(t + hints::DEFEND_DELAY);
     assert!(sent_announcements(&polled(&mut f.e)).is_empty());
 }
 

@@ -542,3 +542,33 @@ fn a_check_its_holder_never_answers_keeps_the_binding_for_the_requests_that_wait
     f.e.on_datagram(peer(), None, &late, f.t0 + cfg_timeout * 16);
     assert_eq!(bound_gid(&f.e, &peer_ip()), Some(PEER.parse().unwrap()));
 }
+
+#[test]
+fn a_claimant_that_never_confirms_leaves_the_name_undecided() {
+    // The holder claims the name but never confirms it (its allowance for
+    // this host drained by queries forged in this host's name); a liar
+    // claims and confirms: the name is not the liar's, nor remembered.
+    let mut f = fixture(segment_only());
+    let t = f.t0;
+    let group = group_asked(&mut f, "node-x", 1, t);
+    let honest = holding("fe80::c", [10, 0, 0, 3], "node-x");
+    let c = SocketAddr::new(IpAddr::V4([10, 0, 0, 3].into()), 6126);
+    f.e.on_datagram(c, None, &reply_bytes(&group, Answer::Found(honest)), t);
+    let (_, to) = sent_query(&polled(&mut f.e));
+    assert_eq!(to, Some(c), "the holder asked to confirm");
+    claimed(
+        &mut f,
+        &group,
+        attacker(),
+        holding(ATTACKER, [10, 0, 0, 66], "node-x"),
+        t,
+    );
+    let mut replies = Vec::new();
+    for ms in (50..=4_000).step_by(50) {
+        f.e.on_timers(t + Duration::from_millis(ms));
+        replies.extend(polled(&mut f.e).replies);
+    }
+    assert_eq!(replies.len(), 1, "{replies:?}");
+    assert_eq!(replies[0].msg.status(), ACM_STATUS_ETIMEDOUT as u8);
+    assert_eq!(f.e.discovery().status().failures, 0, "not remembered");
+}
