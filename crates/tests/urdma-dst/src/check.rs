@@ -72,7 +72,8 @@ impl Sim {
             let stolen = self
                 .stolen
                 .iter()
-                .any(|a| a.to_string() == self.hosts[p.dest].name);
+                .any(|a| a.to_string() == self.hosts[p.dest].name)
+                || crate::sim::adversary::claimed(self, p.dest, p.by_name);
             if up && !stolen {
                 self.violation(format!(
                     "host {} was told host {} does not exist (ENODATA), which has been up \
@@ -85,6 +86,9 @@ impl Sim {
         }
         if self.record {
             self.answers.push((p.host, p.dest, self.now, answered));
+        }
+        if self.adversary.is_some() {
+            crate::sim::adversary::answered(self, &p, reply.status());
         }
     }
 

@@ -119,6 +119,22 @@ impl Sim {
                         .map(|m| format!("{m:?}").chars().take(160).collect::<String>())
                 );
             }
+            Event::GroupDeliver { batch, next }
+                if hosts.contains(&batch.to[*next].1)
+                    && (self
+                        .by_ip
+                        .get(&batch.from.ip())
+                        .is_some_and(|f| hosts.contains(f))
+                        || !self.by_ip.contains_key(&batch.from.ip())) =>
+            {
+                eprintln!(
+                    "{t} us: group deliver to {} from {}: {:?}",
+                    batch.to[*next].1,
+                    batch.from,
+                    Message::decode(&batch.bytes)
+                        .map(|m| format!("{m:?}").chars().take(260).collect::<String>())
+                );
+            }
             Event::Crash { host, .. } | Event::Start { host } if hosts.contains(host) => {
                 eprintln!(
                     "{t} us: {} host {host} (gen {})",

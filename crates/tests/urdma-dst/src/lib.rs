@@ -4,6 +4,7 @@
 //! (`sim`). A seed decides everything, so a failing run is printed with its
 //! seed and replays exactly (`urdma-dst run --seed N`).
 
+pub mod attack;
 mod check;
 mod hostile;
 pub mod net;

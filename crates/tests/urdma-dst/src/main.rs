@@ -12,11 +12,22 @@
 //! `--dns` asks names of a simulated DNS instead of the segment; `--derive`
 //! gives every host the GID that derivation computes for it and derives
 //! what discovery cannot find.
+//!
+//! ```text
+//! urdma-dst adversary [--state S] [--hosts N] [--seed S] [--seeds K]
+//!                     [--attacks a,b,...|none]
+//! ```
+//!
+//! runs the adversary beside the hosts of a segment in each state (or in
+//! `--state`'s), with every attack staged (or `--attacks`'), and replays
+//! a failing seed.
 
 use ibacm_urdma::buggify::Fault;
 use ibacm_urdma::config::Derivation;
 use std::process::ExitCode;
+use urdma_dst::attack::{self, Run};
 use urdma_dst::scenario::{mixed, Mixed};
+use urdma_dst::sim::adversary::Attack;
 use urdma_dst::sim::Faults;
 use urdma_dst::states::State;
 
@@ -41,6 +52,7 @@ fn main() -> ExitCode {
         Some("scale") => scale(&args),
         Some("states") => states(&args),
         Some("claim-window") => claim_window(&args),
+        Some("adversary") => adversary(&args),
         _ => usage(),
     }
 }
@@ -233,6 +245,66 @@ fn claim_window(args: &[String]) -> ExitCode {
     ExitCode::SUCCESS
 }
 
+/// The value of option `name`, if given.
+fn value<'a>(args: &'a [String], name: &str) -> Option<&'a str> {
+    let i = args.iter().position(|a| a == name)?;
+    args.get(i + 1).map(String::as_str)
+}
+
+/// The adversary beside the hosts of a segment, state after state and seed
+/// after seed; a violation is printed with the command that replays it.
+fn adversary(args: &[String]) -> ExitCode {
+    let hosts = arg(args, "--hosts", 20) as usize;
+    let first = arg(args, "--seed", 1);
+    let seeds = arg(args, "--seeds", 1);
+    let states: Vec<State> = match value(args, "--state") {
+        Some(s) => vec![State::parse(s).unwrap_or_else(|| panic!("--state: {s}?"))],
+        None => State::ALL.to_vec(),
+    };
+    let attacks: Option<Vec<Attack>> = value(args, "--attacks").map(|list| {
+        list.split(',')
+            .filter(|a| !a.is_empty() && *a != "none")
+            .map(|a| Attack::parse(a).unwrap_or_else(|| panic!("--attacks: {a}?")))
+            .collect()
+    });
+    let mut failed = false;
+    for state in states {
+        for seed in first..first + seeds {
+            let mut run = Run::new(state, hosts, seed);
+            if let Some(a) = &attacks {
+                run.attacks = a.clone();
+            }
+            let started = std::time::Instant::now();
+            let r = attack::run(&run);
+            let t = &r.tally;
+            println!(
+                "{} seed {seed}: {hosts} hosts; the adversary sent {}, the hosts sent it {} \
+                 replies, {} queries, {} others; {} of {} requests resolved, {} of {} it never \
+                 claimed in the job; {} ms virtual in {:.1} s",
+                state.name(),
+                t.sent,
+                t.to_it[0],
+                t.to_it[1],
+                t.to_it[2],
+                r.succeeded,
+                r.answered,
+                t.unclaimed_resolved,
+                t.unclaimed,
+                r.virtual_ms,
+                started.elapsed().as_secs_f64()
+            );
+            if !r.violations.is_empty() {
+                println!("{}", r.failure());
+                failed = true;
+            }
+        }
+    }
+    match failed {
+        true => ExitCode::FAILURE,
+        false => ExitCode::SUCCESS,
+    }
+}
+
 /// The commands and their options.
 fn usage() -> ExitCode {
     eprintln!(
@@ -242,7 +314,9 @@ fn usage() -> ExitCode {
        urdma-dst fleet [--hosts N] [--peers P] [--seed S]
        urdma-dst scale [--only N] [--seed S]
        urdma-dst states [--hosts N] [--state fresh|aged|joined|rebooted] [--seed S]
-       urdma-dst claim-window [--seeds K] [--jitter-us U]"
+       urdma-dst claim-window [--seeds K] [--jitter-us U]
+       urdma-dst adversary [--state fresh|aged|joined|rebooted] [--hosts N] [--seed S] \
+         [--seeds K] [--attacks a,b,...|none]"
     );
     ExitCode::from(2)
 }

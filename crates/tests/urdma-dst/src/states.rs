@@ -102,14 +102,19 @@ impl Timeline {
     /// A simulated segment on which this timeline's starts and restarts
     /// are scheduled.
     fn sim(&self, seed: u64) -> Sim {
+        let tuning = Tuning {
+            addr_timeout: self.addr_timeout,
+            ..Tuning::default()
+        };
+        self.sim_with(seed, tuning)
+    }
+
+    /// [`Timeline::sim`] with engines tuned so.
+    pub(crate) fn sim_with(&self, seed: u64, tuning: Tuning) -> Sim {
         let net = Conditions {
             loss: 0.0,
             duplication: 0.0,
             ..Conditions::default()
-        };
-        let tuning = Tuning {
-            addr_timeout: self.addr_timeout,
-            ..Tuning::default()
         };
         let mut sim = Sim::new(self.starts_ms.len(), seed, net, tuning);
         for (h, at) in self.starts_ms.iter().enumerate() {

@@ -4,6 +4,7 @@
 //! checked against what was true on the network when it was given.
 
 use crate::net::{Conditions, Queue, Rng};
+pub mod adversary;
 mod derive;
 mod stack;
 mod traffic;
@@ -103,6 +104,8 @@ pub enum Event {
         claimed: usize,
         announces: bool,
     },
+    /// Something the adversary (`adversary`) hears or does.
+    Adversary(adversary::Due),
     /// The segment splits in two halves for `heal_ms`.
     Partition {
         heal_ms: u64,
@@ -134,6 +137,7 @@ pub(crate) struct Pending {
     pub(crate) host: usize,
     pub(crate) dest: usize,
     pub(crate) issued: u64,
+    pub(crate) by_name: bool,
 }
 
 pub struct Sim {
@@ -169,6 +173,8 @@ pub struct Sim {
     pub record: bool,
     /// Names the impostor answers for (`hostile.rs`).
     pub(crate) stolen: Vec<Address>,
+    /// The adversary beside the honest hosts, and its checker, if any.
+    pub adversary: Option<Box<adversary::Adversary>>,
     /// Hosts whose events are printed (`URDMA_DST_TRACE`).
     pub(crate) trace: Option<Vec<usize>>,
     /// Virtual time in ns, for the hosts' wall clocks.
@@ -246,6 +252,7 @@ impl Sim {
             answers: Vec::new(),
             record: false,
             stolen: Vec::new(),
+            adversary: None,
             clock: stack::clock(),
             replayed_by_the_gone: 0,
             skews: HashMap::new(),
@@ -315,6 +322,7 @@ impl Sim {
             max_cached: self.tuning.max_cached,
             max_learned: self.tuning.max_learned,
             max_lookups: self.tuning.max_lookups,
+            reply_rate: self.tuning.reply_rate,
             reconfirm: self.tuning.reconfirm,
             addr_timeout: self.tuning.addr_timeout,
             derive: self.tuning.derive.into_iter().collect(),
@@ -425,6 +433,7 @@ impl Sim {
             } => self.request(host, dest, by_name),
             Event::Forge { victim, claimed } => self.forge(victim, claimed),
             Event::Impostor { claimed, announces } => self.impersonate(claimed, announces),
+            Event::Adversary(due) => adversary::step(self, due),
             Event::Partition { heal_ms } => {
                 self.partitioned = true;
                 self.schedule(self.now + heal_ms * MS, Event::Heal);
@@ -436,11 +445,18 @@ impl Sim {
     /// A datagram reaches host `to`, if its daemon is up.
     fn deliver(&mut self, to: usize, from: SocketAddr, to_ip: IpAddr, bytes: &[u8]) {
         let now = self.instant(self.now);
+        let watched = self.adversary.is_some() && self.hosts[to].engine.is_some();
+        if watched {
+            adversary::delivered(self, to, from, bytes);
+        }
         if let Some(e) = self.hosts[to].engine.as_mut() {
             self.traffic.delivered += 1;
             e.on_datagram(from, Some(to_ip), bytes, now);
             self.count(to, Direction::Received);
             self.after(to);
+        }
+        if watched {
+            adversary::bounds(self, to);
         }
     }
 
@@ -459,14 +475,14 @@ impl Sim {
             (false, IpAddr::V6(ip)) => addr_entry(ACM_EP_FLAG_DEST, ACM_ADDRESS_IP6, &ip.octets()),
         };
         let req = request(&[entry], false, id);
-        self.pending.insert(
-            id,
-            Pending {
-                host,
-                dest,
-                issued: self.now,
-            },
-        );
+        let issued = self.now;
+        let pending = Pending {
+            host,
+            dest,
+            issued,
+            by_name,
+        };
+        self.pending.insert(id, pending);
         let now = self.instant(self.now);
         let source = self.hosts[host]
             .source
@@ -509,7 +525,8 @@ impl Sim {
             return;
         }
         let Some(&dest) = self.by_ip.get(&to.ip()) else {
-            return;
+            // No host holds it: the adversary's, if anyone's.
+            return adversary::unheld(self, sender, from, to, bytes);
         };
         if to.port() != PORT || sender.is_some_and(|s| !self.reachable(s, dest)) {
             return;
@@ -526,8 +543,9 @@ impl Sim {
                         bytes: bytes.clone(),
                     },
                 ),
-                // The host is there, its daemon is not: port unreachable.
-                (false, Some(s)) => self.queue.push(
+                // The host is there, its daemon is not: port unreachable
+                // (unless the whole machine is down, rebooting).
+                (false, Some(s)) if !self.tuning.silent_when_down => self.queue.push(
                     at + delay,
                     Event::Unreachable {
                         to: s,
@@ -535,7 +553,7 @@ impl Sim {
                         payload: bytes.clone(),
                     },
                 ),
-                (false, None) => {}
+                (false, _) => {}
             }
         }
     }

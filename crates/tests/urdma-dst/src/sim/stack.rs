@@ -213,6 +213,9 @@ impl Sim {
         group: IpAddr,
         bytes: &[u8],
     ) {
+        if sender.is_some() && self.adversary.is_some() {
+            super::adversary::overheard(self, from, bytes);
+        }
         let mut to = Vec::new();
         for h in 0..self.hosts.len() {
             let reaches = sender.is_none_or(|s| h != s && self.reachable(s, h));

@@ -16,6 +16,8 @@ pub struct Tuning {
     pub max_cached: usize,
     pub max_learned: usize,
     pub max_lookups: usize,
+    /// `urdma_reply_rate`: replies per second to one source.
+    pub reply_rate: u32,
     /// `urdma_reconfirm`.
     pub reconfirm: Option<Duration>,
     /// `urdma_addr_timeout`: how long what a host heard lasts.
@@ -39,6 +41,9 @@ pub struct Tuning {
     /// The derivation after discovery (`urdma_derive`), which every
     /// host's GID then follows (`derive.rs`).
     pub derive: Option<Derivation>,
+    /// A host whose daemon is down is a machine rebooting: what is sent
+    /// to it meets silence, not a port unreachable.
+    pub silent_when_down: bool,
 }
 
 /// Faults the engines inject into themselves (`ibacm_urdma::buggify`),
@@ -58,6 +63,7 @@ impl Default for Tuning {
             max_cached: c.max_cached,
             max_learned: c.max_learned,
             max_lookups: c.max_lookups,
+            reply_rate: c.reply_rate,
             reconfirm: c.reconfirm,
             addr_timeout: c.addr_timeout,
             claim_window: None,
@@ -68,6 +74,7 @@ impl Default for Tuning {
             auth: None,
             faults: None,
             derive: None,
+            silent_when_down: false,
         }
     }
 }
