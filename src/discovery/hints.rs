@@ -208,8 +208,7 @@ impl Hints {
 
     /// When what is heard at `now` expires, if it does.
     fn lifetime_from(&self, now: Instant) -> Option<Instant> {
-        let life = self.lifetime?;
-        Some(now + Duration::from_millis(u64::from(life) * TICK_MS as u64))
+        Some(now + ticks(self.lifetime?))
     }
 
     /// How many endpoints were heard announcing names: the size of the
@@ -218,8 +217,10 @@ impl Hints {
         self.by_gid.len()
     }
 
-    /// The slot of endpoint `gid`, made if new, heard at `t` from `from`.
-    fn endpoint(&mut self, gid: Gid, from: IpAddr, t: Tick) -> u32 {
+    /// The slot of endpoint `gid`, made if new, heard at `t` from `from`,
+    /// and whether that made it conflicted (heard from a second address of
+    /// one family).
+    fn endpoint(&mut self, gid: Gid, from: IpAddr, t: Tick) -> (u32, bool) {
         let e = match self.by_gid.get(&gid) {
             Some(&e) => e,
             None => {
@@ -247,7 +248,8 @@ impl Hints {
         };
         let ep = &mut self.endpoints[e as usize];
         ep.heard = ep.heard.max(t);
-        if ep.at.clashes(from) && !ep.conflicted {
+        let clash = ep.at.clashes(from) && !ep.conflicted;
+        if clash {
             log::debug!(
                 "discovery: {gid} announced from {from} and from {}; its names are asked of the groups",
                 ep.at.first().map_or_else(String::new, |a| a.to_string())
@@ -255,7 +257,7 @@ impl Hints {
             ep.conflicted = true;
         }
         ep.at.add(from);
-        e
+        (e, clash)
     }
 
     /// One name fewer for endpoint `e`; it goes with its last.
@@ -285,12 +287,6 @@ impl Hints {
     /// if that made the name disputed.
     pub fn heard(&mut self, name: &Address, gid: Gid, from: IpAddr, now: Instant) -> bool {
         let t = self.tick(now);
-        let conflicted = |h: &Hints| {
-            h.by_gid
-                .get(&gid)
-                .is_some_and(|&e| h.endpoints[e as usize].conflicted)
-        };
-        let was_conflicted = conflicted(self);
         let old = self.get_live(name, now);
         let key = old.map_or_else(|| self.key(name), |(k, _)| k);
         let mut disputed = false;
@@ -306,7 +302,8 @@ impl Hints {
                     return false;
                 }
                 self.push_order(t, key);
-                let e = self.endpoint(gid, from, t);
+                let (e, clash) = self.endpoint(gid, from, t);
+                disputed = clash;
                 self.endpoints[e as usize].names += 1;
                 NameHint {
                     endpoint: e,
@@ -318,14 +315,15 @@ impl Hints {
             Some(h) => {
                 let was = self.endpoints[h.endpoint as usize].clone();
                 if was.gid == gid {
-                    self.endpoint(gid, from, t);
+                    disputed = self.endpoint(gid, from, t).1;
                     NameHint { heard: t, ..h }
                 } else if was.at.contains(from) && !was.conflicted {
                     // The host at that address came back with other
                     // hardware; asking the address still reaches it (not
                     // if two hosts used the old GID: that address may be
                     // the one that was not its).
-                    let e = self.endpoint(gid, from, t);
+                    let (e, clash) = self.endpoint(gid, from, t);
+                    disputed = clash;
                     let ep = &mut self.endpoints[e as usize];
                     ep.names += 1;
                     ep.since = ep.since.min(was.since);
@@ -353,7 +351,7 @@ impl Hints {
             }
         };
         self.names.insert(key, next);
-        disputed || (!was_conflicted && conflicted(self))
+        disputed
     }
 
     /// Makes room, if the name first heard longest ago has expired by
@@ -516,9 +514,13 @@ impl Hints {
     fn names_due(&self) -> Option<Instant> {
         let (life, epoch) = (self.lifetime?, self.epoch?);
         let (queued, _) = self.order.front()?;
-        let ms = u64::from(queued.saturating_add(life)) * TICK_MS as u64;
-        Some(epoch + Duration::from_millis(ms))
+        Some(epoch + ticks(queued.saturating_add(life)))
     }
+}
+
+/// How long `t` ticks last.
+fn ticks(t: Tick) -> Duration {
+    Duration::from_millis(u64::from(t) * TICK_MS as u64)
 }
 
 fn settle_ticks() -> Tick {

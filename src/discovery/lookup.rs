@@ -232,7 +232,10 @@ impl Discovery {
         let Some(p) = self.inflight.probe(txid) else {
             return false;
         };
-        let this_wait = self.retry.try_time(p.to.map(|t| t.ip()), p.tries, now);
+        // The try time of whom it asks, once for this try's wait and the
+        // stage's length below (`rto.rs`).
+        let timeout = self.retry.timeout(p.to.map(|t| t.ip()), now);
+        let this_wait = rto::backoff(timeout, p.tries, self.retry.ceiling());
         let (Ok(target), Some(sender)) = (
             WireAddress::new(p.target.clone()),
             super::record_for(local, p.endpoint, None),
@@ -276,7 +279,6 @@ impl Discovery {
         // A try that grew since the stage began (`rto.rs`) lengthens the
         // stage as if it had been planned with it, so that it does not cut
         // the last tries short: at most every try at the longest.
-        let timeout = self.retry.timeout(to.map(|t| t.ip()), now);
         let (tries, ceiling) = (self.cfg.retries + 1, self.retry.ceiling());
         let grown = match self.inflight.lookup_mut(&key) {
             Some(l) if purpose != Purpose::Check && l.stage == Stage::Discover => {

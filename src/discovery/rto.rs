@@ -211,11 +211,6 @@ impl RetryTimers {
         times[(times.len() - 1) / 2]
     }
 
-    /// How long try `n` (0: the first) of a query to `peer` waits now.
-    pub fn try_time(&self, peer: Option<IpAddr>, n: u32, now: Instant) -> Duration {
-        backoff(self.timeout(peer, now), n, self.ceiling())
-    }
-
     /// The longest a try can ever wait.
     pub fn ceiling(&self) -> Duration {
         self.floor * CEILING

@@ -181,7 +181,7 @@ fn tables<D: Daemon>(e: &mut Exposition, engine: &Engine<D>) {
             (
                 "urdma_hints_refused_total",
                 "New names not kept as hints because urdma_max_learned were kept.",
-                engine.discovery.status().hints_refused,
+                t.hints_refused,
             ),
             (
                 "urdma_name_conflicts_total",
