@@ -126,7 +126,7 @@ acme a -f i -s fd00::1 -d fd00::2
 echo; echo "== host b answers from its hosts file"
 acme b -f g -d fe80::5054:ff:fe12:3456
 acme b -f i -d 10.0.0.1 -c
-echo; echo "== nobody holds 10.0.0.99: the lookup times out (urdma_timeout x (urdma_retries + 1))"
+echo; echo "== nobody holds 10.0.0.99: the lookup times out (3 tries of 0.5, 1 and 2 s: 3.5 s)"
 acme a -f i -d 10.0.0.99
 acme a -P s -s 10.0.0.1
 

@@ -41,6 +41,7 @@ mod boundary;
 pub mod bounded;
 pub mod buggify;
 pub mod config;
+pub mod control;
 pub mod daemon;
 pub mod discovery;
 pub mod engine;

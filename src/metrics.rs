@@ -9,7 +9,7 @@ use std::time::Duration;
 
 /// Upper bounds of the lookup-duration buckets, in seconds: from a reply on
 /// the same switch to the longest a lookup may take (`urdma_timeout`
-/// 60 s × 11 tries is the extreme; the default is 1.5 s per stage).
+/// 60 s × 11 tries is the extreme; the default is 3.5 s per stage).
 pub const BUCKETS: [f64; 14] = [
     0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0, 2.0, 5.0, 10.0,
 ];
@@ -81,7 +81,7 @@ pub type RequestSeries = (Vec<(String, String)>, [u64; 7]);
 type Split = (&'static str, &'static str, usize);
 
 /// Builds the families of an exposition, in order.
-#[derive(Default)]
+#[derive(Clone, Debug, Default, PartialEq)]
 pub struct Exposition {
     pub families: Vec<Family>,
 }

@@ -48,7 +48,7 @@ const ALLOWED: &[(&str, &[&str])] = &[
 /// knowledge of the provider's components.
 const SHARED: &[&str] = &[
     "addr", "ib", "bounded", "fastmap", "summary", "threads", "daemon", "log", "metrics",
-    "entropy", "buggify", "handle",
+    "entropy", "buggify", "handle", "control",
 ];
 
 fn sources(dir: &Path, out: &mut Vec<PathBuf>) {

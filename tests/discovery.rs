@@ -798,7 +798,7 @@ fn a_key_file_others_can_read_turns_discovery_off_with_a_clear_error() {
         ),
         WAIT,
     );
-    a.expect_log("discovery disabled", WAIT);
+    a.expect_log("discovery off until the key file is mended", WAIT);
     // Never unauthenticated discovery instead: B is not asked ...
     resolve_fails(&a, &["-f", "i", "-d", "10.0.0.2"], "No data available");
     // ... while what A knows by itself still resolves.

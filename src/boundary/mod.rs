@@ -215,6 +215,9 @@ unsafe extern "C" fn open_device(
         let Some(id) = with_engine(|e| e.open_device(u64::from_be(dev.dev_guid))) else {
             return -1;
         };
+        if let Some(r) = runtime() {
+            r.serve();
+        }
         set_ctx(dev_context, id)
     })
 }

@@ -28,19 +28,41 @@ impl fmt::Debug for KeyFile {
 
 impl KeyFile {
     /// Reads a key file, refusing one that other users can read or write:
-    /// whoever reads the key can forge every binding of the segment.
-    /// Problems with the whole file are at line 0.
+    /// whoever reads the key can forge every binding of the segment. It
+    /// must be a regular file, not a symbolic link (whoever can change the
+    /// link chooses the key), owned by root or by the user the daemon runs
+    /// as. Problems with the whole file are at line 0.
     pub fn load(path: &Path) -> Result<KeyFile, Diagnostic> {
-        use std::os::unix::fs::PermissionsExt;
+        use std::io::Read;
+        use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
         let shown = path.display().to_string();
         let whole = |message: String| Diagnostic {
             file: shown.clone(),
             line: 0,
             message: format!("urdma_auth_key_file: {message}"),
         };
-        let meta = std::fs::metadata(path).map_err(|e| whole(e.to_string()))?;
+        // Opened without following a link or waiting on a FIFO, and
+        // judged by what was opened, so nothing can be swapped in between.
+        let mut file = std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+            .open(path)
+            .map_err(|e| match e.raw_os_error() {
+                Some(libc::ELOOP) => {
+                    whole("a symbolic link; refused (name the file itself)".into())
+                }
+                _ => whole(e.to_string()),
+            })?;
+        let meta = file.metadata().map_err(|e| whole(e.to_string()))?;
         if !meta.is_file() {
             return Err(whole("not a regular file".into()));
+        }
+        let me = std::fs::metadata("/proc/self").map_or(0, |m| m.uid());
+        if meta.uid() != 0 && meta.uid() != me {
+            return Err(whole(format!(
+                "owned by uid {}, not root; refused (chown root: {shown})",
+                meta.uid()
+            )));
         }
         let mode = meta.permissions().mode() & 0o7777;
         if mode & 0o077 != 0 {
@@ -49,7 +71,9 @@ impl KeyFile {
                  (chmod 600 {shown})"
             )));
         }
-        let bytes = std::fs::read(path).map_err(|e| whole(e.to_string()))?;
+        let mut bytes = Vec::new();
+        file.read_to_end(&mut bytes)
+            .map_err(|e| whole(e.to_string()))?;
         KeyFile::parse(bytes, &shown)
     }
 
@@ -206,6 +230,26 @@ mod tests {
             (0, "urdma_auth_key_file: not a regular file")
         );
         assert!(KeyFile::load(&dir.join("missing")).is_err());
+
+        // A link is not followed, whatever it points at: whoever can
+        // change it would choose the key.
+        let link = dir.join("link");
+        std::os::unix::fs::symlink(&path, &link).unwrap();
+        let e = KeyFile::load(&link).unwrap_err().to_string();
+        assert!(e.contains("a symbolic link; refused"), "{e}");
+        // A FIFO is refused without waiting for a writer.
+        let fifo = dir.join("fifo");
+        let made = std::process::Command::new("mkfifo").arg(&fifo).status();
+        if made.is_ok_and(|s| s.success()) {
+            std::fs::set_permissions(&fifo, std::fs::Permissions::from_mode(0o600)).unwrap();
+            let e = KeyFile::load(&fifo).unwrap_err().to_string();
+            assert!(e.ends_with("not a regular file"), "{e}");
+        }
+        // Owned by another user, it is that user's key, not root's.
+        if std::os::unix::fs::chown(&path, Some(1), None).is_ok() {
+            let e = KeyFile::load(&path).unwrap_err().to_string();
+            assert!(e.contains("owned by uid 1, not root"), "{e}");
+        }
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }

@@ -146,6 +146,23 @@ pub const DEFAULT_HOSTS_FILE: &str = "/etc/rdma/ibacm_urdma_hosts.data";
 /// Under /run: written every second, gone with the machine, and writable
 /// for the daemon under systemd's ProtectSystem=full.
 pub const DEFAULT_METRICS_FILE: &str = "/run/ibacm-urdma.prom";
+/// The textfile directory of Debian's and Ubuntu's node exporter
+/// (`prometheus-node-exporter`): with it installed, the metrics are
+/// scraped with no path edited.
+pub const NODE_EXPORTER_DIR: &str = "/var/lib/prometheus/node-exporter";
+/// The file's name in a textfile directory (the collector reads `*.prom`).
+pub const METRICS_FILE_NAME: &str = "ibacm-urdma.prom";
+
+/// Where the metrics go when the options file does not say: the node
+/// exporter's textfile directory when it exists, else `/run`.
+pub fn default_metrics_file() -> PathBuf {
+    let dir = Path::new(NODE_EXPORTER_DIR);
+    if dir.is_dir() {
+        dir.join(METRICS_FILE_NAME)
+    } else {
+        PathBuf::from(DEFAULT_METRICS_FILE)
+    }
+}
 
 impl Default for Config {
     fn default() -> Self {
@@ -244,6 +261,7 @@ impl Config {
         let mut cfg = Config::default();
         let mut diags = Vec::new();
         let mut veto = false;
+        let mut metrics_set = false;
         for setting in file::settings(bytes.as_ref()) {
             let n = setting.line;
             let key = setting.key.to_ascii_lowercase();
@@ -264,6 +282,7 @@ impl Config {
                 Err(_) => continue,
             };
             let before = cfg.describe(key);
+            metrics_set |= key == "urdma_metrics_file";
             if let Err(message) = cfg.apply(key, setting.value) {
                 let guards = options::option(key).is_none_or(|o| o.guards_discovery);
                 veto |= guards;
@@ -278,6 +297,17 @@ impl Config {
         if veto {
             cfg.discovery = false;
         }
+        // What the daemon reads from the options file is the operator's
+        // word; a relative hosts file can only mean beside that file, not
+        // wherever the reader (the daemon, urdma-acm) was started.
+        if cfg.hosts_file.is_relative() {
+            if let Some(dir) = Path::new(file).parent() {
+                cfg.hosts_file = dir.join(&cfg.hosts_file);
+            }
+        }
+        if !metrics_set {
+            cfg.metrics_file = Some(default_metrics_file());
+        }
         (cfg, diags)
     }
 
@@ -288,7 +318,13 @@ impl Config {
         let shown = path.display().to_string();
         match text::read(path) {
             Ok(Some(bytes)) => Config::parse(bytes, &shown),
-            Ok(None) => (Config::default(), Vec::new()),
+            Ok(None) => (
+                Config {
+                    metrics_file: Some(default_metrics_file()),
+                    ..Config::default()
+                },
+                Vec::new(),
+            ),
             Err(e) => {
                 let cfg = Config {
                     discovery: false,

@@ -130,4 +130,6 @@ pub struct LookupStats {
     /// Names asked of the system's resolver, and how many it did not know.
     pub nss_asked: u64,
     pub nss_failed: u64,
+    /// Of those, the resolver's failures (not "no such name").
+    pub nss_errors: u64,
 }

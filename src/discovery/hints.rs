@@ -462,6 +462,78 @@ impl Hints {
             && self.endpoints[h.endpoint as usize].at.contains(ip)
     }
 
+    /// What the hints say, for `urdma-acm show`: the hint of `name`, or
+    /// with none, the endpoints heard announcing names (names are kept as
+    /// digests: they cannot be listed).
+    pub fn view(&self, name: Option<&Address>, now: Instant) -> Vec<crate::control::Hint> {
+        let t = self.epoch.map_or(0, |e| {
+            Tick::try_from(now.saturating_duration_since(e).as_millis() / TICK_MS)
+                .unwrap_or(Tick::MAX)
+        });
+        let seconds = |ticks: Tick| f64::from(ticks) * TICK_MS as f64 / 1000.0;
+        let expires = |heard: Tick| {
+            self.lifetime
+                .map(|l| seconds(heard.saturating_add(l).saturating_sub(t)))
+        };
+        let endpoint = |e: &Endpoint| {
+            let from = [e.at.v4.map(IpAddr::V4), e.at.v6.map(IpAddr::V6)];
+            (
+                e.gid.to_string(),
+                from.iter().flatten().map(IpAddr::to_string).collect(),
+            )
+        };
+        match name {
+            Some(name) => {
+                let Some(h) = self.names.get(&self.key(name)) else {
+                    return Vec::new();
+                };
+                if !self.live(h.heard, t) {
+                    return Vec::new();
+                }
+                let e = (h.endpoint != DISPUTED).then(|| &self.endpoints[h.endpoint as usize]);
+                let (gid, from) = e.map_or(("disputed".into(), Vec::new()), endpoint);
+                vec![crate::control::Hint {
+                    name: name.to_string(),
+                    gid,
+                    from,
+                    names: 1,
+                    age: seconds(t.saturating_sub(h.heard)),
+                    expires_in: expires(h.heard),
+                    conflicted: e.is_some_and(|e| e.conflicted),
+                }]
+            }
+            None => self
+                .endpoints
+                .iter()
+                .filter(|e| e.names > 0 && self.live(e.heard, t))
+                .map(|e| {
+                    let (gid, from) = endpoint(e);
+                    crate::control::Hint {
+                        name: String::new(),
+                        gid,
+                        from,
+                        names: e.names,
+                        age: seconds(t.saturating_sub(e.heard)),
+                        expires_in: expires(e.heard),
+                        conflicted: e.conflicted,
+                    }
+                })
+                .collect(),
+        }
+    }
+
+    /// Forgets every name heard (`urdma-acm forget --all`); the endpoints
+    /// heard stay known, so none is welcomed again as a newcomer.
+    pub fn clear(&mut self) -> usize {
+        let n = self.names.len();
+        self.names.clear();
+        self.order.clear();
+        self.endpoints.clear();
+        self.free.clear();
+        self.by_gid.clear();
+        n
+    }
+
     /// Whether `name` was announced by two endpoints lately.
     pub fn disputed(&mut self, name: &Address, now: Instant) -> bool {
         self.get_live(name, now).is_some_and(|(_, h)| {

@@ -13,7 +13,7 @@
 
 use super::inflight::Lookup;
 use super::rto;
-use super::state::{Learned, NeighbourJob, NssJob, Probe, Purpose, Stage, NO, UNKNOWN};
+use super::state::{Learned, NeighbourJob, NssJob, Probe, Purpose, Source, Stage, NO, UNKNOWN};
 use super::why;
 use super::wire::{Message, Query, WireAddress};
 use super::{Datagram, Discovery, Outcome, Refused};
@@ -313,8 +313,15 @@ impl Discovery {
     }
 
     /// Completes a lookup with a binding.
-    pub(super) fn succeed(&mut self, key: &Address, learned: Learned, now: Instant) {
+    pub(super) fn succeed(&mut self, key: &Address, mut learned: Learned, now: Instant) {
         log::trace!("lookup {key}: {}", learned.gid);
+        if let Some(l) = self.inflight.lookup(key) {
+            learned.source = match l.stage {
+                Stage::Discover => Source::Discovery,
+                Stage::Nss => Source::Dns,
+                Stage::Derive(_) => Source::Derived,
+            };
+        }
         let changed = self.state.bind(key, learned.clone(), now);
         self.out.changed(changed);
         if let Some(l) = self.inflight.end_lookup(key, now) {

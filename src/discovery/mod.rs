@@ -28,6 +28,7 @@ mod derive;
 mod hints;
 mod inbound;
 mod inflight;
+pub mod inspect;
 mod lookup;
 mod names;
 pub mod ratelimit;

@@ -75,7 +75,10 @@ impl Discovery {
                 );
                 let status = match e {
                     NssError::NoSuchName(_) => ACM_STATUS_ENODATA,
-                    NssError::Failed(_) => ACM_STATUS_ETIMEDOUT,
+                    NssError::Failed(_) => {
+                        self.counts.lookups.nss_errors += 1;
+                        ACM_STATUS_ETIMEDOUT
+                    }
                 };
                 return self.next_stage(local, key, status as u8, now);
             }

@@ -254,6 +254,30 @@ mod tests {
     }
 
     #[test]
+    fn the_documents_give_the_stage_time_the_code_takes() {
+        let cfg = crate::config::Config::default();
+        let (first, tries) = (cfg.timeout(), cfg.retries + 1);
+        let ceiling = first * CEILING;
+        let secs = |d: Duration| format!("{} s", d.as_secs_f64());
+        let (usual, slow) = (
+            secs(stage_time(first, tries, ceiling)),
+            secs(stage_time(ceiling, tries, ceiling)),
+        );
+        let sample = include_str!("../../ibacm.conf");
+        let man = include_str!("../../docs/man/ibacm_urdma.7");
+        let demo = include_str!("../../scripts/demo.sh");
+        for (doc, text) in [("ibacm.conf", sample), ("ibacm_urdma.7", man)] {
+            let flat = text.replace("\n# ", " ").replace('\n', " ");
+            assert!(
+                flat.contains(&format!("{usual} at the defaults"))
+                    && flat.contains(&format!("{slow} at most")),
+                "{doc} must say a stage takes {usual}, at most {slow}"
+            );
+        }
+        assert!(demo.contains(&format!(": {usual})")), "the demo's {usual}");
+    }
+
+    #[test]
     fn replies_faster_than_the_configured_try_leave_it_as_it_is() {
         let mut t = RetryTimer::new(500 * MS);
         assert_eq!(t.timeout(), 500 * MS);

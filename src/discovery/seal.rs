@@ -202,6 +202,11 @@ impl Sealing {
         Sealing(Some(sealer))
     }
 
+    /// Whether it seals.
+    pub fn on(&self) -> bool {
+        self.0.is_some()
+    }
+
     /// The bytes of one copy of an encoded message, as sent.
     pub fn copy<'a>(&self, bytes: &'a [u8]) -> Cow<'a, [u8]> {
         match &self.0 {

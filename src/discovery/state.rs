@@ -43,6 +43,30 @@ pub struct Learned {
     pub via: Option<SocketAddr>,
     /// When its holder last confirmed it (set when it is bound).
     pub confirmed: Option<Instant>,
+    /// How the lookup that bound it found it (`urdma-acm show`).
+    pub source: Source,
+}
+
+/// How a binding was found.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Source {
+    /// Its holder answered a query.
+    #[default]
+    Discovery,
+    /// The system's resolver named the address that answered.
+    Dns,
+    /// Derived from the address (`urdma_derive`).
+    Derived,
+}
+
+impl Source {
+    pub fn name(self) -> &'static str {
+        match self {
+            Source::Discovery => "discovery",
+            Source::Dns => "dns",
+            Source::Derived => "derived",
+        }
+    }
 }
 
 impl Learned {
@@ -63,6 +87,7 @@ impl Learned {
             partitions: r.pkeys().iter().map(|p| p & 0x7fff).collect(),
             via: None,
             confirmed: None,
+            source: Source::Discovery,
         }
     }
 
@@ -75,6 +100,7 @@ impl Learned {
             partitions: Vec::new(),
             via: None,
             confirmed: None,
+            source: Source::Derived,
         }
     }
 
@@ -311,6 +337,28 @@ impl State {
             }
         }
         changed
+    }
+
+    /// Every binding, with when it must be confirmed again.
+    pub fn bindings(&self) -> impl Iterator<Item = (&Address, &Learned, Option<Instant>)> {
+        self.learned
+            .iter()
+            .map(|(a, l)| (a, l, self.learned.expires(a).flatten()))
+    }
+
+    /// Every failure remembered, with its status and when it is dropped.
+    pub fn remembered_failures(&self) -> impl Iterator<Item = (&Address, u8, Option<Instant>)> {
+        self.failed
+            .iter()
+            .map(|(a, s)| (a, *s, self.failed.expires(a).flatten()))
+    }
+
+    /// Forgets every binding and failure.
+    pub fn forget_all(&mut self) -> usize {
+        let n = self.learned.len() + self.failed.len();
+        self.learned.clear();
+        self.failed.clear();
+        n
     }
 
     /// Forgets the binding of `a`; whether there was one.

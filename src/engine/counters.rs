@@ -6,7 +6,35 @@
 use crate::daemon::{Counter, Daemon, COUNTERS};
 use crate::handle::{AddressId, EndpointId};
 use crate::local::Local;
-use acm_prov_sys::{ACM_STATUS_ENODATA, ACM_STATUS_SUCCESS};
+use acm_prov_sys::{
+    ACM_STATUS_EDESTADDR, ACM_STATUS_EDESTTYPE, ACM_STATUS_EINVAL, ACM_STATUS_ENODATA,
+    ACM_STATUS_ENOMEM, ACM_STATUS_ENOTCONN, ACM_STATUS_ESRCADDR, ACM_STATUS_ESRCTYPE,
+    ACM_STATUS_ETIMEDOUT, ACM_STATUS_SUCCESS,
+};
+
+/// Why requests failed other than "no such destination" (`reason` of
+/// `urdma_resolve_failures_total`, beside `no_data`): the daemon's one
+/// error counter told apart.
+pub const ERROR_REASONS: [&str; 6] = [
+    "timeout",
+    "no_memory",
+    "invalid",
+    "no_route",
+    "port_down",
+    "other",
+];
+
+/// The index in [`ERROR_REASONS`] of a failure status.
+fn reason(status: u8) -> usize {
+    match u32::from(status) {
+        ACM_STATUS_ETIMEDOUT => 0,
+        ACM_STATUS_ENOMEM => 1,
+        ACM_STATUS_EINVAL | ACM_STATUS_ESRCADDR | ACM_STATUS_ESRCTYPE | ACM_STATUS_EDESTTYPE => 2,
+        ACM_STATUS_EDESTADDR => 3,
+        ACM_STATUS_ENOTCONN => 4,
+        _ => 5,
+    }
+}
 
 /// Where an endpoint's counters are; one that is nowhere bumps nothing.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -20,6 +48,8 @@ pub(super) struct Counters {
     /// Forgotten whenever an address or an endpoint goes, since the slots
     /// move.
     last_source: Option<(AddressId, EndpointId, Slot)>,
+    /// Errors by reason, over every endpoint ([`ERROR_REASONS`]).
+    pub errors: [u64; ERROR_REASONS.len()],
 }
 
 impl Counters {
@@ -129,7 +159,10 @@ impl Counters {
         match u32::from(status) {
             ACM_STATUS_SUCCESS => {}
             ACM_STATUS_ENODATA => self.count(ep, Counter::NoData, daemon),
-            _ => self.count(ep, Counter::Error, daemon),
+            _ => {
+                self.errors[reason(status)] += 1;
+                self.count(ep, Counter::Error, daemon)
+            }
         }
     }
 }

@@ -1,11 +1,12 @@
 //! The provider's numbers as metrics (docs/man/urdma-acm.8 lists them):
 //! a snapshot the runtime renders into its metrics file.
 
+use super::counters::ERROR_REASONS;
 use super::Engine;
 use crate::daemon::Daemon;
 use crate::discovery::counts::LookupStats;
 use crate::discovery::Discovery;
-use crate::metrics::{Exposition, Kind};
+use crate::metrics::{Exposition, Kind, Sample};
 
 impl<D: Daemon> Engine<D> {
     /// Every metric, now.
@@ -18,11 +19,46 @@ impl<D: Daemon> Engine<D> {
             "version",
             &[(env!("CARGO_PKG_VERSION"), 1)],
         );
+        e.single(
+            "urdma_up",
+            "1 while the provider is loaded: a file whose numbers stopped changing and that node_exporter reports old (node_textfile_mtime_seconds) is a provider that stopped.",
+            Kind::Gauge,
+            1,
+        );
+        e.single(
+            "urdma_ports",
+            "Ports the provider serves (InfiniBand ports with a GID, open by the daemon).",
+            Kind::Gauge,
+            self.local.ports().count() as u64,
+        );
         e.requests("urdma", &[(Vec::new(), self.counters.totals())]);
+        split_errors(&mut e, &self.counters.errors);
         traffic(&mut e, &self.discovery);
         lookups(&mut e, &self.discovery.counts().lookups);
         tables(&mut e, self);
         e
+    }
+}
+
+/// `urdma_resolve_failures_total{reason="error"}`, the daemon's one error
+/// counter, told apart by reason (the sum is the same).
+fn split_errors(e: &mut Exposition, errors: &[u64; ERROR_REASONS.len()]) {
+    let Some(f) = e
+        .families
+        .iter_mut()
+        .find(|f| f.name == "urdma_resolve_failures_total")
+    else {
+        return;
+    };
+    let error = |s: &Sample| s.labels.iter().any(|(k, v)| k == "reason" && v == "error");
+    f.samples.retain(|s| !error(s));
+    f.help = "Requests answered with an error, by reason: no_data (the destination is unknown: ENODATA), timeout (no answer in time: ETIMEDOUT), no_memory (a table full: ENOMEM), invalid (a malformed request or an unknown source), no_route (no usable path to the destination), port_down (the port went down with the request waiting), other.".into();
+    for (reason, n) in ERROR_REASONS.iter().zip(errors) {
+        f.samples.push(Sample {
+            name: f.name.clone(),
+            labels: vec![("reason".into(), (*reason).into())],
+            value: *n as f64,
+        });
     }
 }
 
@@ -91,12 +127,13 @@ fn lookups(e: &mut Exposition, s: &LookupStats) {
     );
     e.by_label(
         "urdma_nss_lookups_total",
-        "Names asked of the system's resolver (urdma_name_lookup nss), by result.",
+        "Names asked of the system's resolver (urdma_name_lookup nss), by result: found, not_found (no such name, or no address), error (the resolver failed: a DNS outage, not an answer).",
         Kind::Counter,
         "result",
         &[
             ("found", s.nss_asked - s.nss_failed),
-            ("not_found", s.nss_failed),
+            ("not_found", s.nss_failed - s.nss_errors),
+            ("error", s.nss_errors),
         ],
     );
 }

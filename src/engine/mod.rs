@@ -25,6 +25,7 @@
 mod cache;
 mod counters;
 mod effects;
+pub mod inspect;
 mod metrics;
 pub mod reconfigure;
 mod resolve;
@@ -98,6 +99,8 @@ pub struct Engine<D: Daemon> {
     limits_logged: Summary<[u64; 5]>,
     /// When the tables were last swept.
     swept_at: Option<Instant>,
+    /// Malformed requests logged, one line per interval.
+    malformed_logged: crate::summary::Throttle,
 }
 
 impl<D: Daemon> Engine<D> {
@@ -126,6 +129,7 @@ impl<D: Daemon> Engine<D> {
             dirty: false,
             limits_logged: Summary::default(),
             swept_at: None,
+            malformed_logged: Default::default(),
         }
     }
 
@@ -331,14 +335,6 @@ impl<D: Daemon> Engine<D> {
     pub fn set_discovery_up(&mut self, families: Families, now: Instant) {
         self.input(now);
         self.discovery.set_up(families, now);
-    }
-
-    /// Turns discovery off for good: its configuration cannot be honoured
-    /// (an unusable key file must not mean unauthenticated discovery).
-    pub fn disable_discovery(&mut self) {
-        self.cfg.discovery = false;
-        let now = self.clock.unwrap_or_else(Instant::now);
-        self.discovery.set_up(Families::NONE, now);
     }
 
     /// Says whether whatever runs the engine calls [`Engine::on_timers`]

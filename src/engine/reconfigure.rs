@@ -11,9 +11,10 @@ use crate::discovery::seal::Keyring;
 /// The `urdma_` keys that take effect while the provider runs: what a
 /// path record says (answered from the next request on; the cache is
 /// emptied so that no path of the old values is served) and how long a
-/// path is kept. Every other key shapes tables, sockets or discovery's
-/// timing, which are made once, at start.
-pub const LIVE: [&str; 7] = [
+/// path is kept; where the metrics go (the writer reads it every time).
+/// Every other key shapes tables, sockets or discovery's timing, which are
+/// made once, at start.
+pub const LIVE: [&str; 8] = [
     "urdma_mtu",
     "urdma_rate",
     "urdma_sl",
@@ -21,6 +22,7 @@ pub const LIVE: [&str; 7] = [
     "urdma_hop_limit",
     "urdma_tclass",
     "urdma_route_timeout",
+    "urdma_metrics_file",
 ];
 
 /// A change to put in force.
@@ -74,7 +76,8 @@ impl<D: Daemon> Engine<D> {
                     .collect();
                 let (live, restart): (Vec<_>, Vec<_>) =
                     changed.into_iter().partition(|k| LIVE.contains(k));
-                if !live.is_empty() {
+                self.cfg.metrics_file = new.metrics_file.clone();
+                if live.iter().any(|k| *k != "urdma_metrics_file") {
                     let c = &mut self.cfg;
                     (c.mtu, c.rate_gbps, c.sl) = (new.mtu, new.rate_gbps, new.sl);
                     (c.packet_lifetime, c.hop_limit, c.tclass) =

@@ -117,7 +117,7 @@ impl<D: Daemon> Engine<D> {
                 }
             },
             Err(e) => {
-                log::warn!("malformed resolve request: {}", e.why);
+                malformed(&mut self.malformed_logged, "resolve", &e.why, now);
                 msg.make_resolve_error(e.status);
             }
         }
@@ -156,7 +156,7 @@ impl<D: Daemon> Engine<D> {
                 }
             }
             Err(e) => {
-                log::warn!("malformed query request: {}", e.why);
+                malformed(&mut self.malformed_logged, "query", &e.why, now);
                 msg::query_reply(req, e.status, None)
             }
         };
@@ -406,5 +406,17 @@ impl<D: Daemon> Engine<D> {
             self.waiting
                 .answer(&w, reply, &mut self.counters, &self.daemon);
         }
+    }
+}
+
+/// Logs a malformed request, at most one line per
+/// [`crate::summary::EVERY`]: any local client can send them.
+fn malformed(logged: &mut crate::summary::Throttle, kind: &str, why: &str, now: Instant) {
+    if let Some(held) = logged.pass(now, crate::summary::EVERY) {
+        let more = match held {
+            0 => String::new(),
+            n => format!(" ({n} more since the last such line)"),
+        };
+        log::warn!("malformed {kind} request: {why}{more}");
     }
 }

@@ -11,6 +11,7 @@
 //! files; the metrics writer ([`report`]) writes the metrics file. All
 //! start lazily at the first port and stop at unload.
 
+pub mod control;
 mod neigh;
 pub mod net;
 pub mod nss;
@@ -34,6 +35,7 @@ use schedule::Schedule;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 use std::time::Instant;
+use watcher::Followed;
 
 /// The engine, also after a panic poisoned its lock: its state is kept
 /// consistent per operation, and refusing every later request would be
@@ -62,9 +64,14 @@ pub struct Runtime<D: Daemon> {
     options: Option<(PathBuf, Option<Stamp>)>,
     /// The key file in force, once discovery is authenticated.
     keys: OnceLock<PathBuf>,
-    /// Set once the watcher and the metrics writer run (or could not be
-    /// started).
+    /// Set once discovery was started (or found off or unusable).
+    begun: OnceLock<()>,
+    /// Set once the watcher runs (or could not be started).
     watching: OnceLock<()>,
+    /// Set once the metrics writer and the control socket run.
+    serving: OnceLock<()>,
+    /// Why the key file could not be used, while it cannot.
+    key_problem: Mutex<Option<String>>,
     /// The worker, the resolvers, the watcher and the metrics writer.
     /// Stopped when the library is unloaded, not when the last device
     /// closes: the daemon closes a device whose last port went down and
@@ -99,7 +106,10 @@ impl<D: Daemon + Copy + 'static> Runtime<D> {
                 (p, s)
             }),
             keys: OnceLock::new(),
+            begun: OnceLock::new(),
             watching: OnceLock::new(),
+            serving: OnceLock::new(),
+            key_problem: Mutex::new(None),
             threads: Threads::default(),
         }
     }
@@ -152,56 +162,137 @@ impl<D: Daemon + Copy + 'static> Runtime<D> {
         self.schedule.lock().unwrap_or_else(|p| p.into_inner())
     }
 
+    /// Starts what serves the operator, once, at the first device the
+    /// daemon opens: the metrics file (so it exists before any port is
+    /// up, with `urdma_up` and the ports served) and the control socket.
+    pub fn serve(&'static self) {
+        self.serving.get_or_init(|| {
+            if let Err(e) = report::spawn(&self.threads, &self.engine) {
+                log::error!("cannot start the metrics writer: {e}; no metrics file");
+            }
+            control::spawn(self);
+        });
+    }
+
     /// Starts what a port needs, once: the discovery sockets and worker,
     /// and the hosts-file watcher. Lazily, at the first port, never when
     /// the library is loaded.
     pub fn start(&'static self) {
-        let families = self.start_discovery();
+        self.serve();
+        let families = match self.begun.set(()) {
+            Ok(()) => self.start_discovery(),
+            Err(()) => self.families(),
+        };
         self.with_engine(|e| e.set_discovery_up(families, Instant::now()));
         self.watch_files();
     }
 
     /// Opens the discovery sockets and starts the worker, once; the
-    /// families discovery is on for (none: off).
+    /// families discovery is on for (none: off). A key file that cannot be
+    /// used keeps discovery off until it can ([`Runtime::take_key`]): an
+    /// unusable key must not mean unauthenticated discovery.
     fn start_discovery(&'static self) -> Families {
         let cfg = lock(&self.engine).config().clone();
-        let mut discovery = cfg.discovery;
-        self.net.get_or_init(|| {
-            let mut sealing = Sealing::default();
-            if let (true, Some(path)) = (discovery, &cfg.auth_key_file) {
-                match KeyFile::load(path) {
-                    Ok(file) => {
-                        let ring = Keyring::new(&file);
-                        log::info!(
-                            "discovery: authenticated, signing with key {} of {}",
-                            ring.signing_id(),
-                            ring.len()
-                        );
-                        let auth = Auth::new(ring, WallClock::system());
-                        // A new run: ahead of all that a former run of
-                        // this host sent.
-                        sealing = Sealing::with(auth.sealer());
-                        lock(&self.engine).reconfigure(Change::Auth(auth));
-                        let _ = self.keys.set(path.clone());
-                    }
-                    Err(err) => {
-                        log::error!("{err}; discovery disabled");
-                        lock(&self.engine).disable_discovery();
-                        discovery = false;
-                    }
+        if !cfg.discovery {
+            if !cfg.derive.is_empty() {
+                self.open_net(Sealing::default());
+            }
+            log::info!("discovery disabled; only local and static data resolve");
+            return Families::NONE;
+        }
+        let Some(path) = &cfg.auth_key_file else {
+            return self.open_net(Sealing::default());
+        };
+        match KeyFile::load(path) {
+            Ok(file) => self.authenticate(path, &file),
+            Err(err) => {
+                self.refuse_key(&err.to_string());
+                if !cfg.derive.is_empty() {
+                    self.open_net(Sealing::default());
                 }
+                Families::NONE
             }
-            if !discovery && cfg.derive.is_empty() {
-                log::info!("discovery disabled; only local and static data resolve");
-                return None;
+        }
+    }
+
+    /// The families discovery is on for now: its sockets', once they are
+    /// open and any key file configured is in force.
+    fn families(&self) -> Families {
+        let cfg = lock(&self.engine).config().clone();
+        let keyed = cfg.auth_key_file.is_none() || self.keys.get().is_some();
+        match (self.net(), cfg.discovery && keyed) {
+            (Some(net), true) => net.families(),
+            _ => Families::NONE,
+        }
+    }
+
+    /// Logs why the key file cannot be used, and keeps it for `health`.
+    fn refuse_key(&self, why: &str) {
+        log::error!(
+            "{why}; discovery off until the key file is mended (it is watched: no restart needed)"
+        );
+        *self.key_problem.lock().unwrap_or_else(|p| p.into_inner()) = Some(why.to_string());
+    }
+
+    /// Signs and checks with the keys of `file` from now on, and opens the
+    /// sockets sealed by them (or seals those opened for derivations); the
+    /// families discovery is on for.
+    fn authenticate(&'static self, path: &std::path::Path, file: &KeyFile) -> Families {
+        let ring = Keyring::new(file);
+        log::info!(
+            "discovery: authenticated, signing with key {} of {}",
+            ring.signing_id(),
+            ring.len()
+        );
+        let auth = Auth::new(ring, WallClock::system());
+        // A new run: ahead of all that a former run of this host sent.
+        let sealing = Sealing::with(auth.sealer());
+        lock(&self.engine).reconfigure(Change::Auth(auth));
+        let _ = self.keys.set(path.to_path_buf());
+        *self.key_problem.lock().unwrap_or_else(|p| p.into_inner()) = None;
+        match self.net() {
+            Some(net) => {
+                net.seal_with(sealing);
+                net.families()
             }
-            let net = match Net::open(cfg.discovery_port, sealing) {
+            None => self.open_net(sealing),
+        }
+    }
+
+    /// The key file at `path` changed: put its keys in force (the first
+    /// time, discovery comes on), or say why they cannot be.
+    fn take_key(&'static self, path: &std::path::Path) {
+        if self.keys.get().is_some() {
+            watcher::rekey(&self.engine, path);
+            return;
+        }
+        match KeyFile::load(path) {
+            Ok(file) => {
+                let families = self.authenticate(path, &file);
+                self.with_engine(|e| e.set_discovery_up(families, Instant::now()));
+                log::info!(
+                    "key file {}: accepted; discovery on{}",
+                    path.display(),
+                    if families.any() {
+                        ""
+                    } else {
+                        " (no socket could be opened)"
+                    }
+                );
+            }
+            Err(err) => self.refuse_key(&err.to_string()),
+        }
+    }
+
+    /// Opens the discovery sockets with `sealing` and starts the worker,
+    /// once; the families they serve (none: they could not be opened).
+    fn open_net(&'static self, sealing: Sealing) -> Families {
+        let port = lock(&self.engine).config().discovery_port;
+        let net = self.net.get_or_init(|| {
+            let net = match Net::open(port, sealing) {
                 Ok(n) => Arc::new(n),
                 Err(e) => {
-                    log::error!(
-                        "discovery: cannot open UDP port {}: {e}; discovery disabled",
-                        cfg.discovery_port
-                    );
+                    log::error!("discovery: cannot open UDP port {port}: {e}; discovery disabled");
                     return None;
                 }
             };
@@ -209,31 +300,42 @@ impl<D: Daemon + Copy + 'static> Runtime<D> {
                 log::error!("discovery: cannot start its thread: {e}; discovery disabled");
                 return None;
             }
-            if discovery {
-                log::info!("discovery on UDP port {}", cfg.discovery_port);
-            }
+            log::info!("discovery on UDP port {port}");
             Some(net)
         });
-        match (self.net(), lock(&self.engine).config().discovery) {
+        match (net, lock(&self.engine).config().discovery) {
             (Some(net), true) => net.families(),
             _ => Families::NONE,
         }
     }
 
-    /// Starts watching the hosts, options and key files for changes and
-    /// writing the metrics, once.
+    /// Why discovery is not running as configured, for `health`.
+    pub fn problems(&self) -> Vec<String> {
+        let key = self.key_problem.lock().unwrap_or_else(|p| p.into_inner());
+        key.iter().cloned().collect()
+    }
+
+    /// Starts watching the hosts, options and key files for changes, once.
     fn watch_files(&'static self) {
         self.watching.get_or_init(|| {
             let cfg = lock(&self.engine).config().clone();
-            let hosts = (cfg.hosts_file, self.hosts_loaded);
-            let (options, keys) = (self.options.clone(), self.keys.get().cloned());
-            if let Err(e) = watcher::spawn(&self.threads, &self.engine, hosts, options, keys) {
-                log::error!("cannot start the files watcher: {e}; changes need a restart");
+            let engine = &self.engine;
+            let mut followed = vec![Followed::new(cfg.hosts_file, self.hosts_loaded, |p| {
+                watcher::reload(engine, p);
+            })];
+            if let Some((path, loaded)) = self.options.clone() {
+                followed.push(Followed::new(path, loaded, |p| {
+                    watcher::reconfigure(engine, p);
+                }));
             }
-            if let Some(path) = cfg.metrics_file {
-                if let Err(e) = report::spawn(&self.threads, &self.engine, path) {
-                    log::error!("cannot start the metrics writer: {e}; no metrics file");
-                }
+            // Followed whether or not it could be used at start: mending
+            // it is what turns discovery on.
+            if let (true, Some(path)) = (cfg.discovery, cfg.auth_key_file) {
+                let loaded = reload::stamp(&path);
+                followed.push(Followed::new(path, loaded, |p| self.take_key(p)));
+            }
+            if let Err(e) = watcher::spawn(&self.threads, followed) {
+                log::error!("cannot start the files watcher: {e}; changes need a restart");
             }
         });
     }

@@ -61,7 +61,9 @@ pub struct Net {
     /// Seals each datagram as it leaves (authentication on): each copy of
     /// a multicast datagram on its own, so a receiver that gets two (one
     /// per group) never takes the second for a replay.
-    sealing: Sealing,
+    /// How datagrams leave: set at open, or once later, when a key file
+    /// refused at start was mended.
+    sealing: std::sync::OnceLock<Sealing>,
     wake_tx: UnixDatagram,
     wake_rx: UnixDatagram,
     interfaces: Mutex<Interfaces>,
@@ -123,6 +125,19 @@ fn std_addr(s: &SockaddrStorage) -> Option<SocketAddr> {
 }
 
 impl Net {
+    /// Seals what leaves from now on with `sealing`; false if it already
+    /// was sealed (a key in force is changed through the keyring).
+    pub fn seal_with(&self, sealing: Sealing) -> bool {
+        self.sealing.set(sealing).is_ok()
+    }
+
+    fn seal<'a>(&self, bytes: &'a [u8]) -> std::borrow::Cow<'a, [u8]> {
+        match self.sealing.get() {
+            Some(s) => s.copy(bytes),
+            None => bytes.into(),
+        }
+    }
+
     pub fn open(port: u16, sealing: Sealing) -> io::Result<Net> {
         let v4 = udp_socket(AddressFamily::Inet, port)?;
         let v6 = match udp_socket(AddressFamily::Inet6, port) {
@@ -139,7 +154,13 @@ impl Net {
             v4,
             v6,
             port,
-            sealing,
+            sealing: {
+                let cell = std::sync::OnceLock::new();
+                if sealing.on() {
+                    let _ = cell.set(sealing);
+                }
+                cell
+            },
             wake_tx,
             wake_rx,
             interfaces: Mutex::default(),
@@ -223,7 +244,7 @@ impl Net {
     pub fn send(&self, d: &Datagram) {
         let result = match d {
             Datagram::Unicast { to, from, bytes } => {
-                let bytes = self.sealing.copy(bytes);
+                let bytes = self.seal(bytes);
                 let pinned = from.map(|src| self.send_from(*to, src, &bytes));
                 match pinned {
                     Some(Ok(())) => Ok(()),
@@ -307,7 +328,7 @@ impl Net {
             .clone();
         for (index, v4s, has_v6) in list {
             if let (Family::V4, Some(src)) = (family, v4s.first()) {
-                let copy = self.sealing.copy(bytes);
+                let copy = self.seal(bytes);
                 let iov = [IoSlice::new(&copy)];
                 let info = libc::in_pktinfo {
                     ipi_ifindex: index as i32,
@@ -330,7 +351,7 @@ impl Net {
             }
             if let (Family::V6, true, Some(v6)) = (family, has_v6, &self.v6) {
                 let group = SocketAddrV6::new(V6_GROUP, self.port, 0, index);
-                if let Err(e) = v6.send_to(&self.sealing.copy(bytes), group) {
+                if let Err(e) = v6.send_to(&self.seal(bytes), group) {
                     log::trace!("discovery: multicast on interface {index} failed: {e}");
                 }
             }

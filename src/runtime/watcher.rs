@@ -89,47 +89,32 @@ pub fn rekey<D: Daemon>(engine: &Mutex<Engine<D>>, path: &Path) -> Applied {
 }
 
 /// A file the watcher follows, and what puts a new version in force.
-struct Followed<D: Daemon> {
+pub struct Followed {
     watcher: Watcher,
-    apply: fn(&Mutex<Engine<D>>, &Path),
+    apply: Box<dyn FnMut(&Path) + Send>,
 }
 
-/// Starts the thread that watches the hosts file and the options file
-/// (each with the version in force) and, when authentication is on, the
-/// key file `keys` (as it is now, just read).
-pub fn spawn<D: Daemon + 'static>(
-    threads: &Threads,
-    engine: &'static Mutex<Engine<D>>,
-    hosts: (PathBuf, Option<Stamp>),
-    options: Option<(PathBuf, Option<Stamp>)>,
-    keys: Option<PathBuf>,
-) -> std::io::Result<()> {
+impl Followed {
+    /// `path`, whose version `loaded` is in force (`None`: it was
+    /// missing), put in force again by `apply` when it changes.
+    pub fn new(
+        path: PathBuf,
+        loaded: Option<Stamp>,
+        apply: impl FnMut(&Path) + Send + 'static,
+    ) -> Followed {
+        Followed {
+            watcher: Watcher::new(path, loaded),
+            apply: Box::new(apply),
+        }
+    }
+}
+
+/// Starts the thread that watches the files `followed`.
+pub fn spawn(threads: &Threads, followed: Vec<Followed>) -> std::io::Result<()> {
     let stop = threads.stop_flag();
     // Outside the body, so that a restart after a panic goes on from the
     // versions last put in force.
-    let mut followed = vec![Followed {
-        watcher: Watcher::new(hosts.0, hosts.1),
-        apply: |e, p| {
-            reload(e, p);
-        },
-    }];
-    if let Some((path, loaded)) = options {
-        followed.push(Followed {
-            watcher: Watcher::new(path, loaded),
-            apply: |e, p| {
-                reconfigure(e, p);
-            },
-        });
-    }
-    if let Some(path) = keys {
-        let loaded = stamp(&path);
-        followed.push(Followed {
-            watcher: Watcher::new(path, loaded),
-            apply: |e, p| {
-                rekey(e, p);
-            },
-        });
-    }
+    let mut followed = followed;
     threads.spawn(
         "files watcher",
         "urdma-files",
@@ -140,7 +125,7 @@ pub fn spawn<D: Daemon + 'static>(
                         #[cfg(feature = "fault-injection")]
                         crate::fault::in_watcher(f.watcher.path());
                         let stamp = stamp(f.watcher.path());
-                        (f.apply)(engine, f.watcher.path());
+                        (f.apply)(f.watcher.path());
                         f.watcher.loaded(stamp);
                     }
                 }

@@ -1,6 +1,7 @@
 //! `urdma-acm`: the operator's tool for the urdma provider of ibacm.
 
 mod check;
+mod control;
 mod daemon;
 mod dl;
 mod doctor;
@@ -40,6 +41,16 @@ enum Command {
     /// Shows the provider's counters per endpoint, read from a running
     /// daemon over its unix socket, as a table.
     Stats(stats::Args),
+    /// Lists what the running provider knows: bindings (address, GID,
+    /// where from, how old, until when), hints and remembered failures;
+    /// of one ADDRESS, or all (asked over its control socket).
+    Show(control::ShowArgs),
+    /// Makes the running provider forget what it learned about ADDRESS
+    /// (or everything, --all): the next request asks the network.
+    Forget(control::ForgetArgs),
+    /// Says whether the provider serves: exit 0 serving, 1 degraded, 2 not
+    /// running. Never starts the daemon.
+    Health(control::HealthArgs),
     /// Prints the completion script for SHELL (bash, zsh, fish, elvish or
     /// powershell) on stdout; the packages install bash's, zsh's and
     /// fish's.
@@ -62,6 +73,9 @@ fn main() -> ExitCode {
         Command::Doctor(args) => doctor::run(&args),
         Command::CheckConfig(args) => check::run(&args),
         Command::Stats(args) => stats::run(&args),
+        Command::Show(args) => control::show(&args),
+        Command::Forget(args) => control::forget(&args),
+        Command::Health(args) => control::health(&args),
         Command::Completions { shell } => {
             let mut script = Vec::new();
             clap_complete::generate(shell, &mut Cli::command(), "urdma-acm", &mut script);

@@ -7,7 +7,7 @@ use acm_prov_sys::ACM_MAX_COUNTER;
 use ibacm_urdma::metrics::{self, Exposition, Family, Kind, Sample};
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::time::SystemTime;
 
 /// Column names in `ACM_CNTR_*` order, as the help text explains them.
 pub const COUNTERS: [&str; ACM_MAX_COUNTER as usize] = [
@@ -37,24 +37,25 @@ pub fn metrics_path(given: Option<&Path>, opts: &Path) -> Option<PathBuf> {
     cfg.metrics_file
 }
 
-/// The provider's metrics, and how many seconds ago they were written.
+/// The provider's metrics, and how many seconds ago the provider last
+/// renewed them (the file's modification time: it is rewritten when the
+/// numbers change and touched every second otherwise).
 pub fn read_metrics(path: &Path) -> Result<(Vec<Family>, f64), String> {
-    let text = std::fs::read_to_string(path).map_err(|e| {
+    let missing = |e: std::io::Error| {
         format!(
-            "no metrics at {}: {e} (no port up yet, urdma_metrics_file none, or another path)",
+            "no metrics at {}: {e} (no device opened yet, urdma_metrics_file none, or another path)",
             path.display()
         )
-    })?;
+    };
+    let text = std::fs::read_to_string(path).map_err(missing)?;
+    let modified = std::fs::metadata(path)
+        .and_then(|m| m.modified())
+        .map_err(missing)?;
     let families = metrics::parse(&text).map_err(|e| format!("{}: {e}", path.display()))?;
-    let written = families
-        .iter()
-        .find(|f| f.name == "urdma_metrics_written_timestamp_seconds")
-        .and_then(|f| f.samples.first())
-        .map_or(0.0, |s| s.value);
-    let now = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
+    let age = SystemTime::now()
+        .duration_since(modified)
         .map_or(0.0, |d| d.as_secs_f64());
-    Ok((families, (now - written).max(0.0)))
+    Ok((families, age))
 }
 
 fn series(s: &Sample) -> String {
@@ -117,13 +118,20 @@ struct FamilyJson<'a> {
 
 #[derive(serde::Serialize)]
 struct StatsJson<'a> {
+    /// Why the daemon could not be asked (then `endpoints` is empty).
+    daemon_error: Option<&'a str>,
     endpoints: Vec<EndpointJson<'a>>,
     metrics: Vec<FamilyJson<'a>>,
     metrics_age_seconds: Option<f64>,
 }
 
 /// Endpoints and metrics as one JSON object (the schema is in urdma-acm(8)).
-pub fn json(rows: &[Row], families: &[Family], stale: Option<f64>) -> String {
+pub fn json(
+    rows: &[Row],
+    daemon_error: Option<&str>,
+    families: &[Family],
+    stale: Option<f64>,
+) -> String {
     let endpoints = rows
         .iter()
         .map(|(ep, counters)| EndpointJson {
@@ -164,6 +172,7 @@ pub fn json(rows: &[Row], families: &[Family], stale: Option<f64>) -> String {
         })
         .collect();
     let all = StatsJson {
+        daemon_error,
         endpoints,
         metrics,
         metrics_age_seconds: stale,
@@ -274,7 +283,7 @@ mod tests {
         let mut broken = rows[0].clone();
         broken.1 = Err("no endpoint owns 10.0.0.1 any more".into());
         rows.push(broken);
-        let j = json(&rows, &families, Some(1.0));
+        let j = json(&rows, None, &families, Some(1.0));
         assert!(j.contains(r#""help":"Dropped \"datagrams\".""#), "{j}");
         let v: serde_json::Value = serde_json::from_str(&j).unwrap();
         let ep = &v["endpoints"][0];

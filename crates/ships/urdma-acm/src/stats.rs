@@ -61,6 +61,11 @@ pub struct Args {
     /// node_exporter's textfile collector beside the provider's own file.
     #[arg(long)]
     pub prometheus: bool,
+    /// Writes the output to FILE instead of stdout, atomically (a new file
+    /// renamed over the old): a reader never sees half of one, and on an
+    /// error the old file stays.
+    #[arg(short = 'o', long = "output", value_name = "FILE")]
+    pub output: Option<PathBuf>,
 }
 
 /// Decodes an EP query reply, whole as read: `Ok(None)` past the last
@@ -194,62 +199,101 @@ pub fn table(rows: &[Row]) -> String {
     out
 }
 
-pub fn run(args: &Args) -> ExitCode {
-    let result = UnixStream::connect(&args.socket)
-        .map_err(|e| {
-            format!(
-                "cannot connect to the daemon at {}: {e} (is ibacm running? see --socket)",
-                args.socket.display()
-            )
-        })
-        .and_then(|mut sock| {
-            sock.set_read_timeout(Some(TIMEOUT))
-                .and_then(|()| sock.set_write_timeout(Some(TIMEOUT)))
-                .map_err(|e| format!("socket: {e}"))?;
-            collect(&mut sock)
-        });
-    match result {
-        Ok(rows) if rows.is_empty() => {
-            eprintln!("urdma-acm: the daemon has no endpoints (no ACTIVE port with an address)");
-            ExitCode::FAILURE
-        }
-        Ok(rows) if args.prometheus => {
-            // The provider's own families are in its metrics file, which
-            // node_exporter reads beside this output: repeating them here
-            // would make the two collide.
-            print!("{}", crate::report::prometheus(&rows));
-            ExitCode::SUCCESS
-        }
-        Ok(rows) => {
-            let path = crate::report::metrics_path(args.metrics.as_deref(), &args.opts);
-            let metrics = match path.as_deref().map(crate::report::read_metrics) {
-                Some(Ok((families, age))) => {
-                    if age > crate::report::STALE_SECONDS {
-                        eprintln!("urdma-acm: the metrics are {age:.0} s old: the provider stopped writing them");
-                    }
-                    Some((families, age))
-                }
-                Some(Err(e)) => {
-                    eprintln!("urdma-acm: {e}");
-                    None
-                }
-                None => {
-                    eprintln!("urdma-acm: urdma_metrics_file is none: no provider metrics");
-                    None
-                }
-            };
-            let (families, age) = metrics.map_or((Vec::new(), None), |(f, a)| (f, Some(a)));
-            if args.json {
-                print!("{}", crate::report::json(&rows, &families, age));
-            } else {
-                print!("{}", table(&rows));
-                if !families.is_empty() {
-                    print!("\n{}", crate::report::lines(&families));
-                }
+/// Every endpoint of the daemon at `socket` with its counters.
+fn ask(socket: &std::path::Path) -> Result<Vec<Row>, String> {
+    let mut sock = UnixStream::connect(socket).map_err(|e| {
+        format!(
+            "cannot connect to the daemon at {}: {e} (is ibacm running? see --socket)",
+            socket.display()
+        )
+    })?;
+    sock.set_read_timeout(Some(TIMEOUT))
+        .and_then(|()| sock.set_write_timeout(Some(TIMEOUT)))
+        .map_err(|e| format!("socket: {e}"))?;
+    let rows = collect(&mut sock)?;
+    if rows.is_empty() {
+        return Err("the daemon has no endpoints (no ACTIVE port with an address)".into());
+    }
+    Ok(rows)
+}
+
+/// The provider's metrics, warnings on stderr.
+fn provider_metrics(args: &Args) -> (Vec<ibacm_urdma::metrics::Family>, Option<f64>) {
+    let path = crate::report::metrics_path(args.metrics.as_deref(), &args.opts);
+    match path.as_deref().map(crate::report::read_metrics) {
+        Some(Ok((families, age))) => {
+            if age > crate::report::STALE_SECONDS {
+                eprintln!(
+                    "urdma-acm: the metrics are {age:.0} s old: the provider stopped renewing them"
+                );
             }
-            ExitCode::SUCCESS
+            (families, Some(age))
         }
-        Err(e) => {
+        Some(Err(e)) => {
+            eprintln!("urdma-acm: {e}");
+            (Vec::new(), None)
+        }
+        None => {
+            eprintln!("urdma-acm: urdma_metrics_file is none: no provider metrics");
+            (Vec::new(), None)
+        }
+    }
+}
+
+/// Writes `text` to `path` atomically: beside it, then renamed over it.
+pub fn write_atomically(path: &std::path::Path, text: &str) -> Result<(), String> {
+    let mut tmp = path.to_path_buf().into_os_string();
+    tmp.push(format!(".{}.tmp", std::process::id()));
+    let tmp = PathBuf::from(tmp);
+    let written = std::fs::write(&tmp, text).and_then(|()| std::fs::rename(&tmp, path));
+    written.map_err(|e| {
+        let _ = std::fs::remove_file(&tmp);
+        format!("cannot write {}: {e}", path.display())
+    })
+}
+
+pub fn run(args: &Args) -> ExitCode {
+    let rows = ask(&args.socket);
+    let (out, ok) = match (&rows, args.prometheus, args.json) {
+        (Err(e), false, true) => {
+            // Tools get an object whatever happened: the provider's own
+            // metrics may still say something.
+            eprintln!("urdma-acm: {e}");
+            let (families, age) = provider_metrics(args);
+            (crate::report::json(&[], Some(e), &families, age), false)
+        }
+        (Err(e), _, _) => {
+            eprintln!("urdma-acm: {e}");
+            return ExitCode::FAILURE;
+        }
+        // The provider's own families are in its metrics file, which
+        // node_exporter reads beside this output: repeating them here
+        // would make the two collide.
+        (Ok(rows), true, _) => (crate::report::prometheus(rows), true),
+        (Ok(rows), false, true) => {
+            let (families, age) = provider_metrics(args);
+            (crate::report::json(rows, None, &families, age), true)
+        }
+        (Ok(rows), false, false) => {
+            let (families, _) = provider_metrics(args);
+            let mut text = table(rows);
+            if !families.is_empty() {
+                text.push('\n');
+                text.push_str(&crate::report::lines(&families));
+            }
+            (text, true)
+        }
+    };
+    let written = match &args.output {
+        Some(path) => write_atomically(path, &out),
+        None => std::io::stdout()
+            .write_all(out.as_bytes())
+            .map_err(|e| format!("stdout: {e}")),
+    };
+    match (written, ok) {
+        (Ok(()), true) => ExitCode::SUCCESS,
+        (Ok(()), false) => ExitCode::FAILURE,
+        (Err(e), _) => {
             eprintln!("urdma-acm: {e}");
             ExitCode::FAILURE
         }
