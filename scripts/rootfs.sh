@@ -23,8 +23,11 @@ esac
 name=${dir##*/}
 # Only ibacm and rdmacm-utils by name: their dependencies bring libibverbs and
 # librdmacm (the library of librdmacm clients) under each release's own
-# package names (trixie's carry a t64 suffix).
+# package names (trixie's carry a t64 suffix). Debian 12 for amd64 also
+# holds the node exporter, whose serving of the provider's metrics from its
+# textfile directory (no path edited) the matrix checks there alone.
 include=ibacm,rdmacm-utils
+[ "$suite-$arch" != bookworm-amd64 ] || include=$include,prometheus-node-exporter
 marker=$dir/.urdma-rootfs-complete
 # The kernel forgets binfmt_misc's registrations at every boot; the cache
 # stays.
