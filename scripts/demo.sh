@@ -85,6 +85,7 @@ provider urdma default
 support_ips_in_addr_cfg 1
 urdma_hosts_file $d/hosts
 urdma_auth_key_file $work/urdma.key
+urdma_metrics_file /run/ibacm-urdma.prom
 OPTS
     printf '%s urdma0 1 default\n' "node-$h" "$ip" "$ip6" > "$d/ibacm_addr.cfg"
 done <<< "$hosts"
@@ -150,8 +151,17 @@ echo "== urdma-acm check-config on host b's options (and the hosts and key files
 echo
 echo "== urdma-acm stats on host a: the provider's counters per endpoint, then its metrics"
 # In host a's namespaces: its /run holds the daemon's socket and the
-# provider's metrics file (urdma_metrics_file, /run/ibacm-urdma.prom).
+# provider's metrics file (urdma_metrics_file, /run/ibacm-urdma.prom) and
+# its control socket (/run/ibacm-urdma.sock).
 (in_host a "$bin/urdma-acm" stats -O "$work/a/ibacm_opts.cfg") || true
+
+echo
+echo "== urdma-acm health and show on host a: over the provider's own control socket"
+(in_host a "$bin/urdma-acm" health) || true
+(in_host a "$bin/urdma-acm" show) || true
+echo "== urdma-acm forget node-b on host a: the next request asks the network again"
+(in_host a "$bin/urdma-acm" forget node-b) || true
+acme a -f n -s node-a -d node-b
 
 echo
 echo "== host b: the provider's lines in the daemon log (log_level 1)"

@@ -182,6 +182,9 @@ impl Host {
         if let Some(name) = &cfg.provider_name {
             opts.push(format!("provider {name} default"));
         }
+        // Each host's own /run, even where a node exporter's textfile
+        // directory (shared by every host here) would be the default.
+        opts.push("urdma_metrics_file /run/ibacm-urdma.prom".to_string());
         let hosts = match &cfg.hosts_file {
             Some(HostsFile::Text(text)) => {
                 fs::write(self.hosts_path(), text).expect("write hosts.data");
