@@ -4,9 +4,38 @@
 use super::counters::ERROR_REASONS;
 use super::Engine;
 use crate::daemon::Daemon;
-use crate::discovery::counts::LookupStats;
+use crate::discovery::counts::{Counts, LookupStats};
 use crate::discovery::Discovery;
 use crate::metrics::{Exposition, Kind, Sample};
+
+/// What the metrics are made of: compared in a few hundred instructions
+/// where building the metrics costs a hundred thousand, so that the
+/// metrics writer of an idle provider builds nothing. Whatever a metric
+/// shows must be here, or a change of it waits for the writer's periodic
+/// rebuild.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Inputs {
+    requests: [u64; crate::daemon::COUNTERS],
+    errors: [u64; ERROR_REASONS.len()],
+    counts: Counts,
+    tables: super::Tables,
+    waiting: usize,
+    hosts: usize,
+    ports: usize,
+}
+
+/// The inputs of [`Engine::metrics`], now.
+pub fn inputs<D: Daemon>(e: &Engine<D>) -> Inputs {
+    Inputs {
+        requests: e.counters.totals(),
+        errors: e.counters.errors,
+        counts: e.discovery.counts().clone(),
+        tables: e.tables(),
+        waiting: e.waiting.len(),
+        hosts: e.hosts.len(),
+        ports: e.local.ports().count(),
+    }
+}
 
 impl<D: Daemon> Engine<D> {
     /// Every metric, now.

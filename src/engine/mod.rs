@@ -26,7 +26,7 @@ mod cache;
 mod counters;
 mod effects;
 pub mod inspect;
-mod metrics;
+pub mod metrics;
 pub mod reconfigure;
 mod resolve;
 mod tables;

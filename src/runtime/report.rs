@@ -1,17 +1,19 @@
 //! The metrics file (`urdma_metrics_file`), kept by a thread of its own
 //! (discovery may be off, the request counters still count) from the
-//! first device the daemon opens. Every [`EVERY`] it takes the engine's
-//! numbers; when they changed it writes them atomically (a new file renamed
-//! over the old), so a reader (`urdma-acm stats`, node_exporter's textfile
-//! collector) never sees half of one; when they did not, it only renews
-//! the file's modification time, which is what says the provider runs
-//! (node_exporter's `node_textfile_mtime_seconds`): an idle provider
-//! formats nothing. The path is read from the configuration each time, so
+//! first device the daemon opens. Every [`EVERY`] it compares what the
+//! engine's numbers are made of ([`Inputs`]) with the last time; when they
+//! changed it builds the numbers and writes them atomically (a new file
+//! renamed over the old), so a reader (`urdma-acm stats`, node_exporter's
+//! textfile collector) never sees half of one; when they did not, it only
+//! renews the file's modification time, which is what says the provider
+//! runs (node_exporter's `node_textfile_mtime_seconds`): an idle provider
+//! builds and formats nothing. The path is read from the configuration each time, so
 //! a change of `urdma_metrics_file` takes effect at once and the old file
 //! goes. A channel of the provider's own: the daemon needs no change.
 
 use super::lock;
 use crate::daemon::Daemon;
+use crate::engine::metrics::{self, Inputs};
 use crate::engine::Engine;
 use crate::metrics::Exposition;
 use crate::threads::Threads;
@@ -22,11 +24,17 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant, SystemTime};
 
 pub const EVERY: Duration = Duration::from_secs(1);
+/// The metrics are built again at least this often, whatever their
+/// inputs say: a number the inputs miss is late by this much at most.
+pub const REBUILD: Duration = Duration::from_secs(60);
 
 pub struct MetricsFile {
-    /// Where the last file went, and what it said.
+    /// Where the last file went, what it said, what it was made of, and
+    /// when it was last built.
     path: Option<PathBuf>,
     written: Option<Exposition>,
+    inputs: Option<Inputs>,
+    built: Option<Instant>,
     next: Instant,
     /// The last failure, logged once until it changes.
     failing: Option<String>,
@@ -37,6 +45,8 @@ impl Default for MetricsFile {
         MetricsFile {
             path: None,
             written: None,
+            inputs: None,
+            built: None,
             next: Instant::now(),
             failing: None,
         }
@@ -48,9 +58,20 @@ impl MetricsFile {
         now >= self.next
     }
 
-    /// Puts `metrics` at `path` (none: no file): written when they or the
-    /// path changed, else the file's time renewed.
-    pub fn keep(&mut self, path: Option<&Path>, metrics: Exposition, now: Instant) {
+    /// Whether the metrics must be built for `path` at `now`: they, their
+    /// inputs or the path changed, or [`REBUILD`] passed.
+    pub fn wants(&self, path: Option<&Path>, inputs: &Inputs, now: Instant) -> bool {
+        path.is_some()
+            && (self.path.as_deref() != path
+                || self.written.is_none()
+                || self.inputs.as_ref() != Some(inputs)
+                || self.built.is_none_or(|b| now >= b + REBUILD))
+    }
+
+    /// Puts the metrics at `path` (none: no file): `built`, the metrics
+    /// and their inputs when [`MetricsFile::wants`] them, written when they
+    /// changed; otherwise the file's time is renewed.
+    pub fn keep(&mut self, path: Option<&Path>, built: Option<(Inputs, Exposition)>, now: Instant) {
         self.next = now + EVERY;
         if self.path.as_deref() != path {
             if let Some(old) = self.path.take() {
@@ -65,16 +86,24 @@ impl MetricsFile {
         let Some(path) = self.path.clone() else {
             return;
         };
-        let result = if self.written.as_ref() == Some(&metrics) && renew(&path).is_ok() {
-            Ok(())
-        } else {
-            let r = replace(&path, metrics.render().as_bytes());
-            self.written = r.is_ok().then_some(metrics);
-            r
+        let result = match built {
+            Some((inputs, metrics)) => {
+                self.built = Some(now);
+                self.inputs = Some(inputs);
+                if self.written.as_ref() == Some(&metrics) && renew(&path).is_ok() {
+                    Ok(())
+                } else {
+                    let r = replace(&path, metrics.render().as_bytes());
+                    self.written = r.is_ok().then_some(metrics);
+                    r
+                }
+            }
+            None => renew(&path),
         };
         match result {
             Ok(()) => self.failing = None,
             Err(e) => {
+                // Written again, whole, at the next look.
                 self.written = None;
                 let e = format!("cannot write the metrics file {}: {e}", path.display());
                 if self.failing.as_ref() != Some(&e) {
@@ -86,8 +115,7 @@ impl MetricsFile {
     }
 }
 
-/// Marks the file as current without rewriting it; a file that went (an
-/// operator removed it) is written again instead.
+/// Marks the file as current without rewriting it.
 fn renew(path: &Path) -> std::io::Result<()> {
     let f = std::fs::OpenOptions::new().write(true).open(path)?;
     f.set_modified(SystemTime::now())
@@ -120,11 +148,16 @@ pub fn spawn<D: Daemon + 'static>(
         move || loop {
             let now = Instant::now();
             if file.due(now) {
-                let (path, snapshot) = {
+                // Built under the engine's lock when needed; the file is
+                // written after it is released.
+                let (path, built) = {
                     let e = lock(engine);
-                    (e.config().metrics_file.clone(), e.metrics())
+                    let path = e.config().metrics_file.clone();
+                    let inputs = metrics::inputs(&e);
+                    let wanted = file.wants(path.as_deref(), &inputs, now);
+                    (path, wanted.then(|| (inputs, e.metrics())))
                 };
-                file.keep(path.as_deref(), snapshot, now);
+                file.keep(path.as_deref(), built, now);
             }
             if stop.sleep(file.next.saturating_duration_since(Instant::now())) {
                 return;
@@ -138,67 +171,85 @@ pub fn spawn<D: Daemon + 'static>(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::metrics::Kind;
-
-    fn numbers(v: u64) -> Exposition {
-        let mut e = Exposition::default();
-        e.single("urdma_a", "A.", Kind::Gauge, v);
-        e
-    }
+    use crate::config::Config;
+    use crate::daemon::FakeDaemon;
+    use crate::local::PortInfo;
 
     fn mtime(p: &Path) -> SystemTime {
         std::fs::metadata(p).unwrap().modified().unwrap()
     }
 
+    fn inode(p: &Path) -> u64 {
+        std::os::unix::fs::MetadataExt::ino(&std::fs::metadata(p).unwrap())
+    }
+
+    /// What the writer's thread does at `now`; whether it built.
+    fn look(
+        f: &mut MetricsFile,
+        path: Option<&Path>,
+        e: &Engine<FakeDaemon>,
+        now: Instant,
+    ) -> bool {
+        let inputs = metrics::inputs(e);
+        let built = f.wants(path, &inputs, now).then(|| (inputs, e.metrics()));
+        let did = built.is_some();
+        f.keep(path, built, now);
+        did
+    }
+
     #[test]
-    fn the_file_is_rewritten_when_its_numbers_change_and_only_renewed_otherwise() {
+    fn the_file_is_built_when_its_inputs_change_and_only_renewed_otherwise() {
         let dir = std::env::temp_dir().join(format!("urdma-metrics-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         let path = dir.join("m.prom");
+        let mut e = Engine::new(FakeDaemon::default(), Config::default(), Default::default());
         let mut f = MetricsFile::default();
         let now = Instant::now();
         assert!(f.due(now));
-        f.keep(Some(&path), numbers(1), now);
+        assert!(look(&mut f, Some(&path), &e, now));
         assert!(!f.due(now) && f.due(now + EVERY));
         let text = std::fs::read_to_string(&path).unwrap();
-        assert_eq!(crate::metrics::parse(&text).unwrap().len(), 1, "{text}");
+        assert!(text.contains("urdma_ports 0\n"), "{text}");
         let mode = std::fs::metadata(&path).unwrap().permissions().mode();
         assert_eq!(mode & 0o777, 0o644, "the node exporter's user reads it");
         assert!(!dir.join("m.prom.tmp").exists());
 
-        // Unchanged: the same file (same inode), its time renewed.
+        // Unchanged: nothing built, the same file (inode), its time renewed.
         let old = SystemTime::now() - Duration::from_secs(600);
-        std::fs::File::options()
-            .write(true)
-            .open(&path)
-            .unwrap()
-            .set_modified(old)
-            .unwrap();
-        let inode = |p: &Path| std::os::unix::fs::MetadataExt::ino(&std::fs::metadata(p).unwrap());
+        let file = std::fs::File::options().write(true).open(&path).unwrap();
+        file.set_modified(old).unwrap();
         let before = inode(&path);
-        f.keep(Some(&path), numbers(1), now + EVERY);
+        assert!(!look(&mut f, Some(&path), &e, now + EVERY));
         assert_eq!(inode(&path), before, "rewritten though nothing changed");
         assert!(mtime(&path) > old + Duration::from_secs(500));
-        // Changed: written anew.
-        f.keep(Some(&path), numbers(2), now + EVERY * 2);
+        // Built again after REBUILD, and not rewritten when the same.
+        assert!(look(&mut f, Some(&path), &e, now + REBUILD));
+        assert_eq!(inode(&path), before);
+        // An input changed: built and written anew.
+        let dev = e.open_device(1);
+        e.open_port(dev, PortInfo::infiniband(1, "fe80::1".parse().unwrap()))
+            .unwrap();
+        assert!(look(&mut f, Some(&path), &e, now + REBUILD + EVERY));
         assert!(std::fs::read_to_string(&path)
             .unwrap()
-            .contains("urdma_a 2"));
-        // Removed by someone: back at the next second.
+            .contains("urdma_ports 1\n"));
+        // Removed by someone: the renewal fails, the next look writes it.
         std::fs::remove_file(&path).unwrap();
-        f.keep(Some(&path), numbers(2), now + EVERY * 3);
+        assert!(!look(&mut f, Some(&path), &e, now + REBUILD + EVERY * 2));
+        assert!(f.failing.is_some());
+        assert!(look(&mut f, Some(&path), &e, now + REBUILD + EVERY * 3));
         assert!(path.exists() && f.failing.is_none());
 
         // Moved: the old file goes, the new one comes; none: no file.
         let moved = dir.join("n.prom");
-        f.keep(Some(&moved), numbers(2), now + EVERY * 5);
+        assert!(look(&mut f, Some(&moved), &e, now + REBUILD + EVERY * 4));
         assert!(!path.exists() && moved.exists());
-        f.keep(None, numbers(2), now + EVERY * 6);
+        assert!(!look(&mut f, None, &e, now + REBUILD + EVERY * 5));
         assert!(!moved.exists());
         std::fs::remove_dir_all(&dir).unwrap();
 
         let mut gone = MetricsFile::default();
-        gone.keep(Some(&dir.join("m.prom")), Exposition::default(), now);
+        look(&mut gone, Some(&dir.join("m.prom")), &e, now);
         assert!(gone.failing.as_ref().unwrap().contains("No such file"));
     }
 }
