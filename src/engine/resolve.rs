@@ -412,11 +412,44 @@ impl<D: Daemon> Engine<D> {
 /// Logs a malformed request, at most one line per
 /// [`crate::summary::EVERY`]: any local client can send them.
 fn malformed(logged: &mut crate::summary::Throttle, kind: &str, why: &str, now: Instant) {
-    if let Some(held) = logged.pass(now, crate::summary::EVERY) {
-        let more = match held {
-            0 => String::new(),
-            n => format!(" ({n} more since the last such line)"),
-        };
-        log::warn!("malformed {kind} request: {why}{more}");
+    if let Some(line) = malformed_line(logged, kind, why, now) {
+        log::warn!("{line}");
     }
+}
+
+/// The line [`malformed`] logs, if one is due.
+fn malformed_line(
+    logged: &mut crate::summary::Throttle,
+    kind: &str,
+    why: &str,
+    now: Instant,
+) -> Option<String> {
+    let held = logged.pass(now, crate::summary::EVERY)?;
+    let more = match held {
+        0 => String::new(),
+        n => format!(" ({n} more since the last such line)"),
+    };
+    Some(format!("malformed {kind} request: {why}{more}"))
+}
+
+#[cfg(test)]
+mod malformed_tests {
+    use super::*;
+
+    #[test]
+    fn a_flood_of_malformed_requests_is_one_line_per_interval() {
+        let mut logged = crate::summary::Throttle::default();
+        let t = Instant::now();
+        let lines: Vec<String> = (0..1000)
+            .filter_map(|i| malformed_line(&mut logged, "resolve", "short", t + i * MS))
+            .collect();
+        assert_eq!(lines, ["malformed resolve request: short"]);
+        let later = malformed_line(&mut logged, "query", "bad", t + crate::summary::EVERY);
+        assert_eq!(
+            later.as_deref(),
+            Some("malformed query request: bad (999 more since the last such line)")
+        );
+    }
+
+    const MS: std::time::Duration = std::time::Duration::from_millis(1);
 }
