@@ -13,7 +13,6 @@
 
 use crate::addr::{Address, Gid};
 use std::fmt::Write as _;
-use std::path::Path;
 
 /// Where the provider listens: root only (mode 0600), beside the daemon's
 /// own socket, never in place of it.
@@ -324,11 +323,6 @@ impl Answer {
         }
         Ok(a)
     }
-}
-
-/// Whether a file at `path` is a socket something listens on.
-pub fn listening(path: &Path) -> bool {
-    std::os::unix::net::UnixStream::connect(path).is_ok()
 }
 
 #[cfg(test)]

@@ -21,7 +21,7 @@ const CLIENT_TIMEOUT: Duration = Duration::from_secs(2);
 /// connected before that is dropped unanswered. A socket left by a daemon
 /// that died is replaced; one another provider listens on is not.
 fn bind(path: &Path) -> std::io::Result<UnixListener> {
-    if crate::control::listening(path) {
+    if UnixStream::connect(path).is_ok() {
         return Err(std::io::Error::new(
             std::io::ErrorKind::AddrInUse,
             "another provider listens on it",

@@ -193,34 +193,30 @@ impl<D: Daemon + Copy + 'static> Runtime<D> {
     /// unusable key must not mean unauthenticated discovery.
     fn start_discovery(&'static self) -> Families {
         let cfg = lock(&self.engine).config().clone();
-        if !cfg.discovery {
-            if !cfg.derive.is_empty() {
-                self.open_net(Sealing::default());
-            }
-            log::info!("discovery disabled; only local and static data resolve");
-            return Families::NONE;
+        match (cfg.discovery, &cfg.auth_key_file) {
+            (false, _) => log::info!("discovery disabled; only local and static data resolve"),
+            (true, None) => return self.open_net(Sealing::default()),
+            (true, Some(path)) => match KeyFile::load(path) {
+                Ok(file) => return self.authenticate(path, &file),
+                Err(err) => self.refuse_key(&err.to_string()),
+            },
         }
-        let Some(path) = &cfg.auth_key_file else {
-            return self.open_net(Sealing::default());
-        };
-        match KeyFile::load(path) {
-            Ok(file) => self.authenticate(path, &file),
-            Err(err) => {
-                self.refuse_key(&err.to_string());
-                if !cfg.derive.is_empty() {
-                    self.open_net(Sealing::default());
-                }
-                Families::NONE
-            }
+        // Derivations poke their addresses through the sockets.
+        if !cfg.derive.is_empty() {
+            self.open_net(Sealing::default());
         }
+        Families::NONE
     }
 
     /// The families discovery is on for now: its sockets', once they are
     /// open and any key file configured is in force.
     fn families(&self) -> Families {
-        let cfg = lock(&self.engine).config().clone();
-        let keyed = cfg.auth_key_file.is_none() || self.keys.get().is_some();
-        match (self.net(), cfg.discovery && keyed) {
+        let on = {
+            let e = lock(&self.engine);
+            let cfg = e.config();
+            cfg.discovery && (cfg.auth_key_file.is_none() || self.keys.get().is_some())
+        };
+        match (self.net(), on) {
             (Some(net), true) => net.families(),
             _ => Families::NONE,
         }
@@ -261,27 +257,36 @@ impl<D: Daemon + Copy + 'static> Runtime<D> {
 
     /// The key file at `path` changed: put its keys in force (the first
     /// time, discovery comes on), or say why they cannot be.
+    /// A file the provider refuses changes nothing: the keys in force
+    /// stay, or discovery stays off.
     fn take_key(&'static self, path: &std::path::Path) {
-        if self.keys.get().is_some() {
-            watcher::rekey(&self.engine, path);
+        let in_force = self.keys.get().is_some();
+        let file = match KeyFile::load(path) {
+            Ok(file) => file,
+            Err(err) if in_force => {
+                log::error!("{err}; the keys in force stay");
+                return;
+            }
+            Err(err) => {
+                self.refuse_key(&err.to_string());
+                return;
+            }
+        };
+        if in_force {
+            watcher::rekey(&self.engine, path, &file);
             return;
         }
-        match KeyFile::load(path) {
-            Ok(file) => {
-                let families = self.authenticate(path, &file);
-                self.with_engine(|e| e.set_discovery_up(families, Instant::now()));
-                log::info!(
-                    "key file {}: accepted; discovery on{}",
-                    path.display(),
-                    if families.any() {
-                        ""
-                    } else {
-                        " (no socket could be opened)"
-                    }
-                );
+        let families = self.authenticate(path, &file);
+        self.with_engine(|e| e.set_discovery_up(families, Instant::now()));
+        log::info!(
+            "key file {}: accepted; discovery on{}",
+            path.display(),
+            if families.any() {
+                ""
+            } else {
+                " (no socket could be opened)"
             }
-            Err(err) => self.refuse_key(&err.to_string()),
-        }
+        );
     }
 
     /// Opens the discovery sockets with `sealing` and starts the worker,

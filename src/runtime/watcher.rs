@@ -60,32 +60,16 @@ pub fn reconfigure<D: Daemon>(engine: &Mutex<Engine<D>>, path: &Path) -> Applied
     applied
 }
 
-/// Reads the key file again and, if the provider accepts it (the rules of
-/// the start: only root may read it, every line a key), signs and checks
-/// with its keys from now on; a file it refuses changes nothing.
-pub fn rekey<D: Daemon>(engine: &Mutex<Engine<D>>, path: &Path) -> Applied {
-    let file = match KeyFile::load(path) {
-        Ok(file) => file,
-        Err(d) => {
-            log::error!("{d}; the keys in force stay");
-            return Applied::default();
-        }
-    };
-    let ring = Keyring::new(&file);
+/// Signs and checks with the keys of `file`, the key file at `path` read
+/// again, from now on (authentication is in force).
+pub fn rekey<D: Daemon>(engine: &Mutex<Engine<D>>, path: &Path, file: &KeyFile) {
+    let ring = Keyring::new(file);
     let (signing, keys) = (ring.signing_id(), ring.len());
-    let applied = lock(engine).reconfigure(Change::Keys(ring));
-    if applied.live.is_empty() {
-        log::warn!(
-            "key file {}: changed, but authentication is not on; it needs a restart of the daemon",
-            path.display()
-        );
-    } else {
-        log::info!(
-            "key file {}: reloaded, signing with key {signing} of {keys}",
-            path.display()
-        );
-    }
-    applied
+    lock(engine).reconfigure(Change::Keys(ring));
+    log::info!(
+        "key file {}: reloaded, signing with key {signing} of {keys}",
+        path.display()
+    );
 }
 
 /// A file the watcher follows, and what puts a new version in force.

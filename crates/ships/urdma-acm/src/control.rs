@@ -118,19 +118,9 @@ fn table(heading: &str, header: &[&str], rows: Vec<Vec<String>>) -> String {
     }
     let mut all = vec![header.iter().map(|s| s.to_string()).collect::<Vec<_>>()];
     all.extend(rows);
-    let widths: Vec<usize> = (0..header.len())
-        .map(|c| all.iter().map(|r| r[c].len()).max().unwrap_or(0))
-        .collect();
     let mut out = format!("{heading}:\n");
-    for row in &all {
-        let cells: Vec<String> = row
-            .iter()
-            .zip(&widths)
-            .map(|(c, w)| format!("{c:<w$}"))
-            .collect();
-        out.push_str("  ");
-        out.push_str(cells.join("  ").trim_end());
-        out.push('\n');
+    for line in crate::stats::aligned(&all) {
+        out.push_str(&format!("  {line}\n"));
     }
     out
 }

@@ -175,28 +175,32 @@ pub fn table(rows: &[Row]) -> String {
         }
         cells.push(row);
     }
-    let columns = cells.iter().map(Vec::len).max().unwrap_or(0);
+    aligned(&cells).iter().map(|l| format!("{l}\n")).collect()
+}
+
+/// `rows` as lines of columns two spaces apart, each as wide as its widest
+/// cell; a row may be shorter than the others.
+pub fn aligned(rows: &[Vec<String>]) -> Vec<String> {
+    let columns = rows.iter().map(Vec::len).max().unwrap_or(0);
     let widths: Vec<usize> = (0..columns)
         .map(|c| {
-            cells
-                .iter()
+            rows.iter()
                 .filter_map(|r| r.get(c))
                 .map(String::len)
                 .max()
                 .unwrap_or(0)
         })
         .collect();
-    let mut out = String::new();
-    for row in &cells {
-        let line: Vec<String> = row
-            .iter()
-            .zip(&widths)
-            .map(|(cell, w)| format!("{cell:<w$}"))
-            .collect();
-        out.push_str(line.join("  ").trim_end());
-        out.push('\n');
-    }
-    out
+    rows.iter()
+        .map(|row| {
+            let line: Vec<String> = row
+                .iter()
+                .zip(&widths)
+                .map(|(cell, w)| format!("{cell:<w$}"))
+                .collect();
+            line.join("  ").trim_end().to_string()
+        })
+        .collect()
 }
 
 /// Every endpoint of the daemon at `socket` with its counters.
