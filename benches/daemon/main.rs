@@ -62,19 +62,7 @@ fn throughput(sc: &Scratch, quick: bool) {
     if !quick {
         daemons.push(("urdma 1M", urdma(&hosts_1m), &dests_1m));
     }
-    for (label, d, dests) in &daemons {
-        // Warm once: every destination resolved (and cached) before timing.
-        let s = load(
-            d,
-            &load_args(dests.to_str().unwrap(), "1", &[]),
-            Duration::from_secs(60),
-        );
-        assert!(
-            num(&s, "ok") == num(&s, "requests"),
-            "{label} warm-up: {s:?}\n{}",
-            d.diagnostics()
-        );
-    }
+    warm(&daemons);
 
     // The daemon's event thread is what is being measured: give it a core
     // of its own and the load generator (this process's children inherit
@@ -105,59 +93,78 @@ fn throughput(sc: &Scratch, quick: bool) {
     }
     println!("{head}\n{rule}");
     for c in CONCURRENCY {
-        let cs = c.to_string();
-        let mut best: Vec<Option<Point>> = daemons.iter().map(|_| None).collect();
-        let mut rates: Vec<Vec<f64>> = daemons.iter().map(|_| Vec::new()).collect();
-        for _ in 0..rounds {
-            for (i, (label, d, dests)) in daemons.iter().enumerate() {
-                let s = load(
-                    d,
-                    &load_args(
-                        dests.to_str().unwrap(),
-                        &cs,
-                        &["--duration", secs, "--poll"],
-                    ),
-                    Duration::from_secs(60),
-                );
-                if num(&s, "missing") != 0.0 || num(&s, "ok") != num(&s, "requests") {
-                    eprintln!("warning: {label} at c={c}: {s:?}");
-                }
-                let p = Point {
-                    rate: num(&s, "rate_per_s"),
-                    p50: num(&s, "p50_us"),
-                    p99: num(&s, "p99_us"),
-                };
-                rates[i].push(p.rate);
-                if best[i].as_ref().is_none_or(|b| p.rate > b.rate) {
-                    best[i] = Some(p);
-                }
-            }
-        }
-        let mut row = format!("| {c} |");
-        for (i, p) in best.iter().enumerate() {
-            let p = p.as_ref().expect("measured");
-            row += &format!(" {:.0} | {:.0} / {:.0} |", p.rate, p.p50, p.p99);
-            if i > 0 {
-                let mut ratios: Vec<f64> = rates[i]
-                    .iter()
-                    .zip(&rates[0])
-                    .map(|(u, n)| 100.0 * u / n)
-                    .collect();
-                ratios.sort_by(f64::total_cmp);
-                row += &format!(
-                    " {:.1}% ({:.1}\u{2013}{:.1}) |",
-                    ratios[ratios.len() / 2],
-                    ratios[0],
-                    ratios[ratios.len() - 1]
-                );
-            }
-        }
-        println!("{row}");
+        println!("{}", row_at(&daemons, c, rounds, secs));
     }
     println!();
     if pinned {
         unpin();
     }
+}
+
+/// Every destination resolved (and cached) once, before timing.
+fn warm(daemons: &[(&str, Host, &Path)]) {
+    for (label, d, dests) in daemons {
+        let s = load(
+            d,
+            &load_args(dests.to_str().unwrap(), "1", &[]),
+            Duration::from_secs(60),
+        );
+        assert!(
+            num(&s, "ok") == num(&s, "requests"),
+            "{label} warm-up: {s:?}\n{}",
+            d.diagnostics()
+        );
+    }
+}
+
+/// One row of the cache-hit table: `c` clients, `rounds` alternating
+/// rounds of `secs` seconds against each daemon.
+fn row_at(daemons: &[(&str, Host, &Path)], c: usize, rounds: usize, secs: &str) -> String {
+    let cs = c.to_string();
+    let mut best: Vec<Option<Point>> = daemons.iter().map(|_| None).collect();
+    let mut rates: Vec<Vec<f64>> = daemons.iter().map(|_| Vec::new()).collect();
+    for _ in 0..rounds {
+        for (i, (label, d, dests)) in daemons.iter().enumerate() {
+            let args = load_args(
+                dests.to_str().unwrap(),
+                &cs,
+                &["--duration", secs, "--poll"],
+            );
+            let s = load(d, &args, Duration::from_secs(60));
+            if num(&s, "missing") != 0.0 || num(&s, "ok") != num(&s, "requests") {
+                eprintln!("warning: {label} at c={c}: {s:?}");
+            }
+            let p = Point {
+                rate: num(&s, "rate_per_s"),
+                p50: num(&s, "p50_us"),
+                p99: num(&s, "p99_us"),
+            };
+            rates[i].push(p.rate);
+            if best[i].as_ref().is_none_or(|b| p.rate > b.rate) {
+                best[i] = Some(p);
+            }
+        }
+    }
+    let mut row = format!("| {c} |");
+    for (i, p) in best.iter().enumerate() {
+        let p = p.as_ref().expect("measured");
+        row += &format!(" {:.0} | {:.0} / {:.0} |", p.rate, p.p50, p.p99);
+        if i > 0 {
+            let mut ratios: Vec<f64> = rates[i]
+                .iter()
+                .zip(&rates[0])
+                .map(|(u, n)| 100.0 * u / n)
+                .collect();
+            ratios.sort_by(f64::total_cmp);
+            row += &format!(
+                " {:.1}% ({:.1}\u{2013}{:.1}) |",
+                ratios[ratios.len() / 2],
+                ratios[0],
+                ratios[ratios.len() - 1]
+            );
+        }
+    }
+    row
 }
 
 // 3 -------------------------------------------------------------------------
@@ -183,13 +190,11 @@ fn answers_within(host: &Host, src: &str, name: &str) {
     }
 }
 
-fn misses(quick: bool) {
-    let (cold, burst) = if quick {
-        (200u32, 2_000u32)
-    } else {
-        (1_000, 10_000)
-    };
-    let net = Net::new();
+/// Host A (`node-a`) and host B, which holds `node-b-warm` and
+/// `node-b-1` to `node-b-{names}`, on one bridge, ready: B answers its
+/// last name, its start-up announcements are over, and one exchange
+/// between the two is behind them.
+fn two_hosts(net: &Net, names: u32) -> (Host, Host) {
     let node = |n: u8, lines: Vec<String>| -> Host {
         let mut cfg = config(Provider::Urdma)
             .ip_addrs(&[&format!("10.0.0.{n}/24")])
@@ -197,7 +202,7 @@ fn misses(quick: bool) {
                 "device urdma0\n  mac 52:54:00:00:00:{n:02x}\n  port 1\n"
             ));
         cfg.addr_lines = lines;
-        Host::start_on(&net, "eth0", cfg)
+        Host::start_on(net, "eth0", cfg)
     };
     let a = node(
         1,
@@ -210,11 +215,10 @@ fn misses(quick: bool) {
         "10.0.0.2 urdma0 1 default".to_string(),
         "node-b-warm urdma0 1 default".to_string(),
     ];
-    // Names: node-b-1 .. node-b-BURST for the burst, then COLD more.
-    b_lines.extend((1..=burst + cold).map(|i| format!("node-b-{i} urdma0 1 default")));
+    b_lines.extend((1..=names).map(|i| format!("node-b-{i} urdma0 1 default")));
     let b = node(2, b_lines);
     // B is ready once it answers its own last name.
-    answers_within(&b, "node-b-1", &format!("node-b-{}", burst + cold));
+    answers_within(&b, "node-b-1", &format!("node-b-{names}"));
     // B announces its 11,000 names 50 ms, 1 s and 3 s after its port came
     // up (688 datagrams each time, paced): measured here is the lookup, not
     // A and B digesting that start-up burst at the same time.
@@ -236,6 +240,18 @@ fn misses(quick: bool) {
         Duration::from_secs(10),
     );
     assert_eq!(num(&warm, "ok"), 1.0, "{warm:?}\n{}", a.diagnostics());
+    (a, b)
+}
+
+fn misses(quick: bool) {
+    let (cold, burst) = if quick {
+        (200u32, 2_000u32)
+    } else {
+        (1_000, 10_000)
+    };
+    let net = Net::new();
+    // Names: node-b-1 .. node-b-BURST for the burst, then COLD more.
+    let (a, b) = two_hosts(&net, burst + cold);
 
     let cold_file = a.path("cold.txt");
     let names: Vec<String> = (burst + 1..=burst + cold)

@@ -16,6 +16,7 @@
 //! cargo bench --bench fleet -- [--hosts N] [--state fresh|aged|joined|rebooted]
 //!     [--peers K] [--names M] [--key] [--restart R] [--storm-interval-ms T]
 //!     [--log-level L] [--trace-hosts a,b] [--flood-arp] [--aged-minutes M]
+//!     [--svg DIR]
 //! ```
 //!
 //! `--peers`: each daemon asks for the K next ones only; `--names`: each
@@ -37,11 +38,13 @@
 //! than a day's would: BENCHMARKS.md section 6). With `FLEET_LOOKUPS_DIR`
 //! set to a directory, each daemon's lookups are kept there, one line each
 //! (`host{n}-n` by name, `host{n}-i` by address: `urdma-load --verbose`),
-//! to see which were slow and when.
+//! to see which were slow and when. `--svg DIR`: the run's pictures are
+//! drawn there (`pictures.rs`; BENCHMARKS.md shows those in docs/bench).
 
 mod fleet_config;
 mod machine;
 mod pairs;
+mod pictures;
 mod stage;
 mod storm;
 
@@ -91,6 +94,7 @@ fn main() {
                 .collect()
         }),
         aged_minutes: number(&args, "--aged-minutes", 1).max(1) as u32,
+        pictures: arg(&args, "--svg").map(std::path::PathBuf::from),
     };
     // Each daemon's namespace holds the neighbours it asks and those that
     // ask it, per address family; the kernel's table holds them all.
@@ -112,6 +116,9 @@ fn main() {
     // metrics files are rewritten every second).
     std::thread::sleep(Duration::from_millis(3500));
     report(&staged, state, peers, &o, &job, rss_kb);
+    if let (Some(dir), Some((_, us))) = (&o.pictures, job.took.first()) {
+        pictures::name_lookups(dir, state, hosts, us);
+    }
     let restart = number(&args, "--restart", 0).min(hosts - 1);
     if restart > 0 {
         let interval = number(&args, "--storm-interval-ms", 160) as u64;
@@ -120,15 +127,11 @@ fn main() {
 }
 
 /// Prints the job's table, beside the simulation's prediction for the same
-/// timeline.
+/// timeline, then where the datagrams went and what failed.
 fn report(s: &Staged, state: State, peers: usize, o: &Options, job: &pairs::Pairs, rss_kb: u64) {
-    let fleet = &s.fleet;
-    let hosts = fleet.len();
+    let hosts = s.fleet.len();
     let sent: Vec<u64> = (0..hosts).map(|n| sent(n) + s.sent_before[n]).collect();
     let per_host = sent.iter().sum::<u64>() as f64 / hosts as f64;
-    let (lookups, seconds) = (0..hosts)
-        .map(lookup_time)
-        .fold((0, 0.0), |(n, t), (m, u)| (n + m, t + u));
     let right = job.asked - job.failed - job.wrong;
     // What the daemons did, before the simulation (a minute at 256 hosts)
     // runs: an interrupted run still leaves the measurement.
@@ -147,13 +150,30 @@ fn report(s: &Staged, state: State, peers: usize, o: &Options, job: &pairs::Pair
     let predicted = (o.names == 1 && o.opts.is_empty())
         .then(|| urdma_dst::states::fleet_run(&s.timeline, peers, 1));
     eprintln!("simulation: {:.0} s", simulated.elapsed().as_secs_f64());
-    let sim = |f: &dyn Fn(&urdma_dst::states::Fleet) -> String| {
-        predicted.as_ref().map_or("-".to_string(), f)
-    };
     println!(
         "## {hosts} daemons on one bridge, {} state, each asking for {peers} others\n",
         state.name()
     );
+    print_table(s, job, &sent, predicted.as_ref(), rss_kb);
+    print_where_it_went(&s.fleet, job);
+}
+
+/// The job's table: real daemons beside the simulation's prediction
+/// (`predicted`, when the run is one it can replay).
+fn print_table(
+    s: &Staged,
+    job: &pairs::Pairs,
+    sent: &[u64],
+    predicted: Option<&urdma_dst::states::Fleet>,
+    rss_kb: u64,
+) {
+    let hosts = s.fleet.len();
+    let per_host = sent.iter().sum::<u64>() as f64 / hosts as f64;
+    let (lookups, seconds) = (0..hosts)
+        .map(lookup_time)
+        .fold((0, 0.0), |(n, t), (m, u)| (n + m, t + u));
+    let sim =
+        |f: &dyn Fn(&urdma_dst::states::Fleet) -> String| predicted.map_or("-".to_string(), f);
     println!("| | real daemons | simulation |\n|---|---:|---:|");
     println!(
         "| daemons started (all at once) | {:.1} s | - |",
@@ -165,7 +185,8 @@ fn report(s: &Staged, state: State, peers: usize, o: &Options, job: &pairs::Pair
         job.time.as_secs_f64()
     );
     println!(
-        "| answered with the right GID | {right} of {} ({} failed, {} wrong) | {} |",
+        "| answered with the right GID | {} of {} ({} failed, {} wrong) | {} |",
+        job.asked - job.failed - job.wrong,
         job.asked,
         job.failed,
         job.wrong,
@@ -194,6 +215,12 @@ fn report(s: &Staged, state: State, peers: usize, o: &Options, job: &pairs::Pair
         seconds * 1000.0 / lookups.max(1) as f64
     );
     println!("| daemons' RSS, all together | {} MiB | - |", rss_kb / 1024);
+}
+
+/// The datagrams sent and dropped, summed over the fleet, the kernel's
+/// drops, and what failed.
+fn print_where_it_went(fleet: &[urdma_harness::Host], job: &pairs::Pairs) {
+    let hosts = fleet.len();
     for (what, metric) in [
         ("sent", "urdma_datagrams_sent_total"),
         ("dropped", "urdma_datagrams_dropped_total"),

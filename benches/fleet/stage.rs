@@ -27,6 +27,8 @@ pub struct Options {
     pub traced: Vec<usize>,
     /// The aged state's `urdma_addr_timeout`, in minutes (`--aged-minutes`).
     pub aged_minutes: u32,
+    /// Where the pictures are drawn (`--svg DIR`), if anywhere.
+    pub pictures: Option<std::path::PathBuf>,
 }
 
 /// The fleet, set up.
@@ -93,27 +95,7 @@ pub fn stage(net: &Net, state: State, hosts: usize, o: &Options) -> Staged {
     let mut restarts = Vec::new();
     if state == State::Rebooted {
         std::thread::sleep(LATE.saturating_sub(started.elapsed() - up));
-        let quarter: Vec<usize> = (0..hosts).filter(|n| n % 4 == 0).collect();
-        for &n in &quarter {
-            sent_before[n] = sent(n);
-        }
-        restarts = std::thread::scope(|s| {
-            let handles: Vec<_> = quarter
-                .iter()
-                .map(|&n| {
-                    let (host, o) = (&fleet[n], &o);
-                    s.spawn(move || {
-                        let down = ms(started.elapsed());
-                        host.restart(&config_of(n, 1, o));
-                        (n, down, ms(started.elapsed()))
-                    })
-                })
-                .collect();
-            handles
-                .into_iter()
-                .map(|h| h.join().expect("restart"))
-                .collect()
-        });
+        restarts = reboot_a_quarter(&fleet, &mut sent_before, &o, started);
         last_up = started.elapsed();
     }
     let wait = match state {
@@ -144,6 +126,38 @@ pub fn stage(net: &Net, state: State, hosts: usize, o: &Options) -> Staged {
         up,
         sent_before,
     }
+}
+
+/// Every fourth daemon restarts on new hardware, all at once: each one's
+/// (host, down at, up at), in ms since `t0`; what each sent before is kept
+/// in `sent_before` (its metrics file starts from zero again).
+fn reboot_a_quarter(
+    fleet: &[Host],
+    sent_before: &mut [u64],
+    o: &Options,
+    t0: Instant,
+) -> Vec<(usize, u64, u64)> {
+    let quarter: Vec<usize> = (0..fleet.len()).filter(|n| n % 4 == 0).collect();
+    for &n in &quarter {
+        sent_before[n] = sent(n);
+    }
+    std::thread::scope(|s| {
+        let handles: Vec<_> = quarter
+            .iter()
+            .map(|&n| {
+                let host = &fleet[n];
+                s.spawn(move || {
+                    let down = ms(t0.elapsed());
+                    host.restart(&config_of(n, 1, o));
+                    (n, down, ms(t0.elapsed()))
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| h.join().expect("restart"))
+            .collect()
+    })
 }
 
 /// Starts the daemons `which` at once, each on the bridge; with when each

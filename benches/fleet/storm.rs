@@ -6,6 +6,7 @@
 
 use crate::fleet_config::{config_of, ip4, mac_of, show_totals, totals};
 use crate::machine;
+use crate::pictures;
 use crate::quantile;
 use crate::stage::Options;
 use ibacm_urdma::discovery::eui64_gid;
@@ -14,6 +15,10 @@ use std::fs;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use urdma_harness::load::verbose_timeline;
 use urdma_harness::Host;
+
+/// A survivor's answers: destination, the GID answered (`-`: an error),
+/// when (ms since the epoch).
+type Timeline = Vec<(String, String, u64)>;
 
 const FOLLOW_BOUND: Duration = Duration::from_secs(3);
 
@@ -43,96 +48,31 @@ pub fn storm(fleet: &[Host], restart: usize, interval_ms: u64, o: &Options) {
             .collect()
     };
     let (old_gids, new_gids) = (gids_of(0), gids_of(1));
-    // Every survivor asks for the restarted ones in a steady trickle, on
-    // four connections one every `interval_ms` each (160 ms: every one of
-    // them about every 1.3 s; a connection waiting for a lookup holds up a
-    // quarter of them), from before the restart until well after, and
-    // notes when each answer came: one load generator each, so that
-    // starting processes does not count. (A connection per restarted
-    // daemon, 7,168 at 256 daemons, was more than the machine could
-    // start.)
     let before = traffic(restart..hosts);
     let marks = machine::log_marks(&fleet[restart..]);
     let cpu = machine::CpuWatch::start();
-    let (follow, back_ms) = std::thread::scope(|s| {
-        let asking: Vec<_> = fleet[restart..]
-            .iter()
-            .map(|host| {
-                let dests = &dests;
-                let interval = interval_ms.to_string();
-                s.spawn(move || {
-                    let file = host.path("dests-restarted");
-                    fs::write(&file, dests.join("\n") + "\n").expect("dest file");
-                    let args = [
-                        "-f",
-                        "i",
-                        "--dest-file",
-                        file.to_str().unwrap(),
-                        "-c",
-                        "4",
-                        "--duration",
-                        "25",
-                        "--interval-ms",
-                        &interval,
-                        "--timeout",
-                        "10",
-                        "--verbose",
-                    ];
-                    host.load(&args, Duration::from_secs(120)).1
-                })
-            })
-            .collect();
-        std::thread::sleep(Duration::from_secs(2));
-        // When each restarted daemon was back (they come back over
-        // seconds: a restart waits for the old daemon to die): when its
-        // socket appeared, which the harness, polling on a machine with
-        // no idle time, sees some time later.
-        let (back_ms, seen_ms): (Vec<u64>, Vec<u64>) = std::thread::scope(|r| {
-            let restarting: Vec<_> = gone
-                .iter()
-                .map(|&d| {
-                    let host = &fleet[d];
-                    r.spawn(move || {
-                        host.restart(&config_of(d, 1, o));
-                        let seen = epoch_ms(SystemTime::now());
-                        let made = fs::metadata(host.socket()).and_then(|m| m.modified());
-                        (made.map_or(seen, epoch_ms), seen)
-                    })
-                })
-                .collect();
-            restarting
-                .into_iter()
-                .map(|h| h.join().expect("restart"))
-                .unzip()
-        });
-        let lag: Vec<u64> = seen_ms
-            .iter()
-            .zip(&back_ms)
-            .map(|(s, b)| s - b.min(s))
-            .collect();
-        println!(
-            "restarted daemons' sockets seen by the harness {} ms (mean), {} ms (most) after they \
-             appeared\n",
-            lag.iter().sum::<u64>() / lag.len().max(1) as u64,
-            lag.iter().max().unwrap_or(&0)
-        );
-        let follow: Vec<(Option<Slowest>, [u64; 2])> = asking
-            .into_iter()
-            .map(|h| {
-                let timeline = verbose_timeline(&h.join().expect("survivor"));
-                (
-                    followed_after(&timeline, &dests, &new_gids, &back_ms),
-                    gone_after(&timeline, &dests, &old_gids, &back_ms),
-                )
-            })
-            .collect();
-        (follow, back_ms)
-    });
+    let (timelines, back_ms) = ask_through_restarts(fleet, restart, &dests, interval_ms, o);
+    let follow: Vec<(Option<Slowest>, [u64; 2])> = timelines
+        .iter()
+        .map(|timeline| {
+            (
+                followed_after(timeline, &dests, &new_gids, &back_ms),
+                gone_after(timeline, &dests, &old_gids, &back_ms),
+            )
+        })
+        .collect();
     // Until the metrics files are rewritten (every second).
     std::thread::sleep(Duration::from_millis(1500));
     print_follow(&follow, restart);
     print_slowest(&follow, restart, &o.traced);
     print_machine(cpu, &follow, &back_ms);
+    if let Some(dir) = &o.pictures {
+        let followed: Vec<u64> = follow
+            .iter()
+            .filter_map(|(s, _)| s.map(|s| back_ms[s.dest] + s.followed_ms))
+            .collect();
+        pictures::storm(dir, hosts, &back_ms, &followed, interval_ms);
+    }
     machine::print_late(
         machine::late_since(&fleet[..restart], None),
         machine::late_since(&fleet[restart..], Some(&marks)),
@@ -148,6 +88,98 @@ pub fn storm(fleet: &[Host], restart: usize, interval_ms: u64, o: &Options) {
             show_totals(&restarted[i], &none)
         );
     }
+}
+
+/// Every survivor asks for the restarted ones (`dests`) in a steady
+/// trickle, on four connections one every `interval_ms` each (160 ms:
+/// every one of them about every 1.3 s; a connection waiting for a lookup
+/// holds up a quarter of them), from before the restart until well after,
+/// and notes when each answer came: one load generator each, so that
+/// starting processes does not count. (A connection per restarted daemon,
+/// 7,168 at 256 daemons, was more than the machine could start.) Two
+/// seconds in, the first `restart` daemons restart. Each survivor's
+/// answers, and when each restarted daemon was back (ms since the epoch).
+fn ask_through_restarts(
+    fleet: &[Host],
+    restart: usize,
+    dests: &[String],
+    interval_ms: u64,
+    o: &Options,
+) -> (Vec<Timeline>, Vec<u64>) {
+    std::thread::scope(|s| {
+        let asking: Vec<_> = fleet[restart..]
+            .iter()
+            .map(|host| s.spawn(move || trickle(host, dests, interval_ms)))
+            .collect();
+        std::thread::sleep(Duration::from_secs(2));
+        let back_ms = restart_all(&fleet[..restart], o);
+        let timelines = asking
+            .into_iter()
+            .map(|h| verbose_timeline(&h.join().expect("survivor")))
+            .collect();
+        (timelines, back_ms)
+    })
+}
+
+/// One survivor's load generator: `dests` by address for 25 s; its
+/// verbose output.
+fn trickle(host: &Host, dests: &[String], interval_ms: u64) -> String {
+    let file = host.path("dests-restarted");
+    fs::write(&file, dests.join("\n") + "\n").expect("dest file");
+    let interval = interval_ms.to_string();
+    let args = [
+        "-f",
+        "i",
+        "--dest-file",
+        file.to_str().unwrap(),
+        "-c",
+        "4",
+        "--duration",
+        "25",
+        "--interval-ms",
+        &interval,
+        "--timeout",
+        "10",
+        "--verbose",
+    ];
+    host.load(&args, Duration::from_secs(120)).1
+}
+
+/// Restarts `gone` at once on new hardware: when each was back (they come
+/// back over seconds: a restart waits for the old daemon to die), as when
+/// its socket appeared, which the harness, polling on a machine with no
+/// idle time, sees some time later (printed).
+fn restart_all(gone: &[Host], o: &Options) -> Vec<u64> {
+    let (back_ms, seen_ms): (Vec<u64>, Vec<u64>) = std::thread::scope(|r| {
+        let restarting: Vec<_> = gone
+            .iter()
+            .enumerate()
+            .map(|(d, host)| {
+                r.spawn(move || {
+                    host.restart(&config_of(d, 1, o));
+                    let seen = epoch_ms(SystemTime::now());
+                    let made = fs::metadata(host.socket()).and_then(|m| m.modified());
+                    (made.map_or(seen, epoch_ms), seen)
+                })
+            })
+            .collect();
+        restarting
+            .into_iter()
+            .map(|h| h.join().expect("restart"))
+            .unzip()
+    });
+    let lag: Vec<u64> = seen_ms
+        .iter()
+        .zip(&back_ms)
+        .map(|(s, b)| s - b.min(s))
+        .collect();
+    println!(
+        "restarted daemons' sockets seen by the harness {} ms (mean), {} ms (most) after they \
+         appeared\n",
+        lag.iter().sum::<u64>() / lag.len().max(1) as u64,
+        lag.iter().max().unwrap_or(&0)
+    );
+    back_ms
 }
 
 /// How busy the machine was from the first restarted daemon's return

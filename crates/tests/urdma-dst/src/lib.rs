@@ -8,6 +8,7 @@ pub mod attack;
 mod check;
 mod hostile;
 pub mod net;
+pub mod plot;
 pub mod scenario;
 pub mod sim;
 pub mod states;

@@ -136,20 +136,26 @@ fn fleet(args: &[String]) -> ExitCode {
     ExitCode::SUCCESS
 }
 
-/// Start-up, restart and one lookup, at 10 to 1,000 hosts (BENCHMARKS.md section 5).
+/// Start-up, restart and one lookup, at 10 to 1,000 hosts (BENCHMARKS.md
+/// section 5), or at `--hosts a,b,...` (`--only N`: that size alone);
+/// with `--svg FILE`, the picture of those rows too.
 fn scale(args: &[String]) -> ExitCode {
     let seed = arg(args, "--seed", 1);
+    let sizes: Vec<usize> = match (text_arg(args, "--hosts"), arg(args, "--only", 0)) {
+        (Some(list), _) => list
+            .split(',')
+            .map(|n| {
+                n.parse()
+                    .unwrap_or_else(|_| panic!("--hosts a,b,...: {n}?"))
+            })
+            .collect(),
+        (None, 0) => vec![10, 30, 100, 300, 1000],
+        (None, only) => vec![only as usize],
+    };
     println!("| hosts | start-up datagrams/host | peak datagrams/host/s | converged | restart datagrams/host | all follow a new GID | name lookup datagrams | address lookup datagrams |");
     println!("|---:|---:|---:|---:|---:|---:|---:|---:|");
-    for hosts in [arg(args, "--only", 0) as usize]
-        .into_iter()
-        .filter(|h| *h > 0)
-        .chain(
-            [10, 30, 100, 300, 1000]
-                .into_iter()
-                .filter(|_| arg(args, "--only", 0) == 0),
-        )
-    {
+    let mut rows = Vec::new();
+    for hosts in sizes {
         let r = urdma_dst::scenario::scale(hosts, seed);
         println!(
             "| {} | {:.1} | {} | {} ms | {:.2} | {} ms | {} | {} |",
@@ -162,8 +168,21 @@ fn scale(args: &[String]) -> ExitCode {
             r.name_lookup,
             r.address_lookup
         );
+        rows.push(r);
+    }
+    if let Some(file) = text_arg(args, "--svg") {
+        let svg = urdma_dst::scenario::scale_chart(&rows, seed).svg();
+        if let Err(e) = std::fs::write(&file, svg) {
+            eprintln!("{file}: {e}");
+            return ExitCode::FAILURE;
+        }
     }
     ExitCode::SUCCESS
+}
+
+fn text_arg(args: &[String], name: &str) -> Option<String> {
+    let i = args.iter().position(|a| a == name)?;
+    args.get(i + 1).cloned()
 }
 
 /// A segment in each state a cluster is in when a job starts
@@ -312,7 +331,7 @@ fn usage() -> ExitCode {
          [--loss-percent P] [--dup-percent P] [--jitter-us U] [--faults-percent P] \
          [--dns] [--derive eui64|ipv4-mapped]
        urdma-dst fleet [--hosts N] [--peers P] [--seed S]
-       urdma-dst scale [--only N] [--seed S]
+       urdma-dst scale [--hosts a,b,...|--only N] [--seed S] [--svg FILE]
        urdma-dst states [--hosts N] [--state fresh|aged|joined|rebooted] [--seed S]
        urdma-dst claim-window [--seeds K] [--jitter-us U]
        urdma-dst adversary [--state fresh|aged|joined|rebooted] [--hosts N] [--seed S] \

@@ -2,6 +2,7 @@
 //! as it goes, and the measurements behind BENCHMARKS.md.
 
 use crate::net::Conditions;
+use crate::plot::{self, Axis, Chart, Join, Series};
 use crate::sim::{Direction, Event, Sim, Traffic, Tuning, Violation};
 use ibacm_urdma::buggify::Injected;
 use std::time::Duration;
@@ -175,6 +176,9 @@ pub struct Scale {
     pub hosts: usize,
     /// Mass start: datagrams each host sent, on average, until quiet.
     pub start_per_host: f64,
+    /// Mass start: datagrams each host received, on average (the
+    /// announcements of all the others).
+    pub start_received_per_host: f64,
     /// The most one host sent in any 100 ms of the mass start, per second.
     pub start_peak_per_host_s: u64,
     /// From the first start until every host's first lookup (by name, of a
@@ -191,6 +195,31 @@ pub struct Scale {
     pub address_lookup: u64,
 }
 
+/// The scaling rows as a picture: what each host sends (flat in the
+/// number of hosts) against what it receives (multicast: every other
+/// host's announcements).
+pub fn scale_chart(rows: &[Scale], seed: u64) -> Chart {
+    let line = |name: &str, y: fn(&Scale) -> f64| {
+        let points = rows.iter().map(|r| (r.hosts as f64, y(r))).collect();
+        Series::new(name, Join::Points, points)
+    };
+    Chart {
+        title: "Datagrams per host against hosts on the segment (simulation)".into(),
+        note: format!(
+            "urdma-dst scale, seed {seed}: all hosts start at once and each looks one up; \
+             then one restarts"
+        ),
+        x: Axis::new("hosts on the segment", plot::Scale::Log10),
+        y: Axis::new("datagrams per host", plot::Scale::Log10),
+        series: vec![
+            line("received, start-up", |r| r.start_received_per_host),
+            line("sent, start-up", |r| r.start_per_host),
+            line("sent, a host restarts", |r| r.restart_per_host),
+            line("one lookup (in all)", |r| r.name_lookup as f64),
+        ],
+    }
+}
+
 fn sent(sim: &Sim) -> u64 {
     sim.traffic.unicast + sim.traffic.multicast
 }
@@ -204,8 +233,20 @@ pub fn scale(hosts: usize, seed: u64) -> Scale {
         ..Conditions::default()
     };
     let mut sim = Sim::new(hosts, seed, net, Tuning::default());
+    let mut row = mass_start(&mut sim, hosts);
+    (row.restart_per_host, row.followed_ms) = restart_first(&mut sim, hosts);
+    (row.name_lookup, row.address_lookup) = (
+        lone_lookup(&mut sim, hosts, true),
+        lone_lookup(&mut sim, hosts, false),
+    );
+    assert!(sim.violations.is_empty(), "{:?}", sim.violations);
+    row
+}
+
+/// All hosts start within 100 ms; at 150 ms each asks for a random other
+/// host by name. What that cost until the network was quiet.
+fn mass_start(sim: &mut Sim, hosts: usize) -> Scale {
     let n = hosts as u64;
-    // Mass start within 100 ms; at 150 ms every host asks for another.
     for h in 0..hosts {
         let at = sim.rng().below(100 * MS);
         sim.schedule(at, Event::Start { host: h });
@@ -229,37 +270,37 @@ pub fn scale(hosts: usize, seed: u64) -> Scale {
         answers.iter().all(|a| a.3.is_some()),
         "every first lookup resolves"
     );
-    let converged_ms = answers.iter().map(|a| a.2).max().unwrap_or(0) / MS;
-    let mut row = Scale {
-        hosts,
-        start_per_host: sent(&sim) as f64 / hosts as f64,
-        start_peak_per_host_s: sim.counts.peak[Direction::Sent as usize] * 10,
-        converged_ms,
-        ..Scale::default()
-    };
     sim.record = false;
+    Scale {
+        hosts,
+        start_per_host: sent(sim) as f64 / hosts as f64,
+        start_received_per_host: sim.traffic.delivered as f64 / hosts as f64,
+        start_peak_per_host_s: sim.counts.peak[Direction::Sent as usize] * 10,
+        converged_ms: answers.iter().map(|a| a.2).max().unwrap_or(0) / MS,
+        ..Scale::default()
+    }
+}
 
-    // Every host binds host 0's address; then host 0 restarts.
+/// Every host binds host 0's address; then host 0 restarts with a new GID.
+/// Datagrams per host until quiet, and when every other host had the new
+/// GID bound (`u64::MAX`: not within 10 s).
+fn restart_first(sim: &mut Sim, hosts: usize) -> (f64, u64) {
     let t = sim.now;
     for h in 1..hosts {
-        sim.schedule(
-            t + MS,
-            Event::Request {
-                host: h,
-                dest: 0,
-                by_name: false,
-            },
-        );
+        let ev = Event::Request {
+            host: h,
+            dest: 0,
+            by_name: false,
+        };
+        sim.schedule(t + MS, ev);
     }
     sim.run_until(t + 5_000 * MS);
-    let (before, t) = (sent(&sim), sim.now);
-    sim.schedule(
-        t,
-        Event::Crash {
-            host: 0,
-            down_ms: 100,
-        },
-    );
+    let (before, t) = (sent(sim), sim.now);
+    let crash = Event::Crash {
+        host: 0,
+        down_ms: 100,
+    };
+    sim.schedule(t, crash);
     let restarted = t + 100 * MS;
     let mut followed = None;
     let mut at = restarted;
@@ -272,29 +313,21 @@ pub fn scale(hosts: usize, seed: u64) -> Scale {
         }
     }
     assert!(sim.violations.is_empty(), "{:?}", sim.violations);
-    row.restart_per_host = (sent(&sim) - before) as f64 / hosts as f64;
-    row.followed_ms = followed.map_or(u64::MAX, |d| d / MS);
+    let per_host = (sent(sim) - before) as f64 / hosts as f64;
+    (per_host, followed.map_or(u64::MAX, |d| d / MS))
+}
 
-    // One lookup by name and one by address, alone on a quiet network.
-    for (by_name, slot) in [
-        (true, &mut row.name_lookup),
-        (false, &mut row.address_lookup),
-    ] {
-        let (before, t) = (sent(&sim), sim.now);
-        let dest = hosts - 1;
-        sim.schedule(
-            t,
-            Event::Request {
-                host: 1 % hosts,
-                dest,
-                by_name,
-            },
-        );
-        sim.run_until(t + 3_000 * MS);
-        *slot = sent(&sim) - before;
-    }
-    assert!(sim.violations.is_empty(), "{:?}", sim.violations);
-    row
+/// One lookup, alone on a quiet network: the datagrams it cost in all.
+fn lone_lookup(sim: &mut Sim, hosts: usize, by_name: bool) -> u64 {
+    let (before, t) = (sent(sim), sim.now);
+    let ev = Event::Request {
+        host: 1 % hosts,
+        dest: hosts - 1,
+        by_name,
+    };
+    sim.schedule(t, ev);
+    sim.run_until(t + 3_000 * MS);
+    sent(sim) - before
 }
 
 /// What an impostor achieved ([`impostor`]).
