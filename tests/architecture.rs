@@ -1,28 +1,10 @@
 //! The structure docs/architecture.md describes, held by a test: the
 //! provider's components import each other in one direction only, and no
-//! module grows past what a newcomer can read in one sitting.
+//! modules import each other in a circle. (Sizes: `sizes.rs`.)
 
 use std::collections::BTreeSet;
 use std::fs;
 use std::path::{Path, PathBuf};
-
-/// Lines of code (all but an inline test module) a module may have.
-const MAX_MODULE_LINES: usize = 600;
-
-/// Lines any Rust file of src/, crates/ and benches/ may have, tests
-/// included.
-const MAX_FILE_LINES: usize = 1000;
-
-/// Lines a function may have, from its signature to its closing brace.
-const MAX_FN_LINES: usize = 120;
-
-/// Methods a type may have, over all its inherent `impl` blocks in its
-/// crate (tests aside).
-const MAX_METHODS: usize = 45;
-
-/// Types still over [`MAX_METHODS`], each with the most it may have until
-/// it is split: a ceiling that only comes down.
-const OVER_MAX_METHODS: &[(&str, usize)] = &[];
 
 /// Which components each component may import (besides the shared
 /// vocabulary in [`SHARED`]), in the order of the data path.
@@ -336,49 +318,6 @@ fn no_modules_import_each_other_in_a_circle() {
     assert!(found.is_empty(), "import circles:\n{}", found.join("\n"));
 }
 
-/// The files of `files` with more than [`MAX_MODULE_LINES`] lines of code.
-fn too_long(files: &[(PathBuf, String)]) -> Vec<String> {
-    files
-        .iter()
-        .map(|(f, code)| (f, code.lines().count()))
-        .filter(|(_, n)| *n > MAX_MODULE_LINES)
-        .map(|(f, n)| format!("{}: {n} lines of code", f.display()))
-        .collect()
-}
-
-/// The workspace's own Rust code: the provider, every crate's library and
-/// programs, and the benches. (Test files hold only tests.) A part of
-/// [`every_file`]: its files in a `src/` or `benches/` of the root or of a
-/// crate.
-fn workspace_sources() -> Vec<PathBuf> {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let crates = crate_dirs();
-    every_file()
-        .into_iter()
-        .filter(|f| {
-            std::iter::once(root)
-                .chain(crates.iter().map(PathBuf::as_path))
-                .any(|dir| {
-                    ["src", "benches"]
-                        .iter()
-                        .any(|sub| f.starts_with(dir.join(sub)))
-                })
-        })
-        .collect()
-}
-
-#[test]
-fn no_module_is_longer_than_a_newcomer_can_read() {
-    let files = workspace_sources();
-    let codes: Vec<(PathBuf, String)> = files.iter().map(|f| (f.clone(), code(f))).collect();
-    let long = too_long(&codes);
-    assert!(
-        long.is_empty(),
-        "over {MAX_MODULE_LINES} lines:\n{}",
-        long.join("\n")
-    );
-}
-
 #[test]
 fn the_checks_see_what_they_check() {
     // A file whose imports were not read would pass the first test.
@@ -407,26 +346,11 @@ fn the_checks_see_what_they_check() {
         .count();
     assert_eq!(code(wire).lines().count(), whole);
 
-    // An inline test module is left out, and only it; a module over the
-    // limit is reported wherever its tests are declared.
-    let body = "fn f() {}\n".repeat(MAX_MODULE_LINES);
-    let module = format!(
-        "#[cfg(test)]\nmod tests;\n{body}#[cfg(test)]\nmod tests {{\n    #[test]\n    fn t() {{}}\n}}\nfn g() {{}}\n"
-    );
-    let counted = without_inline_tests(&module);
-    assert_eq!(counted.lines().count(), MAX_MODULE_LINES + 3);
-    assert!(counted.ends_with("fn g() {}") && !counted.contains("fn t()"));
-    let long = too_long(&[(PathBuf::from("long.rs"), counted)]);
-    assert_eq!(long, ["long.rs: 603 lines of code"]);
-    // Benches and the other crates are measured too.
-    let all = workspace_sources();
-    for f in [
-        "benches/daemon/main.rs",
-        "crates/tests/urdma-dst/src/sim/mod.rs",
-        "crates/ships/urdma-acm/src/main.rs",
-    ] {
-        assert!(all.iter().any(|p| p.ends_with(f)), "{f} not measured");
-    }
+    // An inline test module is left out, and only it: its imports are
+    // the tests'.
+    let module = "use crate::a;\n#[cfg(test)]\nmod tests {\n    use crate::b;\n}\nfn g() {}\n";
+    let counted = without_inline_tests(module);
+    assert!(counted.ends_with("fn g() {}") && !counted.contains("crate::b"));
     // A walk at the wrong depth would find no crate and check nothing, and
     // a crate the walk misses would go unchecked: the walk finds exactly
     // the workspace's members.
@@ -443,7 +367,10 @@ fn the_checks_see_what_they_check() {
     assert_eq!(found, workspace_members());
     assert_eq!(found.len(), 7, "{found:?}");
     assert_eq!(module_graphs().len(), 1 + found.len());
+}
 
+#[test]
+fn the_circle_check_sees_circles() {
     // A circle is found through `super::` and `crate::` paths, and a
     // child naming its parent is not one.
     let known: BTreeSet<Vec<String>> = [
@@ -491,166 +418,4 @@ fn the_checks_see_what_they_check() {
         .find(|(n, _)| n == "runtime::worker")
         .expect("worker");
     assert!(worker.1.contains("runtime::net"), "{:?}", worker.1);
-
-    let fits = "fn f() {}\n".repeat(MAX_MODULE_LINES);
-    assert!(too_long(&[(PathBuf::from("fits.rs"), fits)]).is_empty());
-}
-
-/// Every Rust file of src/, benches/ and crates/ (every crate's sources,
-/// benches and tests).
-fn every_file() -> Vec<PathBuf> {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let mut files = Vec::new();
-    for dir in ["src", "benches", "crates"] {
-        sources(&root.join(dir), &mut files);
-    }
-    files.retain(|f| !f.components().any(|c| c.as_os_str() == "target"));
-    files.sort();
-    files
-}
-
-/// The name of the function `line` starts, if it starts one.
-fn fn_name(line: &str) -> Option<&str> {
-    let mut t = line.trim_start();
-    for prefix in [
-        "pub(crate) ",
-        "pub(super) ",
-        "pub ",
-        "const ",
-        "unsafe ",
-        "async ",
-        "extern \"C\" ",
-    ] {
-        t = t.strip_prefix(prefix).unwrap_or(t);
-    }
-    let rest = t.strip_prefix("fn ")?;
-    let end = rest
-        .find(|c: char| !(c.is_alphanumeric() || c == '_'))
-        .unwrap_or(rest.len());
-    Some(&rest[..end])
-}
-
-/// The functions of `text` (rustfmt's layout) longer than
-/// [`MAX_FN_LINES`], with their lengths.
-fn long_functions(text: &str) -> Vec<(String, usize)> {
-    let lines: Vec<&str> = text.lines().collect();
-    let mut out = Vec::new();
-    for (i, line) in lines.iter().enumerate() {
-        let Some(name) = fn_name(line) else {
-            continue;
-        };
-        // A declaration (`;` before any body) or a one-line body.
-        let opens = lines[i..]
-            .iter()
-            .map(|l| l.trim_end())
-            .find(|l| l.ends_with('{') || l.ends_with(';') || l.ends_with('}'));
-        if !opens.is_some_and(|l| l.ends_with('{')) {
-            continue;
-        }
-        let indent = line.len() - line.trim_start().len();
-        let close = format!("{}}}", " ".repeat(indent));
-        if let Some(j) = lines[i + 1..].iter().position(|l| *l == close) {
-            if j + 2 > MAX_FN_LINES {
-                out.push((name.to_string(), j + 2));
-            }
-        }
-    }
-    out
-}
-
-/// How many methods each type has in the inherent `impl` blocks of
-/// `text` (rustfmt's layout: `impl` in column 0, methods in column 4).
-fn methods(text: &str) -> Vec<(String, usize)> {
-    let mut counts: Vec<(String, usize)> = Vec::new();
-    let mut current: Option<String> = None;
-    for line in text.lines() {
-        if line == "}" {
-            current = None;
-        } else if let Some(rest) = line.strip_prefix("impl") {
-            let inherent = line.ends_with('{') && !line.contains(" for ");
-            // `impl<T: X> Type<T> {`: the type is the last path before `{`.
-            let head = rest.trim_end_matches('{').trim();
-            let head = match head.strip_prefix('<') {
-                Some(_) => head.split_once("> ").map_or(head, |(_, t)| t),
-                None => head,
-            };
-            let ty: String = head
-                .rsplit("::")
-                .next()
-                .unwrap_or(head)
-                .chars()
-                .take_while(|c| c.is_alphanumeric() || *c == '_')
-                .collect();
-            current = inherent.then_some(ty);
-        } else if let Some(ty) = &current {
-            if line.starts_with("    ") && !line.starts_with("     ") && fn_name(line).is_some() {
-                match counts.iter_mut().find(|(t, _)| t == ty) {
-                    Some((_, n)) => *n += 1,
-                    None => counts.push((ty.clone(), 1)),
-                }
-            }
-        }
-    }
-    counts
-}
-
-/// The crate a file belongs to: its folder up to `src`, `benches` or
-/// `tests`.
-fn crate_of(file: &Path) -> PathBuf {
-    let mut dir = file.to_path_buf();
-    while dir.pop() {
-        if dir.join("Cargo.toml").is_file() {
-            return dir;
-        }
-    }
-    PathBuf::new()
-}
-
-#[test]
-fn no_file_function_or_type_is_larger_than_a_newcomer_can_hold() {
-    let mut found = Vec::new();
-    let mut per_type: Vec<((PathBuf, String), usize)> = Vec::new();
-    for file in every_file() {
-        let text = fs::read_to_string(&file).expect("read source");
-        let lines = text.lines().count();
-        if lines > MAX_FILE_LINES {
-            found.push(format!("{}: {lines} lines", file.display()));
-        }
-        for (name, n) in long_functions(&text) {
-            found.push(format!("{}: fn {name} has {n} lines", file.display()));
-        }
-        for (ty, n) in methods(&code(&file)) {
-            let key = (crate_of(&file), ty);
-            match per_type.iter_mut().find(|(k, _)| *k == key) {
-                Some((_, m)) => *m += n,
-                None => per_type.push((key, n)),
-            }
-        }
-    }
-    for ((krate, ty), n) in &per_type {
-        let ceiling = OVER_MAX_METHODS
-            .iter()
-            .find(|(t, _)| t == ty)
-            .map_or(MAX_METHODS, |(_, c)| *c);
-        if *n > ceiling {
-            found.push(format!("{}: type {ty} has {n} methods", krate.display()));
-        }
-    }
-    assert!(found.is_empty(), "too large:\n{}", found.join("\n"));
-    // The checks see what they check: the provider's two largest types
-    // are counted, and a long function and a type are found in text.
-    let of = |ty: &str| per_type.iter().find(|((_, t), _)| t == ty).map(|(_, n)| *n);
-    assert!(of("Engine").is_some_and(|n| n > 30), "{:?}", of("Engine"));
-    assert!(
-        of("Discovery").is_some_and(|n| n > 30),
-        "{:?}",
-        of("Discovery")
-    );
-    let body = "    x();\n".repeat(MAX_FN_LINES);
-    let long =
-        format!("impl<T: A> m::Big<T> {{\n    pub fn f() {{\n{body}    }}\n    fn g() {{}}\n}}\n");
-    assert_eq!(long_functions(&long), [("f".to_string(), MAX_FN_LINES + 2)]);
-    assert_eq!(methods(&long), [("Big".to_string(), 2)]);
-    assert!(methods("impl Display for Big {\n    fn fmt() {}\n}\n").is_empty());
-    assert!(long_functions("    fn decl(\n        a: u8,\n    ) -> u8;\n    }\n").is_empty());
 }
