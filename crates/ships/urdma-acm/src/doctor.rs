@@ -13,8 +13,9 @@
 //!   partition number; a port without one has no endpoint.
 
 use crate::daemon::{self, Options, URDMA, URDMA_FILE};
-use crate::loading::{self, Candidate, DaemonVersion};
-use crate::verbs::{Device, PortAttrs};
+use crate::loading::{self, Candidate};
+use crate::release::DaemonVersion;
+use crate::verbs::{Device, Port, PortAttrs};
 use acm_prov_sys::{
     ibv_port_state_IBV_PORT_ACTIVE, ibv_port_state_IBV_PORT_ACTIVE_DEFER,
     ibv_port_state_IBV_PORT_ARMED, ibv_port_state_IBV_PORT_DOWN, ibv_port_state_IBV_PORT_INIT,
@@ -75,6 +76,35 @@ impl Setup {
             Ok(files) => loading::loaded_names(files, self.daemon.rule()),
             Err(_) => Vec::new(),
         }
+    }
+
+    /// Provider lines with a tab, which the daemon reads otherwise than
+    /// they look.
+    fn tab_warnings(&self, opts: &Options) -> Vec<String> {
+        opts.tabbed
+            .iter()
+            .map(|line| {
+                format!(
+                    "{}:{line}: a tab in a provider line: the daemon splits provider lines on spaces only",
+                    self.opts_file
+                )
+            })
+            .collect()
+    }
+
+    /// The provider directory's files and what the daemon does with each;
+    /// `None` when the directory cannot be read.
+    fn provider_files(&self) -> Option<Vec<ProviderFile>> {
+        self.providers.as_ref().ok().map(|files| {
+            files
+                .iter()
+                .map(|f| ProviderFile {
+                    file: f.file.clone(),
+                    urdma: f.urdma,
+                    verdict: f.describe(self.daemon.rule()),
+                })
+                .collect()
+        })
     }
 
     /// Why urdma will not be loaded exactly once (empty: it will).
@@ -229,8 +259,37 @@ pub fn diagnose(setup: &Setup, devices: &[Device]) -> Diagnosis {
     let opts = setup.options();
     let loaded = setup.loaded();
     let loading_errors = setup.loading_problems(&opts);
-    let mut devs = Vec::new();
-    for dev in devices {
+    let devs: Vec<DeviceDiagnosis> = devices
+        .iter()
+        .map(|dev| DeviceDiagnosis::of(dev, setup, &opts, &loaded))
+        .collect();
+    let ports = devs.iter().flat_map(|d| &d.ports);
+    let ports_served = ports.clone().filter(|p| p.served).count();
+    let ports_total = ports.count();
+    Diagnosis {
+        options_file: setup.opts_file.clone(),
+        options_file_exists: setup.opts.is_some(),
+        warnings: setup.tab_warnings(&opts),
+        daemon: setup.daemon.describe(),
+        daemon_release: setup.daemon.major,
+        provider_dir: setup.provider_dir.display().to_string(),
+        provider_dir_source: opts
+            .provider_dir_line
+            .is_none()
+            .then(|| setup.provider_dir_source.clone()),
+        providers: setup.provider_files(),
+        ok: ports_served > 0 && loading_errors.is_empty(),
+        loading_errors,
+        devices: devs,
+        ports_served,
+        ports_total,
+    }
+}
+
+impl DeviceDiagnosis {
+    /// `dev` and each of its ports, under `setup` with `opts` in force and
+    /// the providers `loaded`.
+    fn of(dev: &Device, setup: &Setup, opts: &Options, loaded: &[&str]) -> DeviceDiagnosis {
         let mut d = DeviceDiagnosis {
             name: dev.name.clone(),
             node_guid: format!("{:#018x}", dev.guid),
@@ -242,8 +301,7 @@ pub fn diagnose(setup: &Setup, devices: &[Device]) -> Diagnosis {
             Ok(p) => p,
             Err(e) => {
                 d.error = Some(e.clone());
-                devs.push(d);
-                continue;
+                return d;
             }
         };
         d.skipped = !ports.iter().any(|p| {
@@ -251,68 +309,44 @@ pub fn diagnose(setup: &Setup, devices: &[Device]) -> Diagnosis {
                 .as_ref()
                 .is_ok_and(|a| u32::from(a.link_layer) == IBV_LINK_LAYER_INFINIBAND)
         });
-        for port in ports {
-            let problems = match &port.attrs {
-                Err(e) => vec![e.clone()],
-                Ok(a) => {
-                    let mut p = port_problems(setup, &opts, &loaded, a);
-                    if d.skipped {
-                        p.insert(0, "its device is skipped (no InfiniBand port)".to_string());
-                    }
-                    p
-                }
-            };
-            let served = problems.is_empty();
-            d.ports.push(PortDiagnosis {
-                port: port.num,
-                served,
-                attributes: port.attrs.as_ref().ok().filter(|_| served).map(summary),
-                note: served
-                    .then(|| address_note(setup, &dev.name, port.num))
-                    .flatten(),
-                problems,
-            });
-        }
-        devs.push(d);
-    }
-    let ports = devs.iter().flat_map(|d| &d.ports);
-    let ports_served = ports.clone().filter(|p| p.served).count();
-    let ports_total = ports.count();
-    Diagnosis {
-        options_file: setup.opts_file.clone(),
-        options_file_exists: setup.opts.is_some(),
-        warnings: opts
-            .tabbed
+        d.ports = ports
             .iter()
-            .map(|line| {
-                format!(
-                    "{}:{line}: a tab in a provider line: the daemon splits provider lines on spaces only",
-                    setup.opts_file
-                )
-            })
-            .collect(),
-        daemon: setup.daemon.describe(),
-        daemon_release: setup.daemon.major,
-        provider_dir: setup.provider_dir.display().to_string(),
-        provider_dir_source: opts
-            .provider_dir_line
-            .is_none()
-            .then(|| setup.provider_dir_source.clone()),
-        providers: setup.providers.as_ref().ok().map(|files| {
-            files
-                .iter()
-                .map(|f| ProviderFile {
-                    file: f.file.clone(),
-                    urdma: f.urdma,
-                    verdict: f.describe(setup.daemon.rule()),
-                })
-                .collect()
-        }),
-        ok: ports_served > 0 && loading_errors.is_empty(),
-        loading_errors,
-        devices: devs,
-        ports_served,
-        ports_total,
+            .map(|port| PortDiagnosis::of(port, &dev.name, d.skipped, setup, opts, loaded))
+            .collect();
+        d
+    }
+}
+
+impl PortDiagnosis {
+    /// `port` of device `device` (`skipped`: the daemon skips the device).
+    fn of(
+        port: &Port,
+        device: &str,
+        skipped: bool,
+        setup: &Setup,
+        opts: &Options,
+        loaded: &[&str],
+    ) -> PortDiagnosis {
+        let problems = match &port.attrs {
+            Err(e) => vec![e.clone()],
+            Ok(a) => {
+                let mut p = port_problems(setup, opts, loaded, a);
+                if skipped {
+                    p.insert(0, "its device is skipped (no InfiniBand port)".to_string());
+                }
+                p
+            }
+        };
+        let served = problems.is_empty();
+        PortDiagnosis {
+            port: port.num,
+            served,
+            attributes: port.attrs.as_ref().ok().filter(|_| served).map(summary),
+            note: served
+                .then(|| address_note(setup, device, port.num))
+                .flatten(),
+            problems,
+        }
     }
 }
 

@@ -12,118 +12,9 @@ use crate::daemon::{
     Options, BUILTIN_DEFAULT, DEFAULT_PROVIDER_DIR, DEFAULT_PROVIDER_DIR_RPM, URDMA, URDMA_FILE,
 };
 use crate::dl::Load;
+use crate::release::Rule;
 use std::fs;
 use std::path::{Path, PathBuf};
-use std::process::Command;
-
-/// The last rdma-core release that loads every name containing `.so`.
-pub const LAST_CONTAINS_RELEASE: u32 = 28;
-
-/// The rdma-core release of the daemon, and where that came from.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct DaemonVersion {
-    /// E.g. `ibacm 44.0-2 (dpkg-query)`, `--daemon-version 28`, or why it
-    /// is unknown.
-    pub source: String,
-    /// The upstream major version; `None`: unknown.
-    pub major: Option<u32>,
-}
-
-/// How a release picks files by name.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Rule {
-    /// 28 and older: the name contains `.so`.
-    Contains,
-    /// 29 and later: the name ends in `.so`.
-    EndsWith,
-    /// The release is unknown: either (warn about both).
-    Unknown,
-}
-
-/// The upstream major version of an rdma-core package version: `33.2-1`,
-/// `1:44.0-2` (an epoch), `65.0-1.1`, `48.0-1.el8`, or a bare `28`.
-pub fn parse_major(version: &str) -> Option<u32> {
-    let v = version.trim();
-    let v = v.split_once(':').map_or(v, |(_, rest)| rest);
-    let end = v.find(|c: char| !c.is_ascii_digit()).unwrap_or(v.len());
-    let rest = &v[end..];
-    if end == 0 || !(rest.is_empty() || rest.starts_with(['.', '-', '+', '~'])) {
-        return None;
-    }
-    v[..end].parse().ok()
-}
-
-/// The installed `ibacm` package's version by `dpkg-query`, else `rpm -q`.
-fn installed() -> Option<(String, &'static str)> {
-    let run = |program: &str, args: &[&str]| -> Option<String> {
-        let out = Command::new(program).args(args).output().ok()?;
-        out.status
-            .success()
-            .then(|| String::from_utf8_lossy(&out.stdout).into_owned())
-    };
-    // A removed package whose files remain is "config-files", not installed.
-    if let Some(out) = run(
-        "dpkg-query",
-        &["-W", "-f", "${db:Status-Status} ${Version}\n", "ibacm"],
-    ) {
-        if let Some(v) = out.lines().find_map(|l| l.strip_prefix("installed ")) {
-            return Some((v.trim().to_string(), "dpkg-query"));
-        }
-    }
-    let out = run("rpm", &["-q", "--qf", "%{VERSION}-%{RELEASE}\n", "ibacm"])?;
-    let v = out.lines().next()?.trim();
-    (!v.is_empty()).then(|| (v.to_string(), "rpm"))
-}
-
-impl DaemonVersion {
-    /// `given` (`--daemon-version`), else the installed package's.
-    pub fn detect(given: Option<&str>) -> DaemonVersion {
-        if let Some(v) = given {
-            return DaemonVersion {
-                source: format!("--daemon-version {v}"),
-                major: parse_major(v),
-            };
-        }
-        match installed() {
-            Some((v, tool)) => DaemonVersion {
-                source: format!("ibacm {v} ({tool})"),
-                major: parse_major(&v),
-            },
-            None => DaemonVersion {
-                source: "neither dpkg-query nor rpm knows the ibacm package".into(),
-                major: None,
-            },
-        }
-    }
-
-    pub fn rule(&self) -> Rule {
-        match self.major {
-            Some(m) if m <= LAST_CONTAINS_RELEASE => Rule::Contains,
-            Some(_) => Rule::EndsWith,
-            None => Rule::Unknown,
-        }
-    }
-
-    /// The report's line about the daemon.
-    pub fn describe(&self) -> String {
-        match self.major {
-            Some(m) if m <= LAST_CONTAINS_RELEASE => format!(
-                "daemon: {}, rdma-core {m}: loads the regular files whose name contains .so",
-                self.source
-            ),
-            Some(m) => format!(
-                "daemon: {}, rdma-core {m}: loads the regular files whose name ends in .so",
-                self.source
-            ),
-            None => format!(
-                "daemon: version unknown ({}): checking by the rules of every release \
-                 (ibacm 28 and older load the regular files whose name contains .so, \
-                 29 and later those whose name ends in .so); see --daemon-version",
-                self.source
-            ),
-        }
-    }
-}
 
 /// The daemon's compiled-in provider directory, and how it was found: the
 /// one of the two defaults that `ibacm` (the executable's bytes) holds,
@@ -382,139 +273,138 @@ pub fn problems(
     opts: &Options,
     opts_file: &str,
 ) -> Vec<String> {
-    let dir = dir.display();
-    let mut out = Vec::new();
-    // Whether urdma is there: by the stricter rule when unknown; whether
-    // it is there twice: by the looser.
-    let present_rule = rule == Rule::Contains;
-    let twice_rule = rule != Rule::EndsWith;
-
     let urdma: Vec<&Candidate> = files.iter().filter(|c| c.urdma).collect();
-    if !urdma.iter().any(|c| c.loaded_by(present_rule)) {
-        let mut p = if urdma.is_empty() {
-            format!("urdma is not installed: no regular file {URDMA_FILE} in {dir}")
-        } else {
-            format!("no file in {dir} provides a loadable urdma provider")
-        };
-        for c in &urdma {
-            let f = &c.file;
-            let fix = match (&c.kind, &c.load) {
-                (Kind::Symlink, _) => format!(
-                    "{f}: replace the symlink with a regular file: ibacm skips symlinks"
-                ),
-                (Kind::Other(why), _) => {
-                    format!("{f}: {why}: install the provider as a regular file")
-                }
-                _ if !present_rule && !f.ends_with(".so") => format!(
-                    "{f}: rename it to {URDMA_FILE}: ibacm 29 and later load only files whose name ends in .so"
-                ),
-                (_, Some(Load::Dlopen(msg))) if msg.contains("GLIBC_") && msg.contains("not found") => format!(
-                    "{f}: it needs a newer glibc than this system's: rebuild for an older glibc or install the package built by `make dist`"
-                ),
-                (_, Some(Load::Dlopen(_))) => {
-                    format!("{f}: the loader refuses it (above): reinstall the provider")
-                }
-                (_, Some(Load::NoSymbol(_))) => format!(
-                    "{f}: not an ibacm provider (no provider_query): install {URDMA_FILE} from the package"
-                ),
-                (_, Some(Load::Crashed(_))) => format!(
-                    "{f}: loading it fails (above): rebuild it or install the package built by `make dist`"
-                ),
-                _ => continue,
-            };
-            p += &format!("\n  - {fix}");
-        }
-        if let Some((name, line)) = &opts.default {
-            if name.eq_ignore_ascii_case(URDMA) {
-                p += &format!(
-                    "\n  - `provider {name} default` ({opts_file} line {line}) names a provider \
-                     that will not load: ibacm 33 then segfaults at start-up"
-                );
-            }
-        }
-        out.push(p);
-    }
-
-    let loaded: Vec<&&Candidate> = urdma.iter().filter(|c| c.loaded_by(twice_rule)).collect();
-    if loaded.len() > 1 {
-        let keep = loaded
-            .iter()
-            .position(|c| c.file == URDMA_FILE)
-            .unwrap_or(0);
-        let names: Vec<&str> = loaded.iter().map(|c| c.file.as_str()).collect();
-        let by = if rule == Rule::Unknown {
-            "by ibacm 28 and older"
-        } else {
-            "by the daemon"
-        };
-        let mut p = format!("urdma would be loaded twice {by}: {}", names.join(", "));
-        for (i, c) in loaded.iter().enumerate() {
-            if i == keep {
-                continue;
-            }
-            let f = &c.file;
-            if f.ends_with(".so") {
-                p += &format!("\n  - remove {f}: the daemon loads every regular file in {dir} whose name ends in .so");
-            } else {
-                p += &format!(
-                    "\n  - remove {f}: ibacm 28 and older load every file whose name contains .so"
-                );
-            }
-        }
-        out.push(p);
-    }
-
-    for c in files {
-        if matches!(c.load, Some(Load::Crashed(_))) && !c.urdma && c.kind == Kind::Regular {
-            let f = &c.file;
-            if rule == Rule::EndsWith && !f.ends_with(".so") {
-                continue;
-            }
-            out.push(format!(
-                "loading {f} kills or hangs the process, and the daemon loads every provider at start-up\n  - remove {f} from {dir}"
-            ));
-        }
-    }
+    let mut out = Vec::new();
+    out.extend(not_loaded(&urdma, rule, dir, opts, opts_file));
+    out.extend(loaded_twice(&urdma, rule, dir));
+    out.extend(crashing_others(files, rule, dir));
     out
+}
+
+/// Why none of the `urdma` files loads, and how to fix each; `None` if
+/// one does (by the stricter rule when the release is unknown).
+fn not_loaded(
+    urdma: &[&Candidate],
+    rule: Rule,
+    dir: &Path,
+    opts: &Options,
+    opts_file: &str,
+) -> Option<String> {
+    let present_rule = rule == Rule::Contains;
+    if urdma.iter().any(|c| c.loaded_by(present_rule)) {
+        return None;
+    }
+    let dir = dir.display();
+    let mut p = if urdma.is_empty() {
+        format!("urdma is not installed: no regular file {URDMA_FILE} in {dir}")
+    } else {
+        format!("no file in {dir} provides a loadable urdma provider")
+    };
+    for fix in urdma.iter().filter_map(|c| c.fix_to_load(present_rule)) {
+        p += &format!("\n  - {fix}");
+    }
+    if let Some((name, line)) = &opts.default {
+        if name.eq_ignore_ascii_case(URDMA) {
+            p += &format!(
+                "\n  - `provider {name} default` ({opts_file} line {line}) names a provider \
+                 that will not load: ibacm 33 then segfaults at start-up"
+            );
+        }
+    }
+    Some(p)
+}
+
+impl Candidate {
+    /// What to do so that this urdma file loads (`by_contains`: under the
+    /// rule of ibacm 28 and older); `None` if nothing about it is known to
+    /// be wrong.
+    fn fix_to_load(&self, by_contains: bool) -> Option<String> {
+        let f = &self.file;
+        let fix = match (&self.kind, &self.load) {
+            (Kind::Symlink, _) => {
+                format!("{f}: replace the symlink with a regular file: ibacm skips symlinks")
+            }
+            (Kind::Other(why), _) => {
+                format!("{f}: {why}: install the provider as a regular file")
+            }
+            _ if !by_contains && !f.ends_with(".so") => format!(
+                "{f}: rename it to {URDMA_FILE}: ibacm 29 and later load only files whose name ends in .so"
+            ),
+            (_, Some(Load::Dlopen(msg))) if msg.contains("GLIBC_") && msg.contains("not found") => format!(
+                "{f}: it needs a newer glibc than this system's: rebuild for an older glibc or install the package built by `make dist`"
+            ),
+            (_, Some(Load::Dlopen(_))) => {
+                format!("{f}: the loader refuses it (above): reinstall the provider")
+            }
+            (_, Some(Load::NoSymbol(_))) => format!(
+                "{f}: not an ibacm provider (no provider_query): install {URDMA_FILE} from the package"
+            ),
+            (_, Some(Load::Crashed(_))) => format!(
+                "{f}: loading it fails (above): rebuild it or install the package built by `make dist`"
+            ),
+            _ => return None,
+        };
+        Some(fix)
+    }
+}
+
+/// Which of the `urdma` files to remove when the daemon would load more
+/// than one (by the looser rule when the release is unknown); `None` if it
+/// loads at most one.
+fn loaded_twice(urdma: &[&Candidate], rule: Rule, dir: &Path) -> Option<String> {
+    let twice_rule = rule != Rule::EndsWith;
+    let loaded: Vec<&&Candidate> = urdma.iter().filter(|c| c.loaded_by(twice_rule)).collect();
+    if loaded.len() <= 1 {
+        return None;
+    }
+    let dir = dir.display();
+    let keep = loaded
+        .iter()
+        .position(|c| c.file == URDMA_FILE)
+        .unwrap_or(0);
+    let names: Vec<&str> = loaded.iter().map(|c| c.file.as_str()).collect();
+    let by = if rule == Rule::Unknown {
+        "by ibacm 28 and older"
+    } else {
+        "by the daemon"
+    };
+    let mut p = format!("urdma would be loaded twice {by}: {}", names.join(", "));
+    for (i, c) in loaded.iter().enumerate() {
+        if i == keep {
+            continue;
+        }
+        let f = &c.file;
+        if f.ends_with(".so") {
+            p += &format!("\n  - remove {f}: the daemon loads every regular file in {dir} whose name ends in .so");
+        } else {
+            p += &format!(
+                "\n  - remove {f}: ibacm 28 and older load every file whose name contains .so"
+            );
+        }
+    }
+    Some(p)
+}
+
+/// Other providers whose loading kills or hangs the process: the daemon
+/// loads them all at start-up, so each takes urdma down with it.
+fn crashing_others(files: &[Candidate], rule: Rule, dir: &Path) -> Vec<String> {
+    let dir = dir.display();
+    files
+        .iter()
+        .filter(|c| matches!(c.load, Some(Load::Crashed(_))) && !c.urdma && c.kind == Kind::Regular)
+        .filter(|c| rule != Rule::EndsWith || c.file.ends_with(".so"))
+        .map(|c| {
+            let f = &c.file;
+            format!(
+                "loading {f} kills or hangs the process, and the daemon loads every provider at start-up\n  - remove {f} from {dir}"
+            )
+        })
+        .collect()
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn the_major_version_of_every_packaging() {
-        for (v, want) in [
-            ("33.2-1", Some(33)),
-            ("44.0-2", Some(44)),
-            ("56.1-1", Some(56)),
-            ("65.0-1.1", Some(65)),
-            ("48.0-1.el8", Some(48)),
-            ("28.0-1ubuntu1", Some(28)),
-            ("1:44.0-2", Some(44)),
-            ("28", Some(28)),
-            (" 29\n", Some(29)),
-            ("", None),
-            ("v44", None),
-            ("44a", None),
-        ] {
-            assert_eq!(parse_major(v), want, "{v:?}");
-        }
-    }
-
-    #[test]
-    fn the_naming_rule_changes_after_28() {
-        let v = |m| DaemonVersion {
-            source: String::new(),
-            major: m,
-        };
-        assert_eq!(v(Some(22)).rule(), Rule::Contains);
-        assert_eq!(v(Some(28)).rule(), Rule::Contains);
-        assert_eq!(v(Some(29)).rule(), Rule::EndsWith);
-        assert_eq!(v(Some(44)).rule(), Rule::EndsWith);
-        assert_eq!(v(None).rule(), Rule::Unknown);
-        assert!(v(None).describe().contains("version unknown"));
-    }
 
     #[test]
     fn the_daemons_exports_are_read_from_its_dynamic_symbol_table() {

@@ -6,6 +6,7 @@ mod daemon;
 mod dl;
 mod doctor;
 mod loading;
+mod release;
 mod report;
 mod stats;
 mod verbs;

@@ -41,7 +41,7 @@ pub mod routed;
 
 pub use artifacts::{Artifacts, IBACM, IB_ACME};
 pub use env::{require_root, scaled, slowdown, under_valgrind};
-pub use host::{Host, HostConfig, HostsFile, COMMAND_TIMEOUT};
+pub use host::{Host, HostConfig, HostsFile, Namespaces, COMMAND_TIMEOUT};
 pub use key_file::KeyFile;
 pub use net::Net;
 pub use path_info::PathInfo;

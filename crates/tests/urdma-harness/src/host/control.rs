@@ -6,50 +6,50 @@
 //! the provider did about it; without that, every check after an event
 //! would race the event.
 
-use super::Host;
 use crate::env::scaled;
 use std::fs::OpenOptions;
 use std::io::Write;
 use std::os::unix::fs::OpenOptionsExt;
+use std::path::PathBuf;
+use std::sync::Mutex;
 use std::thread::sleep;
 use std::time::{Duration, Instant};
 
 const INJECT_TIMEOUT: Duration = Duration::from_secs(5);
 
-impl Host {
-    /// Sends one control line to the simulator in the daemon and waits until
-    /// the simulator has applied it. Panics if it was rejected.
-    pub fn inject(&self, line: &str) {
-        if let Err(e) = self.try_inject(line) {
-            panic!("inject `{line}`: {e}\n{}", self.diagnostics());
+/// The simulator's control FIFO, and how many of its acknowledgements in
+/// the daemon's output have been consumed.
+pub(super) struct SimControl {
+    fifo: PathBuf,
+    acks_seen: Mutex<usize>,
+}
+
+impl SimControl {
+    pub(super) fn new(fifo: PathBuf) -> SimControl {
+        SimControl {
+            fifo,
+            acks_seen: Mutex::new(0),
         }
     }
 
-    pub fn try_inject(&self, line: &str) -> Result<(), String> {
+    /// A restarted daemon's output starts again with no acknowledgement.
+    pub(super) fn forget_acks(&self) {
+        *self.acks_seen.lock().unwrap() = 0;
+    }
+
+    /// Writes `line` to the FIFO and waits for its acknowledgement in
+    /// `output()` (the daemon's stdout/stderr): `Err` with the simulator's
+    /// answer if it rejected the line.
+    pub(super) fn send(&self, line: &str, output: impl Fn() -> String) -> Result<(), String> {
         assert!(!line.contains('\n'), "one control line at a time");
         let mut seen = self.acks_seen.lock().unwrap();
         let deadline = Instant::now() + scaled(INJECT_TIMEOUT);
-        // Non-blocking open fails (ENXIO) until the simulator has opened
-        // its end; retry instead of blocking forever on a dead daemon.
-        let mut fifo = loop {
-            match OpenOptions::new()
-                .write(true)
-                .custom_flags(libc::O_NONBLOCK)
-                .open(self.control_path())
-            {
-                Ok(f) => break f,
-                Err(e) if Instant::now() > deadline => {
-                    return Err(format!("cannot open control FIFO: {e}"))
-                }
-                Err(_) => sleep(Duration::from_millis(5)),
-            }
-        };
+        let mut fifo = self.open(deadline)?;
         fifo.write_all(format!("{line}\n").as_bytes())
             .map_err(|e| format!("write control FIFO: {e}"))?;
         drop(fifo);
         loop {
-            let acks: Vec<String> = self
-                .daemon_output()
+            let acks: Vec<String> = output()
                 .lines()
                 .filter_map(|l| l.strip_prefix("urdma-sim: control: ").map(str::to_string))
                 .collect();
@@ -65,6 +65,25 @@ impl Host {
                 return Err("the simulator did not acknowledge the command".into());
             }
             sleep(Duration::from_millis(5));
+        }
+    }
+
+    /// Non-blocking open fails (ENXIO) until the simulator has opened its
+    /// end; retried until `deadline` instead of blocking forever on a dead
+    /// daemon.
+    fn open(&self, deadline: Instant) -> Result<std::fs::File, String> {
+        loop {
+            match OpenOptions::new()
+                .write(true)
+                .custom_flags(libc::O_NONBLOCK)
+                .open(&self.fifo)
+            {
+                Ok(f) => return Ok(f),
+                Err(e) if Instant::now() > deadline => {
+                    return Err(format!("cannot open control FIFO: {e}"))
+                }
+                Err(_) => sleep(Duration::from_millis(5)),
+            }
         }
     }
 }

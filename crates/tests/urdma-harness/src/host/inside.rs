@@ -8,7 +8,7 @@
 //! final program gets the simulator preloaded, never the helpers that
 //! enter the namespaces.
 
-use super::Host;
+use super::Namespaces;
 use crate::env::{scaled, unique};
 use crate::process::{ip_in, run_with_timeout};
 use crate::{Artifacts, PathInfo, IB_ACME};
@@ -30,7 +30,7 @@ if [ -f /run/resolv.conf ]; then mount --bind /run/resolv.conf /etc/resolv.conf 
 if [ -n "$URDMA_E2E_PRELOAD" ]; then exec env LD_PRELOAD="$URDMA_E2E_PRELOAD" "$@"; fi
 exec "$@""#;
 
-impl Host {
+impl Namespaces {
     /// `ip link set IFNAME up|down` in the host's namespace.
     pub fn set_link(&self, ifname: &str, up: bool) {
         self.ip(&["link", "set", ifname, if up { "up" } else { "down" }]);

@@ -70,22 +70,7 @@ pub fn parse_secs(opt: &str, v: &str) -> Result<Duration, String> {
 
 /// `Ok(None)` means `--help`.
 pub fn parse_args(args: &[String]) -> Result<Option<Config>, String> {
-    let mut socket = "/run/ibacm-unix.sock".to_string();
-    let mut src_text = None;
-    // Kept as text until the end because `-f` may come after the addresses.
-    let mut dest_texts: Vec<String> = Vec::new();
-    let mut format = Format::Auto;
-    let mut conns = 1usize;
-    let mut count = None;
-    let mut duration = None;
-    let mut window = 1usize;
-    let mut nodelay = false;
-    let mut timeout = Duration::from_secs(30);
-    let mut verbose = false;
-    let mut abandon = false;
-    let mut poll = false;
-    let mut interval = None;
-
+    let mut given = Given::default();
     let mut it = args.iter();
     while let Some(arg) = it.next() {
         let mut value = |name: &str| {
@@ -95,90 +80,171 @@ pub fn parse_args(args: &[String]) -> Result<Option<Config>, String> {
         };
         match arg.as_str() {
             "-h" | "--help" => return Ok(None),
-            "-S" => socket = value("-S")?,
-            "-s" => src_text = Some(value("-s")?),
-            "-d" => dest_texts.push(value("-d")?),
-            "--dest-file" => {
-                let path = value("--dest-file")?;
-                let text = std::fs::read_to_string(&path)
-                    .map_err(|e| format!("--dest-file {path}: {e}"))?;
-                dest_texts.extend(
-                    text.lines()
-                        .map(str::trim)
-                        .filter(|l| !l.is_empty() && !l.starts_with('#'))
-                        .map(String::from),
-                );
-            }
+            flag if given.set_flag(flag) => {}
+            option => given.set_option(option, &mut value)?,
+        }
+    }
+    given.check()?;
+    given.into_config().map(Some)
+}
+
+/// The options as given, before they are checked together.
+struct Given {
+    socket: String,
+    src_text: Option<String>,
+    /// Kept as text until the end because `-f` may come after the addresses.
+    dest_texts: Vec<String>,
+    format: Format,
+    conns: usize,
+    count: Option<u64>,
+    duration: Option<Duration>,
+    window: usize,
+    nodelay: bool,
+    timeout: Duration,
+    verbose: bool,
+    abandon: bool,
+    poll: bool,
+    interval: Option<Duration>,
+}
+
+impl Default for Given {
+    fn default() -> Self {
+        Given {
+            socket: "/run/ibacm-unix.sock".to_string(),
+            src_text: None,
+            dest_texts: Vec::new(),
+            format: Format::Auto,
+            conns: 1,
+            count: None,
+            duration: None,
+            window: 1,
+            nodelay: false,
+            timeout: Duration::from_secs(30),
+            verbose: false,
+            abandon: false,
+            poll: false,
+            interval: None,
+        }
+    }
+}
+
+impl Given {
+    /// Sets the option `flag` if it is one without a value.
+    fn set_flag(&mut self, flag: &str) -> bool {
+        let set = match flag {
+            "--nodelay" => &mut self.nodelay,
+            "-v" | "--verbose" => &mut self.verbose,
+            "--abandon" => &mut self.abandon,
+            "--poll" => &mut self.poll,
+            _ => return false,
+        };
+        *set = true;
+        true
+    }
+
+    /// Sets `option` from the value(s) `value` takes from the command line.
+    fn set_option(
+        &mut self,
+        option: &str,
+        value: &mut impl FnMut(&str) -> Result<String, String>,
+    ) -> Result<(), String> {
+        match option {
+            "-S" => self.socket = value("-S")?,
+            "-s" => self.src_text = Some(value("-s")?),
+            "-d" => self.dest_texts.push(value("-d")?),
+            "--dest-file" => self.dest_texts.extend(dest_file(&value("--dest-file")?)?),
             "--range" => {
                 let prefix = value("--range")?;
                 let n: u64 = parse_num("--range", &value("--range")?)?;
                 if n == 0 {
                     return Err("--range: N must be at least 1".into());
                 }
-                dest_texts.extend((1..=n).map(|i| format!("{prefix}{i}")));
+                self.dest_texts
+                    .extend((1..=n).map(|i| format!("{prefix}{i}")));
             }
             "-f" => {
-                format = match value("-f")?.as_str() {
+                self.format = match value("-f")?.as_str() {
                     "i" => Format::Ip,
                     "n" => Format::Name,
                     other => return Err(format!("-f: '{other}' is not i or n")),
                 }
             }
-            "-c" => conns = parse_num("-c", &value("-c")?)?,
-            "-n" => count = Some(parse_num("-n", &value("-n")?)?),
-            "--window" => window = parse_num("--window", &value("--window")?)?,
-            "--nodelay" => nodelay = true,
-            "--duration" => duration = Some(parse_secs("--duration", &value("--duration")?)?),
-            "--timeout" => timeout = parse_secs("--timeout", &value("--timeout")?)?,
-            "-v" | "--verbose" => verbose = true,
-            "--abandon" => abandon = true,
-            "--poll" => poll = true,
+            "-c" => self.conns = parse_num("-c", &value("-c")?)?,
+            "-n" => self.count = Some(parse_num("-n", &value("-n")?)?),
+            "--window" => self.window = parse_num("--window", &value("--window")?)?,
+            "--duration" => self.duration = Some(parse_secs("--duration", &value("--duration")?)?),
+            "--timeout" => self.timeout = parse_secs("--timeout", &value("--timeout")?)?,
             "--interval-ms" => {
                 let ms: u64 = parse_num("--interval-ms", &value("--interval-ms")?)?;
-                interval = Some(Duration::from_millis(ms));
+                self.interval = Some(Duration::from_millis(ms));
             }
             other => return Err(format!("unknown argument '{other}'")),
         }
+        Ok(())
     }
 
-    if dest_texts.is_empty() {
-        return Err("no destination: give -d, --dest-file or --range".into());
+    /// The rules between options.
+    fn check(&self) -> Result<(), String> {
+        if self.dest_texts.is_empty() {
+            return Err("no destination: give -d, --dest-file or --range".into());
+        }
+        if self.conns == 0 || self.window == 0 {
+            return Err("-c and --window must be at least 1".into());
+        }
+        if self.count.is_some() && self.duration.is_some() {
+            return Err("-n and --duration exclude each other".into());
+        }
+        if self.interval.is_some() && (self.poll || self.abandon) {
+            return Err(
+                "--interval-ms paces threaded connections: not with --poll or --abandon".into(),
+            );
+        }
+        if self.count == Some(0) {
+            return Err("-n must be at least 1".into());
+        }
+        Ok(())
     }
-    if conns == 0 || window == 0 {
-        return Err("-c and --window must be at least 1".into());
+
+    /// The addresses parsed in the format given, and one request per
+    /// destination unless a count or a duration is given.
+    fn into_config(self) -> Result<Config, String> {
+        let format = self.format;
+        let src = self.src_text.map(|s| parse_addr(&s, format)).transpose()?;
+        let dests = self
+            .dest_texts
+            .iter()
+            .map(|d| parse_addr(d, format))
+            .collect::<Result<Vec<_>, _>>()?;
+        let count = match (self.count, self.duration) {
+            (None, None) => Some(dests.len() as u64),
+            (count, _) => count,
+        };
+        Ok(Config {
+            socket: self.socket,
+            src,
+            dests,
+            conns: self.conns,
+            count,
+            duration: self.duration,
+            window: self.window,
+            nodelay: self.nodelay,
+            timeout: self.timeout,
+            verbose: self.verbose,
+            abandon: self.abandon,
+            poll: self.poll,
+            interval: self.interval,
+        })
     }
-    if count.is_some() && duration.is_some() {
-        return Err("-n and --duration exclude each other".into());
-    }
-    if interval.is_some() && (poll || abandon) {
-        return Err(
-            "--interval-ms paces threaded connections: not with --poll or --abandon".into(),
-        );
-    }
-    if count == Some(0) {
-        return Err("-n must be at least 1".into());
-    }
-    let src = src_text.map(|s| parse_addr(&s, format)).transpose()?;
-    let dests = dest_texts
-        .iter()
-        .map(|d| parse_addr(d, format))
-        .collect::<Result<Vec<_>, _>>()?;
-    if duration.is_none() && count.is_none() {
-        count = Some(dests.len() as u64);
-    }
-    Ok(Some(Config {
-        socket,
-        src,
-        dests,
-        conns,
-        count,
-        duration,
-        window,
-        nodelay,
-        timeout,
-        verbose,
-        abandon,
-        poll,
-        interval,
-    }))
+}
+
+/// The destinations in file `path`: one a line, blank lines and `#`
+/// comments left out.
+fn dest_file(path: &str) -> Result<Vec<String>, String> {
+    let text = std::fs::read_to_string(path).map_err(|e| format!("--dest-file {path}: {e}"))?;
+    Ok(text
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty() && !l.starts_with('#'))
+        .map(String::from)
+        .collect())
 }

@@ -386,48 +386,78 @@ struct Slot<'a> {
     framer: Framer,
 }
 
+impl<'a> Slot<'a> {
+    /// Connection `id`, its socket non-blocking (none if that fails).
+    fn open(id: usize, sh: &'a Shared) -> Slot<'a> {
+        let mut conn = Conn::new(id, sh);
+        let sock = conn.connect().filter(|s| match s.set_nonblocking(true) {
+            Ok(()) => true,
+            Err(e) => {
+                eprintln!("urdma-load: conn {id}: set_nonblocking: {e}");
+                false
+            }
+        });
+        Slot {
+            conn,
+            sock,
+            framer: Framer::new(),
+        }
+    }
+
+    /// Sends requests while the window has room: true once `work` has
+    /// none left.
+    fn fill(&mut self, work: &Work, window: usize) -> bool {
+        let Some(sock) = self.sock.as_mut() else {
+            return false;
+        };
+        while self.conn.outstanding.len() < window {
+            let Some(i) = work.take() else {
+                return true;
+            };
+            // 592 bytes into an idle stream socket's buffer: a write
+            // that would block means the daemon stopped reading.
+            if let Err(e) = self.conn.send(sock, i) {
+                self.conn.drop_connection(&e);
+                self.sock = None;
+                break;
+            }
+        }
+        false
+    }
+
+    /// Handles every whole reply the socket has.
+    fn read_ready(&mut self) {
+        let Some(sock) = self.sock.as_mut() else {
+            return;
+        };
+        loop {
+            match self.framer.next(sock) {
+                Ok(Frame::Msg(reply)) => self.conn.handle_reply(reply),
+                Ok(Frame::TimedOut) => break,
+                Err(e) => {
+                    self.conn.drop_connection(&e);
+                    self.sock = None;
+                    break;
+                }
+            }
+        }
+    }
+}
+
 /// `--poll`: every connection on this thread (see the module comment). A
 /// connection that fails is not reopened: a benchmark wants a steady set
 /// of clients, and the summary counts whatever was lost.
 fn run_polled(sh: &Shared) -> Stats {
     let cfg = &sh.cfg;
-    let mut slots: Vec<Slot> = (0..cfg.conns)
-        .map(|id| {
-            let mut conn = Conn::new(id, sh);
-            let sock = conn.connect().filter(|s| match s.set_nonblocking(true) {
-                Ok(()) => true,
-                Err(e) => {
-                    eprintln!("urdma-load: conn {id}: set_nonblocking: {e}");
-                    false
-                }
-            });
-            Slot {
-                conn,
-                sock,
-                framer: Framer::new(),
-            }
-        })
-        .collect();
+    let mut slots: Vec<Slot> = (0..cfg.conns).map(|id| Slot::open(id, sh)).collect();
     let mut exhausted = false;
     let mut fds: Vec<libc::pollfd> = Vec::with_capacity(slots.len());
     loop {
         for slot in &mut slots {
-            let Some(sock) = slot.sock.as_mut() else {
-                continue;
-            };
-            while slot.conn.outstanding.len() < cfg.window && !exhausted {
-                let Some(i) = sh.work.take() else {
-                    exhausted = true;
-                    break;
-                };
-                // 592 bytes into an idle stream socket's buffer: a write
-                // that would block means the daemon stopped reading.
-                if let Err(e) = slot.conn.send(sock, i) {
-                    slot.conn.drop_connection(&e);
-                    slot.sock = None;
-                    break;
-                }
+            if exhausted {
+                break;
             }
+            exhausted = slot.fill(&sh.work, cfg.window);
         }
         let now = Instant::now();
         let live = slots.iter_mut().filter(|s| s.sock.is_some());
@@ -440,43 +470,17 @@ fn run_polled(sh: &Shared) -> Stats {
         if idle && exhausted {
             break;
         }
-        // Refilled in place: the generator must cost less than the daemon,
-        // so no allocation per round.
-        fds.clear();
-        fds.extend(slots.iter().map(|s| libc::pollfd {
-            fd: s.sock.as_ref().map_or(-1, |x| x.as_raw_fd()),
-            events: libc::POLLIN,
-            revents: 0,
-        }));
-        let ms = wait.as_millis().min(i32::MAX as u128) as i32;
-        // SAFETY: `fds` is an array of `fds.len()` pollfd structs, valid and
-        // not otherwise borrowed for the duration of the call.
-        let n = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, ms) };
-        if n < 0 {
-            let e = io::Error::last_os_error();
-            if e.kind() == ErrorKind::Interrupted {
-                continue;
+        match poll(&slots, &mut fds, wait) {
+            Ok(()) => {}
+            Err(e) if e.kind() == ErrorKind::Interrupted => continue,
+            Err(e) => {
+                eprintln!("urdma-load: poll: {e}");
+                break;
             }
-            eprintln!("urdma-load: poll: {e}");
-            break;
         }
         for (slot, fd) in slots.iter_mut().zip(&fds) {
-            if fd.revents == 0 {
-                continue;
-            }
-            let Some(sock) = slot.sock.as_mut() else {
-                continue;
-            };
-            loop {
-                match slot.framer.next(sock) {
-                    Ok(Frame::Msg(reply)) => slot.conn.handle_reply(reply),
-                    Ok(Frame::TimedOut) => break,
-                    Err(e) => {
-                        slot.conn.drop_connection(&e);
-                        slot.sock = None;
-                        break;
-                    }
-                }
+            if fd.revents != 0 {
+                slot.read_ready();
             }
         }
     }
@@ -485,6 +489,27 @@ fn run_polled(sh: &Shared) -> Stats {
         total.merge(s.conn.stats);
     }
     total
+}
+
+/// Waits up to `wait` for replies on `slots`' sockets: `fds` has their
+/// readiness, in their order.
+fn poll(slots: &[Slot], fds: &mut Vec<libc::pollfd>, wait: Duration) -> io::Result<()> {
+    // Refilled in place: the generator must cost less than the daemon,
+    // so no allocation per round.
+    fds.clear();
+    fds.extend(slots.iter().map(|s| libc::pollfd {
+        fd: s.sock.as_ref().map_or(-1, |x| x.as_raw_fd()),
+        events: libc::POLLIN,
+        revents: 0,
+    }));
+    let ms = wait.as_millis().min(i32::MAX as u128) as i32;
+    // SAFETY: `fds` is an array of `fds.len()` pollfd structs, valid and
+    // not otherwise borrowed for the duration of the call.
+    let n = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, ms) };
+    if n < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
 }
 
 fn main() -> ExitCode {

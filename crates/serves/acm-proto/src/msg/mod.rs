@@ -19,11 +19,16 @@ use acm_prov_sys::{
     acm_ep_addr_data, acm_ep_config_data, acm_ep_info, acm_hdr, acm_msg, ibv_path_record,
     ACM_ADDRESS_IP, ACM_ADDRESS_IP6, ACM_ADDRESS_NAME, ACM_EP_FLAG_SOURCE, ACM_EP_INFO_PATH,
     ACM_MAX_ADDRESS, ACM_MSG_EP_LENGTH, ACM_MSG_HDR_LENGTH, ACM_MSG_SIZE, ACM_OP_ACK,
-    ACM_OP_EP_QUERY, ACM_OP_MASK, ACM_OP_PERF_QUERY, ACM_OP_RESOLVE, ACM_PATH_FLAGS_PRIMARY_ROUTE,
-    ACM_VERSION,
+    ACM_OP_EP_QUERY, ACM_OP_MASK, ACM_OP_PERF_QUERY, ACM_PATH_FLAGS_PRIMARY_ROUTE,
 };
 use std::mem::{align_of, offset_of, size_of};
 use std::net::{Ipv4Addr, Ipv6Addr};
+
+mod endpoint;
+mod request;
+
+pub use endpoint::Endpoint;
+pub use request::{ep_query, perf_query, resolve_request};
 
 /// Bytes of the header.
 pub const HDR_LEN: usize = size_of::<acm_hdr>();
@@ -91,6 +96,24 @@ const EP_ADDRS: usize = HDR_LEN + offset_of!(acm_ep_config_data, addrs);
 
 const PATH_DGID: usize = offset_of!(ibv_path_record, dgid);
 
+/// Where entry `i` starts.
+#[inline]
+const fn entry_at(i: usize) -> usize {
+    HDR_LEN + i * EP_LEN
+}
+
+/// The `N` bytes of `buf` at `at`.
+#[inline]
+fn read<const N: usize>(buf: &[u8], at: usize) -> [u8; N] {
+    buf[at..at + N].try_into().expect("N bytes")
+}
+
+/// `bytes` into `buf` at `at`.
+#[inline]
+fn write(buf: &mut [u8], at: usize, bytes: &[u8]) {
+    buf[at..at + bytes.len()].copy_from_slice(bytes);
+}
+
 /// A whole `struct acm_msg`, aligned as the C type so that the provider's
 /// boundary can take the daemon's message by pointer as this type.
 #[repr(C, align(8))]
@@ -133,24 +156,6 @@ impl MsgBuf {
         m
     }
 
-    /// A request header of this version: opcode, the rest zero.
-    fn new_request(opcode: u32) -> MsgBuf {
-        let mut m = MsgBuf::default();
-        m.0[VERSION] = ACM_VERSION as u8;
-        m.0[OPCODE] = opcode as u8;
-        m
-    }
-
-    #[inline]
-    fn get<const N: usize>(&self, at: usize) -> [u8; N] {
-        self.0[at..at + N].try_into().expect("N bytes")
-    }
-
-    #[inline]
-    fn put(&mut self, at: usize, bytes: &[u8]) {
-        self.0[at..at + bytes.len()].copy_from_slice(bytes);
-    }
-
     #[inline]
     pub fn version(&self) -> u8 {
         self.0[VERSION]
@@ -178,37 +183,24 @@ impl MsgBuf {
     /// `hdr.length` as a resolve or query message carries it (host order).
     #[inline]
     pub fn length(&self) -> u16 {
-        u16::from_ne_bytes(self.get(LENGTH))
+        u16::from_ne_bytes(read(&self.0, LENGTH))
     }
     #[inline]
     pub fn tid(&self) -> u64 {
-        u64::from_ne_bytes(self.get(TID))
+        u64::from_ne_bytes(read(&self.0, TID))
     }
 
-    #[inline]
-    pub fn set_status(&mut self, status: u8) {
-        self.0[STATUS] = status;
-    }
     /// Sets `hdr.length` as a resolve or query message carries it.
     #[inline]
     pub fn set_length(&mut self, len: usize) {
-        self.put(LENGTH, &(len as u16).to_ne_bytes());
+        write(&mut self.0, LENGTH, &(len as u16).to_ne_bytes());
     }
-    #[inline]
-    pub fn set_tid(&mut self, tid: u64) {
-        self.put(TID, &tid.to_ne_bytes());
-    }
-
-    fn set_length_be(&mut self, len: usize) {
-        self.put(LENGTH, &(len as u16).to_be_bytes());
-    }
-
     /// `hdr.length` in the order the opcode carries it: big-endian in perf
     /// and EP queries and their replies, host order in the others.
     pub fn message_len(&self) -> usize {
         match u32::from(self.opcode()) & ACM_OP_MASK {
             ACM_OP_PERF_QUERY | ACM_OP_EP_QUERY => {
-                usize::from(u16::from_be_bytes(self.get(LENGTH)))
+                usize::from(u16::from_be_bytes(read(&self.0, LENGTH)))
             }
             _ => usize::from(self.length()),
         }
@@ -239,26 +231,20 @@ impl MsgBuf {
         }
     }
 
-    /// Where entry `i` starts.
-    #[inline]
-    fn entry_at(i: usize) -> usize {
-        HDR_LEN + i * EP_LEN
-    }
-
     #[inline]
     pub fn entry_flags(&self, i: usize) -> u32 {
-        u32::from_ne_bytes(self.get(Self::entry_at(i) + FLAGS))
+        u32::from_ne_bytes(read(&self.0, entry_at(i) + FLAGS))
     }
 
     #[inline]
     pub fn entry_kind(&self, i: usize) -> u16 {
-        u16::from_ne_bytes(self.get(Self::entry_at(i) + TYPE))
+        u16::from_ne_bytes(read(&self.0, entry_at(i) + TYPE))
     }
 
     /// The address field of entry `i`, in place.
     #[inline]
     pub fn entry_info(&self, i: usize) -> &[u8; ADDR_LEN] {
-        let at = Self::entry_at(i) + INFO;
+        let at = entry_at(i) + INFO;
         self.0[at..at + ADDR_LEN]
             .try_into()
             .expect("ADDR_LEN bytes")
@@ -275,11 +261,11 @@ impl MsgBuf {
 
     #[inline]
     fn write_entry(&mut self, i: usize, flags: u32, kind: u16, info: &[u8; ADDR_LEN]) {
-        let at = Self::entry_at(i);
-        self.put(at + FLAGS, &flags.to_ne_bytes());
-        self.put(at + TYPE, &kind.to_ne_bytes());
-        self.put(at + RESERVED, &[0; 2]);
-        self.put(at + INFO, info);
+        let at = entry_at(i);
+        write(&mut self.0, at + FLAGS, &flags.to_ne_bytes());
+        write(&mut self.0, at + TYPE, &kind.to_ne_bytes());
+        write(&mut self.0, at + RESERVED, &[0; 2]);
+        write(&mut self.0, at + INFO, info);
     }
 
     #[inline]
@@ -313,28 +299,17 @@ impl MsgBuf {
         let mut n = 1;
         // The source first: entry 0, about to hold the path, may be it.
         if let Some(i) = echo_source.filter(|&i| i < MAX_ENTRIES) {
-            let at = Self::entry_at(1);
+            let at = entry_at(1);
             if i != 1 {
-                let from = Self::entry_at(i);
+                let from = entry_at(i);
                 self.0.copy_within(from..from + EP_LEN, at);
             }
-            self.put(at + FLAGS, &ACM_EP_FLAG_SOURCE.to_ne_bytes());
-            self.put(at + RESERVED, &[0; 2]);
+            write(&mut self.0, at + FLAGS, &ACM_EP_FLAG_SOURCE.to_ne_bytes());
+            write(&mut self.0, at + RESERVED, &[0; 2]);
             n = 2;
         }
         self.write_entry(0, ACM_PATH_FLAGS_PRIMARY_ROUTE, PATH_TYPE, path);
-        self.set_length(Self::entry_at(n));
-    }
-
-    /// Turns a `query` request into its reply: same length, ACK bit, and
-    /// the completed record when there is one.
-    #[inline]
-    pub fn make_query_reply(&mut self, status: u8, path: Option<&[u8; PATH_LEN]>) {
-        self.0[OPCODE] |= ACM_OP_ACK as u8;
-        self.make_reply_header(status);
-        if let Some(p) = path {
-            self.put(Self::entry_at(0) + INFO, p);
-        }
+        self.set_length(entry_at(n));
     }
 
     /// The path of a resolve reply that carries one the way the kernel
@@ -360,54 +335,6 @@ impl MsgBuf {
     }
 }
 
-/// One endpoint of an EP query reply.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Endpoint {
-    /// The device's node GUID.
-    pub guid: u64,
-    pub port: u8,
-    pub pkey: u16,
-    /// The provider that serves it.
-    pub provider: String,
-    pub addresses: Vec<String>,
-}
-
-impl Endpoint {
-    /// The endpoint an EP query reply describes (`struct
-    /// acm_ep_config_data`, integers big-endian, strings NUL-terminated),
-    /// from the whole reply as read: the daemon sends 64 bytes per address
-    /// after the header, so an endpoint with more than about 30 addresses
-    /// is longer than a `struct acm_msg`. `None` when the reply is shorter
-    /// than its header says or too short for one endpoint.
-    pub fn decode(reply: &[u8]) -> Option<Endpoint> {
-        let claimed = usize::from(u16::from_be_bytes(
-            reply.get(LENGTH..LENGTH + 2)?.try_into().ok()?,
-        ));
-        let body = reply.get(..claimed)?;
-        if body.len() < EP_ADDRS {
-            return None;
-        }
-        let be16 = |at: usize| u16::from_be_bytes([body[at], body[at + 1]]);
-        let count = usize::from(be16(EP_ADDR_CNT));
-        Some(Endpoint {
-            guid: u64::from_be_bytes(body[EP_GUID..EP_GUID + 8].try_into().expect("8 bytes")),
-            port: body[EP_PORT],
-            pkey: be16(EP_PKEY),
-            provider: c_string(&body[EP_PROV_NAME..EP_ADDRS]),
-            addresses: body[EP_ADDRS..]
-                .chunks_exact(ADDR_LEN)
-                .take(count)
-                .map(c_string)
-                .collect(),
-        })
-    }
-}
-
-fn c_string(bytes: &[u8]) -> String {
-    let end = bytes.iter().position(|&b| b == 0).unwrap_or(bytes.len());
-    String::from_utf8_lossy(&bytes[..end]).into_owned()
-}
-
 /// The destination GID of a path record.
 pub fn path_dgid(path: &[u8; PATH_LEN]) -> [u8; 16] {
     path[PATH_DGID..PATH_DGID + 16]
@@ -431,45 +358,17 @@ pub fn resolve_success(req: &MsgBuf, path: &[u8; PATH_LEN], echo_source: Option<
     r
 }
 
-/// The reply to a `query` (see [`MsgBuf::make_query_reply`]).
+/// The reply to a `query`: the request's length, the ACK bit, and the
+/// completed record when there is one.
 #[inline]
 pub fn query_reply(req: &MsgBuf, status: u8, path: Option<&[u8; PATH_LEN]>) -> MsgBuf {
     let mut r = req.clone();
-    r.make_query_reply(status, path);
-    r
-}
-
-/// A resolve request as a client sends it and the daemon hands it over
-/// (`src_out`: the daemon chose the source and appended it).
-pub fn resolve_request(entries: &[Entry], src_out: bool, tid: u64) -> MsgBuf {
-    let mut m = MsgBuf::new_request(ACM_OP_RESOLVE);
-    m.0[DATA] = src_out as u8;
-    m.set_tid(tid);
-    for (i, e) in entries.iter().enumerate().take(MAX_ENTRIES) {
-        m.set_entry(i, e);
+    r.0[OPCODE] |= ACM_OP_ACK as u8;
+    r.make_reply_header(status);
+    if let Some(p) = path {
+        write(&mut r.0, entry_at(0) + INFO, p);
     }
-    m.set_length(HDR_LEN + entries.len().min(MAX_ENTRIES) * EP_LEN);
-    m
-}
-
-/// An EP query for the `index`-th endpoint (from 1) over all ports, as
-/// `ib_acme -e` asks.
-pub fn ep_query(index: u8) -> MsgBuf {
-    let mut m = MsgBuf::new_request(ACM_OP_EP_QUERY);
-    // data[1], the port, stays 0: all ports.
-    m.0[DATA] = index;
-    m.set_length_be(HDR_LEN);
-    m
-}
-
-/// A perf query for the endpoint that owns the address of `source` (an
-/// entry flagged SOURCE), as `ib_acme -P s -s ADDRESS` asks (by index, the
-/// daemon looks endpoint N up on port N).
-pub fn perf_query(source: &Entry) -> MsgBuf {
-    let mut m = MsgBuf::new_request(ACM_OP_PERF_QUERY);
-    m.set_entry(0, source);
-    m.set_length_be(HDR_LEN + EP_LEN);
-    m
+    r
 }
 
 /// An address entry: `bytes` at the start of the address field.
