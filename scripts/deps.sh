@@ -13,9 +13,9 @@
 # ibverbs-utils and kmod (depmod, modprobe: make urdma and its guest tier),
 # and zig with cargo-zigbuild (the glibc 2.28 build; scripts/zigbuild.sh
 # installs those from PyPI itself), and prometheus (promtool: the metrics and
-# the example alerting rules checked in tests/tool.rs), ufw (package-test.sh
-# reads the shipped application profile with it) and gdb (check-dist.sh reads
-# the shipped provider with the -dbgsym's symbols).
+# the example alerting rules checked in tests/tool/prometheus.rs), ufw
+# (package-test.sh reads the shipped application profile with it) and gdb
+# (check-dist.sh reads the shipped provider with the -dbgsym's symbols).
 set -euo pipefail
 
 packages=(ibacm libibverbs-dev libibumad-dev librdmacm-dev libclang-dev gcc iproute2 util-linux)

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The end-to-end suites (tests/e2e.rs, discovery.rs, and the fault suites
+# The end-to-end suites (tests/e2e/, discovery/, and the fault suites
 # lifecycle.rs, loss.rs, peers.rs and soak.rs) with every daemon under
 # valgrind memcheck, then scripts/memcheck-report.py over the XML each
 # daemon wrote: exit 1 on any invalid access or uninitialised use, or any

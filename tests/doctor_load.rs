@@ -156,10 +156,40 @@ fn doctor_reports_what_the_daemon_loads_by_its_release() {
     let provider = &d.host.artifacts.provider;
     let scratch = d.host.path("c");
     fs::create_dir_all(&scratch).expect("scratch");
-    let prov = d.host.path("prov").display().to_string();
 
     // (a) The provider alone: loaded by every release.
     fs::copy(provider, d.prov("libibacm_urdma.so")).expect("install");
+    assert_the_provider_alone_loads(&d);
+
+    // (b) A symlink beside it: skipped, harmless while the copy loads.
+    std::os::unix::fs::symlink(d.prov("libibacm_urdma.so"), d.prov("urdma-link.so"))
+        .expect("symlink");
+    // (d) A library without provider_query: the daemon logs it and goes on.
+    fs::copy(not_a_provider(&scratch), d.prov("libnotprov.so")).expect("copy");
+    assert_the_symlink_and_the_library_are_skipped(&d);
+
+    // (c) A backup copy: urdma twice on 28, skipped by name on 44.
+    fs::copy(provider, d.prov("libibacm_urdma.so.bak")).expect("copy");
+    assert_the_backup_loads_on_28_only(&d);
+
+    // Only the symlink and the backup left: nothing loads urdma on 44,
+    // and the symlink's fix is named.
+    fs::remove_file(d.prov("libibacm_urdma.so")).expect("remove");
+    fs::copy(provider, d.host.path("real.so")).expect("copy");
+    fs::remove_file(d.prov("urdma-link.so")).expect("remove");
+    std::os::unix::fs::symlink(d.host.path("real.so"), d.prov("libibacm_urdma.so"))
+        .expect("symlink");
+    assert_only_the_backup_loads_and_only_on_28(&d);
+
+    // (e) A provider that needs glibc 2.99: the loader's words, and the fix.
+    d.clear();
+    fs::copy(needs_glibc_2_99(&scratch), d.prov("libibacm_urdma.so")).expect("copy");
+    assert_the_glibc_it_needs_is_named(&d);
+}
+
+/// With the provider alone in its directory: loaded by every release,
+/// each named with the rule it loads by.
+fn assert_the_provider_alone_loads(d: &Doctor) {
     for v in ["28", "44"] {
         let (code, out) = d.run(v);
         assert!(
@@ -187,12 +217,11 @@ fn doctor_reports_what_the_daemon_loads_by_its_release() {
         ),
         "{out}"
     );
+}
 
-    // (b) A symlink beside it: skipped, harmless while the copy loads.
-    std::os::unix::fs::symlink(d.prov("libibacm_urdma.so"), d.prov("urdma-link.so"))
-        .expect("symlink");
-    // (d) A library without provider_query: the daemon logs it and goes on.
-    fs::copy(not_a_provider(&scratch), d.prov("libnotprov.so")).expect("copy");
+/// With a symlink to the provider and a library without `provider_query`
+/// beside it: both skipped, each with the reason, and no error.
+fn assert_the_symlink_and_the_library_are_skipped(d: &Doctor) {
     for v in ["28", "44"] {
         let (code, out) = d.run(v);
         assert!(
@@ -211,9 +240,11 @@ fn doctor_reports_what_the_daemon_loads_by_its_release() {
         assert!(!out.contains("error:"), "{v}: {out}");
         assert_eq!(code, 0, "{v}: {out}");
     }
+}
 
-    // (c) A backup copy: urdma twice on 28, skipped by name on 44.
-    fs::copy(provider, d.prov("libibacm_urdma.so.bak")).expect("copy");
+/// With a `.so.bak` copy beside the provider: loaded too by 28, which is
+/// an error with its fix; skipped by name on 44.
+fn assert_the_backup_loads_on_28_only(d: &Doctor) {
     let (code, out) = d.run("28");
     assert!(
         out.contains("\n  libibacm_urdma.so.bak: loaded (urdma)\n"),
@@ -243,14 +274,12 @@ fn doctor_reports_what_the_daemon_loads_by_its_release() {
     );
     assert!(!out.contains("error:"), "{out}");
     assert_eq!(code, 0, "{out}");
+}
 
-    // Only the symlink and the backup left: nothing loads urdma on 44,
-    // and the symlink's fix is named.
-    fs::remove_file(d.prov("libibacm_urdma.so")).expect("remove");
-    fs::copy(provider, d.host.path("real.so")).expect("copy");
-    fs::remove_file(d.prov("urdma-link.so")).expect("remove");
-    std::os::unix::fs::symlink(d.host.path("real.so"), d.prov("libibacm_urdma.so"))
-        .expect("symlink");
+/// With the provider a symlink and its `.so.bak` copy: an error on 44
+/// naming both fixes; on 28 the backup is the one copy that loads: fine.
+fn assert_only_the_backup_loads_and_only_on_28(d: &Doctor) {
+    let prov = d.host.path("prov").display().to_string();
     let (code, out) = d.run("44");
     assert!(
         out.contains(&format!(
@@ -271,14 +300,14 @@ fn doctor_reports_what_the_daemon_loads_by_its_release() {
         "{out}"
     );
     assert_eq!(code, 1, "{out}");
-    // On 28 the backup is the one copy that loads: fine.
     let (code, out) = d.run("28");
     assert!(!out.contains("error:"), "{out}");
     assert_eq!(code, 0, "{out}");
+}
 
-    // (e) A provider that needs glibc 2.99: the loader's words, and the fix.
-    d.clear();
-    fs::copy(needs_glibc_2_99(&scratch), d.prov("libibacm_urdma.so")).expect("copy");
+/// With a provider that needs glibc 2.99: on every release, the loader's
+/// words, the fix, and the line that would crash ibacm 33.
+fn assert_the_glibc_it_needs_is_named(d: &Doctor) {
     let installed = d.prov("libibacm_urdma.so").display().to_string();
     for v in ["28", "44"] {
         let (code, out) = d.run(v);

@@ -102,46 +102,8 @@ fn two_thousand_clients_that_hang_up_before_their_reply_leak_no_client_slot() {
     // daemon has 1,023 slots. All 2,000 at once would be refused by the
     // daemon itself ("all connections busy") whenever they arrive faster
     // than their lookups fail.
-    const BATCH: usize = 500;
-    const NAMES: usize = 200;
-    let (batch, names) = (BATCH.to_string(), NAMES.to_string());
     for round in 1..=CLIENTS / BATCH {
-        load_ok(
-            &a,
-            &[
-                "--abandon",
-                "-s",
-                "node-a",
-                "-f",
-                "n",
-                "--range",
-                "gone-",
-                &names,
-                "-c",
-                "8",
-                "-n",
-                &batch,
-            ],
-            Duration::from_secs(120),
-            &[
-                ("requests", &batch),
-                ("abandoned", &batch),
-                ("connect_errors", "0"),
-            ],
-        );
-        // Every abandoned request is answered (to nobody) once its lookup
-        // fails, and its descriptor is closed.
-        let deadline = Instant::now() + scaled(WAIT);
-        while a.log_count(": failed with status") < NAMES * round || a.daemon_fds() > fds_before {
-            assert!(
-                Instant::now() < deadline,
-                "after {} clients the daemon holds {} descriptors, {fds_before} before they came\n{}",
-                BATCH * round,
-                a.daemon_fds(),
-                a.diagnostics()
-            );
-            sleep(Duration::from_millis(50));
-        }
+        abandon_a_batch(&a, round, fds_before);
     }
     assert!(a.daemon_alive(), "{}", a.diagnostics());
 
@@ -163,6 +125,52 @@ fn two_thousand_clients_that_hang_up_before_their_reply_leak_no_client_slot() {
         Node::B,
         &["-f", "n", "-s", "node-a", "-d", "node-b"],
     );
+}
+
+/// Clients that hang up in each batch, and the names they ask for.
+const BATCH: usize = 500;
+const NAMES: usize = 200;
+
+/// Batch `round` of `BATCH` clients on `a` that each ask for a name nobody
+/// holds and hang up before the answer. Every abandoned request is
+/// answered (to nobody) once its lookup fails, and its descriptor is
+/// closed: back to the `fds_before` the daemon held before any came.
+fn abandon_a_batch(a: &Host, round: usize, fds_before: usize) {
+    let (batch, names) = (BATCH.to_string(), NAMES.to_string());
+    load_ok(
+        a,
+        &[
+            "--abandon",
+            "-s",
+            "node-a",
+            "-f",
+            "n",
+            "--range",
+            "gone-",
+            &names,
+            "-c",
+            "8",
+            "-n",
+            &batch,
+        ],
+        Duration::from_secs(120),
+        &[
+            ("requests", &batch),
+            ("abandoned", &batch),
+            ("connect_errors", "0"),
+        ],
+    );
+    let deadline = Instant::now() + scaled(WAIT);
+    while a.log_count(": failed with status") < NAMES * round || a.daemon_fds() > fds_before {
+        assert!(
+            Instant::now() < deadline,
+            "after {} clients the daemon holds {} descriptors, {fds_before} before they came\n{}",
+            BATCH * round,
+            a.daemon_fds(),
+            a.diagnostics()
+        );
+        sleep(Duration::from_millis(50));
+    }
 }
 
 #[test]

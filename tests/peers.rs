@@ -8,7 +8,9 @@
 //! `cargo build --workspace`.
 
 use ibacm_urdma::discovery::wire::{Announce, Answer, Message, Query};
-use std::net::UdpSocket;
+use std::net::{SocketAddr, UdpSocket};
+use std::num::NonZeroU64;
+use std::path::Path;
 use std::thread::sleep;
 use std::time::{Duration, Instant};
 use urdma_harness::drops::{drops_from, expect_drops, expect_stale_drops, total_drops};
@@ -46,9 +48,11 @@ fn garbage(seed: u64, count: usize) -> Vec<Vec<u8>> {
         .collect()
 }
 
+/// How long the garbage flood lasts.
+const FLOOD: Duration = Duration::from_secs(8);
+
 #[test]
 fn a_garbage_flood_while_resolving_changes_no_answer_and_no_memory() {
-    const FLOOD: Duration = Duration::from_secs(8);
     // What the daemon may grow by under the flood: its allocator's arenas
     // and the log's stdio buffer settle in the warm-up; one drop costs
     // nothing that stays.
@@ -60,39 +64,9 @@ fn a_garbage_flood_while_resolving_changes_no_answer_and_no_memory() {
     net.attach(&d, "eth0", &["10.0.0.4/24"]);
     let dests = a.path("dests.txt");
     std::fs::write(&dests, ips.join("\n")).unwrap();
-    let mixed = |duration: &str, conns: &str| {
-        let (out, sum) = load_ok(
-            &a,
-            &[
-                "-s",
-                "10.0.0.1",
-                "-f",
-                "i",
-                "--dest-file",
-                dests.to_str().unwrap(),
-                "-d",
-                "10.0.0.2",
-                "-c",
-                conns,
-                "--duration",
-                duration,
-                "--verbose",
-            ],
-            Duration::from_secs(60),
-            &[],
-        );
-        assert_eq!(sum["ok"], sum["requests"], "{sum:?}");
-        for (dest, dgids) in verbose_dgids(&out) {
-            assert!(
-                dgids.iter().all(|g| *g == Node::B.gid()),
-                "{dest}: {dgids:?}"
-            );
-        }
-        sum["requests"].parse::<u64>().unwrap()
-    };
     // Warm-up: learn B, and run the daemon's request path and a few
     // hundred drops, so that what is allocated once is allocated.
-    mixed("2", "4");
+    mixed_load(&a, &dests, "2", "4");
     let a_addr = format!("{}:{DISCOVERY_PORT}", Node::A.ip4());
     let warm_garbage = garbage(1, 500);
     d.in_netns(|| {
@@ -107,31 +81,9 @@ fn a_garbage_flood_while_resolving_changes_no_answer_and_no_memory() {
 
     let flood = garbage(0x9e37_79b9_7f4a_7c15, 4096);
     let (sent, (requests, samples)) = std::thread::scope(|s| {
-        let flooder = s.spawn(|| {
-            d.in_netns(|| {
-                let s = UdpSocket::bind("0.0.0.0:0").unwrap();
-                let started = Instant::now();
-                let mut sent = 0u64;
-                while started.elapsed() < FLOOD {
-                    for g in &flood {
-                        if s.send_to(g, &a_addr).is_ok() {
-                            sent += 1;
-                        }
-                    }
-                }
-                sent
-            })
-        });
-        let sampler = s.spawn(|| {
-            let mut samples = Vec::new();
-            let started = Instant::now();
-            while started.elapsed() < FLOOD {
-                sleep(Duration::from_secs(1));
-                samples.push(a.daemon_rss_kb());
-            }
-            samples
-        });
-        let requests = mixed(&FLOOD.as_secs().to_string(), "4");
+        let flooder = s.spawn(|| flood_from(&d, &a_addr, &flood));
+        let sampler = s.spawn(|| rss_every_second(&a));
+        let requests = mixed_load(&a, &dests, &FLOOD.as_secs().to_string(), "4");
         (flooder.join().unwrap(), (requests, sampler.join().unwrap()))
     });
     sleep(Duration::from_secs(1));
@@ -162,6 +114,97 @@ fn a_garbage_flood_while_resolving_changes_no_answer_and_no_memory() {
     assert!(a.daemon_alive(), "{}", a.diagnostics());
 }
 
+/// `urdma-load` on `a` for `duration` seconds on `conns` connections: B's
+/// address and the addresses listed in `dests`, each answered with B's
+/// GID. Returns how many requests were made.
+fn mixed_load(a: &Host, dests: &Path, duration: &str, conns: &str) -> u64 {
+    let (out, sum) = load_ok(
+        a,
+        &[
+            "-s",
+            "10.0.0.1",
+            "-f",
+            "i",
+            "--dest-file",
+            dests.to_str().unwrap(),
+            "-d",
+            "10.0.0.2",
+            "-c",
+            conns,
+            "--duration",
+            duration,
+            "--verbose",
+        ],
+        Duration::from_secs(60),
+        &[],
+    );
+    assert_eq!(sum["ok"], sum["requests"], "{sum:?}");
+    for (dest, dgids) in verbose_dgids(&out) {
+        assert!(
+            dgids.iter().all(|g| *g == Node::B.gid()),
+            "{dest}: {dgids:?}"
+        );
+    }
+    sum["requests"].parse::<u64>().unwrap()
+}
+
+/// From host `d`, `flood` sent to `to` over and over for `FLOOD`. Returns
+/// how many datagrams left.
+fn flood_from(d: &Host, to: &str, flood: &[Vec<u8>]) -> u64 {
+    d.in_netns(|| {
+        let s = UdpSocket::bind("0.0.0.0:0").unwrap();
+        let started = Instant::now();
+        let mut sent = 0u64;
+        while started.elapsed() < FLOOD {
+            for g in flood {
+                if s.send_to(g, to).is_ok() {
+                    sent += 1;
+                }
+            }
+        }
+        sent
+    })
+}
+
+/// The daemon's RSS on `a`, read every second for `FLOOD`.
+fn rss_every_second(a: &Host) -> Vec<u64> {
+    let mut samples = Vec::new();
+    let started = Instant::now();
+    while started.elapsed() < FLOOD {
+        sleep(Duration::from_secs(1));
+        samples.push(a.daemon_rss_kb());
+    }
+    samples
+}
+
+/// The fake peer's addresses, each answering its first query its own way:
+/// slowly (`delay`), at once and then again with another GID (`TWICE`),
+/// or after the lookup has given up (`LATE`).
+const SLOW: usize = 0;
+const SLOWER: usize = 1;
+const SLOWEST: usize = 2;
+const TWICE: usize = 3;
+const LATE: usize = 4;
+
+/// How long each address waits before answering its first query.
+fn delay(i: usize) -> Duration {
+    match i {
+        SLOW => Duration::from_millis(250),
+        SLOWER => Duration::from_millis(600),
+        SLOWEST => Duration::from_millis(1200),
+        LATE => Duration::from_millis(3600),
+        _ => Duration::ZERO,
+    }
+}
+
+fn ip(i: usize) -> String {
+    FakePeer::ip(i).to_string()
+}
+
+fn gid(i: usize, g: u16) -> String {
+    FakePeer::gid(i, g).to_string()
+}
+
 #[test]
 fn a_peer_that_answers_slowly_late_or_twice() {
     const TIMEOUT_MS: u64 = 400;
@@ -178,104 +221,23 @@ fn a_peer_that_answers_slowly_late_or_twice() {
         ],
     );
     let fake = FakePeer::start(&net, 5);
-    const SLOW: usize = 0;
-    const SLOWER: usize = 1;
-    const SLOWEST: usize = 2;
-    const TWICE: usize = 3;
-    const LATE: usize = 4;
-    // How long each address waits before answering its first query.
-    let delay = |i: usize| match i {
-        SLOW => Duration::from_millis(250),
-        SLOWER => Duration::from_millis(600),
-        SLOWEST => Duration::from_millis(1200),
-        LATE => Duration::from_millis(3600),
-        _ => Duration::ZERO,
-    };
-    let ip = |i: usize| FakePeer::ip(i).to_string();
-    let gid = |i: usize, g: u16| FakePeer::gid(i, g).to_string();
 
     std::thread::scope(|s| {
-        // The fake peer answers each address's first query once, after its
-        // delay; TWICE answers at once and then again with another GID.
-        let peer = s.spawn(|| {
-            let mut pending: Vec<(Instant, Asked)> = Vec::new();
-            let mut answered = [false; 5];
-            let started = Instant::now();
-            while answered.iter().any(|a| !a) && started.elapsed() < scaled(WAIT) {
-                if let Some(q) = fake.next_query(Duration::from_millis(10)) {
-                    if !answered[q.index] && pending.iter().all(|(_, p)| p.index != q.index) {
-                        pending.push((Instant::now() + delay(q.index), q));
-                    }
-                }
-                let (due, later): (Vec<_>, Vec<_>) = pending
-                    .into_iter()
-                    .partition(|(when, _)| *when <= Instant::now());
-                pending = later;
-                for (_, q) in due {
-                    fake.send(q.index, q.from, &FakePeer::found(&q.query, q.index, 0));
-                    if q.index == TWICE {
-                        fake.send(q.index, q.from, &FakePeer::found(&q.query, q.index, 1));
-                    }
-                    answered[q.index] = true;
-                }
-            }
-        });
-        let (out, took) = timed(|| {
-            resolve(
-                &a,
-                &["-f", "i", "-d", &ip(SLOW)],
-                &gid(SLOW, 0),
-                &Node::A.gid(),
-            )
-        });
-        assert!(took >= delay(SLOW), "{took:?}:\n{out}");
+        let peer = s.spawn(|| answer_each_first_query_after_its_delay(&fake));
+        resolves_after_its_delay(&a, SLOW);
         // Answered after the first try's timeout: the tries' transaction
         // ids all stay valid, so the late answer to the first try counts.
-        let (out, took) = timed(|| {
-            resolve(
-                &a,
-                &["-f", "i", "-d", &ip(SLOWER)],
-                &gid(SLOWER, 0),
-                &Node::A.gid(),
-            )
-        });
-        assert!(took >= delay(SLOWER), "{took:?}:\n{out}");
+        resolves_after_its_delay(&a, SLOWER);
         // Replies that took 250 and 600 ms made a try longer than the
         // 400 ms configured: a peer that answers in 1.2 s, after the two
         // tries' 800 ms, is waited for rather than timed out.
-        let (out, took) = timed(|| {
-            resolve(
-                &a,
-                &["-f", "i", "-d", &ip(SLOWEST)],
-                &gid(SLOWEST, 0),
-                &Node::A.gid(),
-            )
-        });
-        assert!(took >= delay(SLOWEST), "{took:?}:\n{out}");
+        resolves_after_its_delay(&a, SLOWEST);
         // After the last try, at the longest: the client has its ETIMEDOUT
         // when the answer comes, which is then dropped.
         let (out, took) =
             timed(|| resolve_fails(&a, &["-f", "i", "-d", &ip(LATE)], "Connection timed out"));
         assert!(took < delay(LATE), "{took:?}:\n{out}");
-        // The operator reads why, at the daemon's default level: whom it
-        // asked and how often.
-        let failed = format!("lookup {} failed (ETIMEDOUT) after ", ip(LATE));
-        assert_eq!(
-            a.log_severity(&failed).as_deref(),
-            Some("warning"),
-            "{}",
-            a.diagnostics()
-        );
-        let asked = format!("asked of {}, 2 tries in ", FakePeer::source(LATE));
-        let line = a
-            .log()
-            .lines()
-            .find(|l| l.contains(&failed))
-            .map(str::to_string);
-        assert!(
-            line.as_deref().is_some_and(|l| l.contains(&asked)),
-            "{line:?}"
-        );
+        assert_the_timeout_is_explained(&a);
         resolve(
             &a,
             &["-f", "i", "-d", &ip(TWICE)],
@@ -308,6 +270,61 @@ fn a_peer_that_answers_slowly_late_or_twice() {
     drop(fake.host);
 }
 
+/// The fake peer answers each address's first query once, after its
+/// delay; TWICE answers at once and then again with another GID.
+fn answer_each_first_query_after_its_delay(fake: &FakePeer) {
+    let mut pending: Vec<(Instant, Asked)> = Vec::new();
+    let mut answered = [false; 5];
+    let started = Instant::now();
+    while answered.iter().any(|a| !a) && started.elapsed() < scaled(WAIT) {
+        if let Some(q) = fake.next_query(Duration::from_millis(10)) {
+            if !answered[q.index] && pending.iter().all(|(_, p)| p.index != q.index) {
+                pending.push((Instant::now() + delay(q.index), q));
+            }
+        }
+        let (due, later): (Vec<_>, Vec<_>) = pending
+            .into_iter()
+            .partition(|(when, _)| *when <= Instant::now());
+        pending = later;
+        for (_, q) in due {
+            fake.send(q.index, q.from, &FakePeer::found(&q.query, q.index, 0));
+            if q.index == TWICE {
+                fake.send(q.index, q.from, &FakePeer::found(&q.query, q.index, 1));
+            }
+            answered[q.index] = true;
+        }
+    }
+}
+
+/// `a` resolves the fake peer's address `i` to its GID, once the peer
+/// answered after its delay.
+fn resolves_after_its_delay(a: &Host, i: usize) {
+    let (out, took) = timed(|| resolve(a, &["-f", "i", "-d", &ip(i)], &gid(i, 0), &Node::A.gid()));
+    assert!(took >= delay(i), "{took:?}:\n{out}");
+}
+
+/// The operator reads why the LATE lookup failed, at the daemon's default
+/// level: whom it asked and how often.
+fn assert_the_timeout_is_explained(a: &Host) {
+    let failed = format!("lookup {} failed (ETIMEDOUT) after ", ip(LATE));
+    assert_eq!(
+        a.log_severity(&failed).as_deref(),
+        Some("warning"),
+        "{}",
+        a.diagnostics()
+    );
+    let asked = format!("asked of {}, 2 tries in ", FakePeer::source(LATE));
+    let line = a
+        .log()
+        .lines()
+        .find(|l| l.contains(&failed))
+        .map(str::to_string);
+    assert!(
+        line.as_deref().is_some_and(|l| l.contains(&asked)),
+        "{line:?}"
+    );
+}
+
 #[test]
 fn replayed_forged_and_misaddressed_replies_are_dropped_and_counted() {
     let net = Net::new();
@@ -315,55 +332,21 @@ fn replayed_forged_and_misaddressed_replies_are_dropped_and_counted() {
     let fake = FakePeer::start(&net, 2);
     let target = FakePeer::ip(0).to_string();
     let src = FakePeer::source(0);
-    let unsolicited = "no query with that transaction id";
     // A replay soon after the lookup it answered ended looks like that
     // reply arriving late (the two cannot be told apart): dropped either
     // way, counted as late or as unsolicited by when it comes.
-
-    // A valid exchange, whose reply is kept.
-    let captured = std::thread::scope(|s| {
-        let lookup = s.spawn(|| {
-            resolve(
-                &a,
-                &["-f", "i", "-d", &target],
-                &FakePeer::gid(0, 0).to_string(),
-                &Node::A.gid(),
-            )
-        });
-        let q = fake.expect_query(&a);
-        let reply = FakePeer::found(&q.query, 0, 0);
-        fake.send(0, q.from, &reply);
-        lookup.join().unwrap();
-        (q.from, q.query.txid(), reply)
-    });
-    let (a_port, first_txid, reply) = captured;
+    let (a_port, first_txid, reply) = a_valid_exchange(&a, &fake);
 
     // Replayed after the fact, from the right address and port: dropped.
     fake.send(0, a_port, &reply);
     expect_stale_drops(&a, &src, 1);
 
-    // The endpoint moves to a new GID: it withdraws the old binding, A
-    // checks with it (a withdrawal is only a hint), the endpoint refuses,
-    // and A asks again. While that query is in flight, the old reply is
-    // replayed, a reply with a wrong transaction id is sent, and the
-    // right one comes from another address: all dropped, and the lookup
-    // still ends with the real answer.
-    let withdrawal = Announce::new(vec![FakePeer::record(0, 0)], true).unwrap();
-    fake.send(0, a_port, &Message::from(withdrawal).encode());
-    let check = fake.expect_query(&a);
-    assert_eq!(check.index, 0, "checked at the address itself");
-    assert_ne!(check.query.txid(), first_txid);
-    let refused = check.query.reply(Answer::Refused).unwrap();
-    fake.send(0, check.from, &Message::from(refused).encode());
-    let deadline = Instant::now() + scaled(WAIT);
-    while a.acme(&["-c", "-f", "i", "-d", &target]).0 == 0 {
-        assert!(
-            Instant::now() < deadline,
-            "not withdrawn\n{}",
-            a.diagnostics()
-        );
-        sleep(Duration::from_millis(50));
-    }
+    // The endpoint moves to a new GID: A asks again. While that query is
+    // in flight, the old reply is replayed, a reply with a wrong
+    // transaction id is sent, and the right one comes from another
+    // address: all dropped, and the lookup still ends with the real
+    // answer.
+    withdrawn_after_a_refused_check(&a, &fake, a_port, first_txid);
     std::thread::scope(|s| {
         let lookup = s.spawn(|| {
             resolve(
@@ -386,24 +369,7 @@ fn replayed_forged_and_misaddressed_replies_are_dropped_and_counted() {
         );
         fake.send(0, q.from, &reply);
         expect_stale_drops(&a, &src, 2);
-        let other = q.query.txid().get().wrapping_add(1).max(1);
-        let wrong_txid = Query::new(
-            other.try_into().unwrap(),
-            q.query.target().clone(),
-            q.query.sender().clone(),
-        );
-        // A transaction A never had: unsolicited, whenever it comes.
-        let before = drops_from(&a, &src).get(unsolicited).copied().unwrap_or(0);
-        fake.send(0, q.from, &FakePeer::found(&wrong_txid, 0, 2));
-        expect_drops(&a, &src, unsolicited, before + 1);
-        let forged = FakePeer::found(&q.query, 0, 2);
-        fake.send(1, q.from, &forged);
-        expect_drops(
-            &a,
-            &FakePeer::source(1),
-            "reply not from the queried address",
-            1,
-        );
+        send_a_wrong_txid_and_a_forgery(&a, &fake, &q);
         fake.send(0, q.from, &FakePeer::found(&q.query, 0, 1));
         lookup.join().unwrap();
         // The new answer replayed: too late as well.
@@ -421,4 +387,78 @@ fn replayed_forged_and_misaddressed_replies_are_dropped_and_counted() {
         &Node::A.gid(),
     );
     drop(fake.host);
+}
+
+/// A valid exchange, whose reply is kept: `a` looks up the fake peer's
+/// address 0, which answers. Returns where A asked from, the query's
+/// transaction id and the reply.
+fn a_valid_exchange(a: &Host, fake: &FakePeer) -> (SocketAddr, NonZeroU64, Vec<u8>) {
+    std::thread::scope(|s| {
+        let lookup = s.spawn(|| {
+            resolve(
+                a,
+                &["-f", "i", "-d", &FakePeer::ip(0).to_string()],
+                &FakePeer::gid(0, 0).to_string(),
+                &Node::A.gid(),
+            )
+        });
+        let q = fake.expect_query(a);
+        let reply = FakePeer::found(&q.query, 0, 0);
+        fake.send(0, q.from, &reply);
+        lookup.join().unwrap();
+        (q.from, q.query.txid(), reply)
+    })
+}
+
+/// The fake peer's endpoint 0 withdraws its binding (to `a_port` of `a`),
+/// A checks with it (a withdrawal is only a hint), the endpoint refuses,
+/// and A no longer has a path to it.
+fn withdrawn_after_a_refused_check(
+    a: &Host,
+    fake: &FakePeer,
+    a_port: SocketAddr,
+    first_txid: NonZeroU64,
+) {
+    let withdrawal = Announce::new(vec![FakePeer::record(0, 0)], true).unwrap();
+    fake.send(0, a_port, &Message::from(withdrawal).encode());
+    let check = fake.expect_query(a);
+    assert_eq!(check.index, 0, "checked at the address itself");
+    assert_ne!(check.query.txid(), first_txid);
+    let refused = check.query.reply(Answer::Refused).unwrap();
+    fake.send(0, check.from, &Message::from(refused).encode());
+    let target = FakePeer::ip(0).to_string();
+    let deadline = Instant::now() + scaled(WAIT);
+    while a.acme(&["-c", "-f", "i", "-d", &target]).0 == 0 {
+        assert!(
+            Instant::now() < deadline,
+            "not withdrawn\n{}",
+            a.diagnostics()
+        );
+        sleep(Duration::from_millis(50));
+    }
+}
+
+/// While `q` of `a` is in flight: a reply to a transaction A never had
+/// (unsolicited, whenever it comes), and the right reply from the fake
+/// peer's other address; each dropped and counted.
+fn send_a_wrong_txid_and_a_forgery(a: &Host, fake: &FakePeer, q: &Asked) {
+    let src = FakePeer::source(0);
+    let unsolicited = "no query with that transaction id";
+    let other = q.query.txid().get().wrapping_add(1).max(1);
+    let wrong_txid = Query::new(
+        other.try_into().unwrap(),
+        q.query.target().clone(),
+        q.query.sender().clone(),
+    );
+    let before = drops_from(a, &src).get(unsolicited).copied().unwrap_or(0);
+    fake.send(0, q.from, &FakePeer::found(&wrong_txid, 0, 2));
+    expect_drops(a, &src, unsolicited, before + 1);
+    let forged = FakePeer::found(&q.query, 0, 2);
+    fake.send(1, q.from, &forged);
+    expect_drops(
+        a,
+        &FakePeer::source(1),
+        "reply not from the queried address",
+        1,
+    );
 }

@@ -87,81 +87,23 @@ fn run(duration: Duration) -> Report {
     add_silent_neighbour(&a, "10.0.0.99");
     let dests = a.path("live.txt");
     std::fs::write(&dests, ips.join("\n")).unwrap();
-    let d = dests.to_str().unwrap().to_string();
-    let v = |a: &[&str]| a.iter().map(|s| s.to_string()).collect::<Vec<_>>();
-    let kinds = [
-        Kind {
-            name: "hit",
-            args: v(&[
-                "-s", "10.0.0.1", "-d", "10.0.0.2", "-d", "10.0.0.1", "-c", "2",
-            ]),
-        },
-        Kind {
-            name: "miss",
-            args: v(&["-s", "10.0.0.1", "-f", "i", "--dest-file", &d, "-c", "2"]),
-        },
-        Kind {
-            name: "nodelay",
-            args: v(&["-s", "10.0.0.1", "-f", "i", "--dest-file", &d, "--nodelay"]),
-        },
-        Kind {
-            name: "dead",
-            args: v(&[
-                "-s",
-                "node-a",
-                "-f",
-                "n",
-                "--range",
-                "ghost-",
-                "50",
-                "-d",
-                "10.0.0.99",
-                "-c",
-                "4",
-            ]),
-        },
-    ];
+    let kinds = kinds(dests.to_str().unwrap());
     let started = Instant::now();
     let mut totals: Vec<(&'static str, Totals)> =
         kinds.iter().map(|k| (k.name, Totals::default())).collect();
     let mut rss = vec![(0, a.daemon_rss_kb())];
     let mut port_events = 0;
     let mut rounds = 0u64;
-    let round = ROUND.as_secs_f64().to_string();
     while started.elapsed() < duration && a.daemon_alive() {
-        std::thread::scope(|s| {
-            let loads: Vec<_> = kinds
-                .iter()
-                .map(|k| {
-                    let a = &a;
-                    let round = &round;
-                    s.spawn(move || {
-                        let mut args: Vec<&str> = k.args.iter().map(String::as_str).collect();
-                        args.extend(["--duration", round, "--timeout", "10"]);
-                        a.load(&args, Duration::from_secs(60))
-                    })
-                })
-                .collect();
-            // A's port goes down and comes back (requests in flight get
-            // ENOTCONN, its caches are flushed), or B's does (it withdraws
-            // its addresses, so A's next requests for them miss again).
-            let events = match rounds % 4 {
-                0 => Some(&a),
-                2 => Some(&b),
-                _ => None,
-            };
-            if let Some(host) = events {
-                sleep(Duration::from_secs(2));
-                host.inject("event urdma0 1 port_err");
-                sleep(Duration::from_millis(500));
-                host.inject("event urdma0 1 port_active");
-                port_events += 2;
-            }
-            for (load, (_, t)) in loads.into_iter().zip(totals.iter_mut()) {
-                let (_, out) = load.join().unwrap();
-                t.add(&load_summary(&out));
-            }
-        });
+        // A's port goes down and comes back (requests in flight get
+        // ENOTCONN, its caches are flushed), or B's does (it withdraws
+        // its addresses, so A's next requests for them miss again).
+        let bounced = match rounds % 4 {
+            0 => Some(&a),
+            2 => Some(&b),
+            _ => None,
+        };
+        port_events += round(&a, &kinds, bounced, &mut totals);
         rounds += 1;
         rss.push((started.elapsed().as_secs(), a.daemon_rss_kb()));
     }
@@ -181,6 +123,84 @@ fn run(duration: Duration) -> Report {
         replayed: vec![("a", replayed(&a)), ("b", replayed(&b))],
         diagnostics: a.diagnostics(),
     }
+}
+
+/// The kinds of traffic through A: hits, misses (B's addresses listed in
+/// `dests`, which expire), NODELAY requests, and names nobody holds at a
+/// host that never answers.
+fn kinds(dests: &str) -> [Kind; 4] {
+    let d = dests;
+    let v = |a: &[&str]| a.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+    [
+        Kind {
+            name: "hit",
+            args: v(&[
+                "-s", "10.0.0.1", "-d", "10.0.0.2", "-d", "10.0.0.1", "-c", "2",
+            ]),
+        },
+        Kind {
+            name: "miss",
+            args: v(&["-s", "10.0.0.1", "-f", "i", "--dest-file", d, "-c", "2"]),
+        },
+        Kind {
+            name: "nodelay",
+            args: v(&["-s", "10.0.0.1", "-f", "i", "--dest-file", d, "--nodelay"]),
+        },
+        Kind {
+            name: "dead",
+            args: v(&[
+                "-s",
+                "node-a",
+                "-f",
+                "n",
+                "--range",
+                "ghost-",
+                "50",
+                "-d",
+                "10.0.0.99",
+                "-c",
+                "4",
+            ]),
+        },
+    ]
+}
+
+/// One `ROUND` of every kind of traffic through `a` at once, added to
+/// `totals`, while the port of `bounced` (if any) goes down and comes
+/// back. Returns the port events injected.
+fn round(
+    a: &Host,
+    kinds: &[Kind],
+    bounced: Option<&Host>,
+    totals: &mut [(&'static str, Totals)],
+) -> u64 {
+    let round = ROUND.as_secs_f64().to_string();
+    std::thread::scope(|s| {
+        let loads: Vec<_> = kinds
+            .iter()
+            .map(|k| {
+                let round = &round;
+                s.spawn(move || {
+                    let mut args: Vec<&str> = k.args.iter().map(String::as_str).collect();
+                    args.extend(["--duration", round, "--timeout", "10"]);
+                    a.load(&args, Duration::from_secs(60))
+                })
+            })
+            .collect();
+        let mut port_events = 0;
+        if let Some(host) = bounced {
+            sleep(Duration::from_secs(2));
+            host.inject("event urdma0 1 port_err");
+            sleep(Duration::from_millis(500));
+            host.inject("event urdma0 1 port_active");
+            port_events += 2;
+        }
+        for (load, (_, t)) in loads.into_iter().zip(totals.iter_mut()) {
+            let (_, out) = load.join().unwrap();
+            t.add(&load_summary(&out));
+        }
+        port_events
+    })
 }
 
 /// What `host`'s provider refused as old (replayed, stale or unchecked for
