@@ -12,7 +12,7 @@
 //! which is how a harness learns that a command has taken effect (a write to
 //! a FIFO returns before the reader has seen it).
 
-use crate::state::Sim;
+use crate::state::Hardware;
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::sync::Once;
@@ -21,7 +21,7 @@ static STARTED: Once = Once::new();
 
 /// Starts the reader thread once per process, if the variable is set.
 /// `make_fifo` is the C boundary's (the one module with `unsafe`).
-pub fn start(sim: &'static Sim, make_fifo: fn(&Path) -> std::io::Result<()>) {
+pub fn start(sim: &'static Hardware, make_fifo: fn(&Path) -> std::io::Result<()>) {
     STARTED.call_once(|| {
         let Some(path) = std::env::var_os("URDMA_SIM_CONTROL").map(PathBuf::from) else {
             return;
@@ -39,7 +39,7 @@ pub fn start(sim: &'static Sim, make_fifo: fn(&Path) -> std::io::Result<()>) {
     });
 }
 
-fn serve(sim: &'static Sim, path: PathBuf) {
+fn serve(sim: &'static Hardware, path: PathBuf) {
     // Opened for writing too, so that the FIFO always has a writer: reads
     // never hit end-of-file between two `echo ... > fifo`. Opened for
     // reading only, it had to be closed and opened again after each

@@ -10,7 +10,10 @@ use std::fs::File;
 use std::io::{ErrorKind, Read, Write};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 
-pub struct Sim {
+/// The simulated hardware: its devices, the contexts open on them and the
+/// umad ports, as the verbs and umad entry points and the control thread
+/// see it.
+pub struct Hardware {
     devices: Mutex<Vec<DeviceCfg>>,
     /// Open `ibv_context`s by address, so an event for a device reaches every
     /// context that has it open (the daemon opens each device once, but
@@ -78,10 +81,10 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
-static SIM: OnceLock<Sim> = OnceLock::new();
+static SIM: OnceLock<Hardware> = OnceLock::new();
 
-pub fn sim() -> &'static Sim {
-    SIM.get_or_init(|| Sim::new(load_config()))
+pub fn sim() -> &'static Hardware {
+    SIM.get_or_init(|| Hardware::new(load_config()))
 }
 
 fn load_config() -> Vec<DeviceCfg> {
@@ -107,9 +110,9 @@ fn load_config() -> Vec<DeviceCfg> {
     devices
 }
 
-impl Sim {
+impl Hardware {
     pub fn new(devices: Vec<DeviceCfg>) -> Self {
-        Sim {
+        Hardware {
             devices: Mutex::new(devices),
             contexts: Mutex::new(HashMap::new()),
             umad_ports: Mutex::new(Vec::new()),
@@ -256,7 +259,7 @@ mod tests {
     #[test]
     fn commands_change_state() {
         let (devs, _) = config::parse(config::DEFAULT_CONFIG);
-        let sim = Sim::new(devs);
+        let sim = Hardware::new(devs);
         sim.command("set urdma1 1 state down").unwrap();
         assert_eq!(
             sim.with_port(1, 1, |p| p.state),
