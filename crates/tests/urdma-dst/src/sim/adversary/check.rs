@@ -303,12 +303,12 @@ pub(crate) fn verdict(sim: &mut Sim) {
     let mut found = Vec::new();
     let tries = u64::from(sim.tuning.retries) + 1;
     let (others, queries) = a.ledger.beyond(tries);
-    if (others + queries) * 10 > a.sent {
+    if (others + queries) * 10 > a.sent() {
         found.push(format!(
             "honest hosts sent addresses no honest host holds {others} announcements and {queries} \
              queries beyond claim confirmations, for {} datagrams the adversary sent: over one \
              in ten",
-            a.sent
+            a.sent()
         ));
     }
     for r in &a.ledger.requests {
