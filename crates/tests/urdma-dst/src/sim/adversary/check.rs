@@ -39,6 +39,30 @@ struct Judged {
     status: u8,
 }
 
+/// Datagrams an honest host received from an address no honest host
+/// holds, and the FOUND replies among them.
+#[derive(Default)]
+struct Received {
+    datagrams: u64,
+    found: u64,
+}
+
+/// Datagrams an honest host sent to an address no honest host holds, by
+/// message type.
+#[derive(Default)]
+struct SentTo {
+    replies: u64,
+    queries: u64,
+    others: u64,
+}
+
+/// An honest host asked the groups for a name once the job ran.
+struct GroupAsked {
+    at: u64,
+    host: usize,
+    name: Address,
+}
+
 /// What the checker counts as the run goes.
 #[derive(Default)]
 pub struct Ledger {
@@ -47,14 +71,13 @@ pub struct Ledger {
     /// Those it listed in a record it announced (not withdrawn) or
     /// answered FOUND with: names and addresses it claimed.
     claimed: BTreeSet<Address>,
-    /// Per honest host and unheld address: datagrams the host received
-    /// from there, and the FOUND replies among them.
-    received: BTreeMap<(usize, IpAddr), [u64; 2]>,
-    /// Per honest host and unheld address: the REPLY, QUERY and other
-    /// datagrams the host sent there.
-    sent_to: BTreeMap<(usize, IpAddr), [u64; 3]>,
-    /// Honest group queries for names once the job ran: when, who, what.
-    group_asked: Vec<(u64, usize, Address)>,
+    /// Per honest host and unheld address: what the host received from
+    /// there.
+    received: BTreeMap<(usize, IpAddr), Received>,
+    /// Per honest host and unheld address: what the host sent there.
+    sent_to: BTreeMap<(usize, IpAddr), SentTo>,
+    /// Honest group queries for names once the job ran.
+    group_asked: Vec<GroupAsked>,
     requests: Vec<Judged>,
     /// When the job begins (ns).
     pub job_from: u64,
@@ -92,9 +115,9 @@ impl Ledger {
     fn beyond(&self, tries: u64) -> (u64, u64) {
         let (mut others, mut queries) = (0, 0);
         for (pair, s) in &self.sent_to {
-            let found = self.received.get(pair).map_or(0, |r| r[1]);
-            others += s[2];
-            queries += s[1].saturating_sub(tries * found);
+            let found = self.received.get(pair).map_or(0, |r| r.found);
+            others += s.others;
+            queries += s.queries.saturating_sub(tries * found);
         }
         (others, queries)
     }
@@ -142,8 +165,8 @@ pub(crate) fn delivered(sim: &mut Sim, to: usize, from: SocketAddr, bytes: &[u8]
         );
         if let Some(a) = sim.adversary.as_mut() {
             let r = a.ledger.received.entry((to, from.ip())).or_default();
-            r[0] += 1;
-            r[1] += u64::from(found);
+            r.datagrams += 1;
+            r.found += u64::from(found);
         }
     }
 }
@@ -203,16 +226,25 @@ pub(crate) fn unheld(
     let Some(a) = sim.adversary.as_mut() else {
         return;
     };
-    let kind = match Message::decode(&bytes) {
-        Ok(Message::Reply(_)) => 0,
-        Ok(Message::Query(_)) => 1,
-        _ => 2,
-    };
     let x = to.ip();
     let sent = a.ledger.sent_to.entry((h, x)).or_default();
-    sent[kind] += 1;
-    let (replies, got) = (sent[0], a.ledger.received.get(&(h, x)).map_or(0, |r| r[0]));
-    if kind == 0 && replies > got {
+    let reply = match Message::decode(&bytes) {
+        Ok(Message::Reply(_)) => {
+            sent.replies += 1;
+            true
+        }
+        Ok(Message::Query(_)) => {
+            sent.queries += 1;
+            false
+        }
+        _ => {
+            sent.others += 1;
+            false
+        }
+    };
+    let replies = sent.replies;
+    let got = a.ledger.received.get(&(h, x)).map_or(0, |r| r.datagrams);
+    if reply && replies > got {
         let what = format!("host {h} sent {replies} replies to {x}, which sent it {got} datagrams");
         sim.violation(what);
     }
@@ -248,7 +280,11 @@ pub(crate) fn overheard(sim: &mut Sim, from: SocketAddr, bytes: &[u8]) {
         let start = q.sender().addresses().contains(q.target());
         if !start && matches!(q.target().address(), Address::Name(_)) {
             let name = q.target().address().clone();
-            a.ledger.group_asked.push((now, h, name));
+            a.ledger.group_asked.push(GroupAsked {
+                at: now,
+                host: h,
+                name,
+            });
         }
     }
     if let Some(delay) = sim.net.fate(&mut sim.rng).first() {
@@ -329,15 +365,15 @@ pub(crate) fn verdict(sim: &mut Sim) {
             (r.at - r.issued) / MS
         ));
     }
-    for (at, h, name) in &a.ledger.group_asked {
+    for GroupAsked { at, host, name } in &a.ledger.group_asked {
         let honest = sim
             .hosts
             .iter()
             .any(|x| Address::name(&x.name).as_ref() == Some(name));
         if honest && !a.ledger.named.contains(name) {
             found.push(format!(
-                "host {h} asked the groups for {name} at {} ms, which the adversary never named: \
-                 asked of its holder without it",
+                "host {host} asked the groups for {name} at {} ms, which the adversary never \
+                 named: asked of its holder without it",
                 at / MS
             ));
         }
@@ -371,9 +407,9 @@ impl Ledger {
             ..Tally::default()
         };
         for s in self.sent_to.values() {
-            for (total, n) in t.to_it.iter_mut().zip(s) {
-                *total += n;
-            }
+            t.to_it[0] += s.replies;
+            t.to_it[1] += s.queries;
+            t.to_it[2] += s.others;
         }
         for r in &self.requests {
             if !self.claimed.contains(&key(sim, r.dest, r.by_name)) {
