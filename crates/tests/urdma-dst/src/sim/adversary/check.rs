@@ -84,6 +84,76 @@ pub struct Ledger {
 }
 
 impl Ledger {
+    /// Whether the adversary claimed `a`.
+    fn claims(&self, a: &Address) -> bool {
+        self.claimed.contains(a)
+    }
+
+    /// The request `p` was answered at `now` (`status`, 0: resolved):
+    /// judged if the job issued it.
+    fn answered(&mut self, p: &Pending, now: u64, status: u8) {
+        if p.issued >= self.job_from {
+            self.requests.push(Judged {
+                host: p.host,
+                dest: p.dest,
+                by_name: p.by_name,
+                issued: p.issued,
+                at: now,
+                status,
+            });
+        }
+    }
+
+    /// Honest host `host` received a datagram from `from`, which no honest
+    /// host holds; a FOUND reply if `found`.
+    fn received(&mut self, host: usize, from: IpAddr, found: bool) {
+        let r = self.received.entry((host, from)).or_default();
+        r.datagrams += 1;
+        r.found += u64::from(found);
+    }
+
+    /// Honest host `host` sent `bytes` to `to`, which no honest host holds:
+    /// what is wrong with that, if anything (a reply to no question).
+    fn sent_to(&mut self, host: usize, to: IpAddr, bytes: &[u8]) -> Option<String> {
+        let sent = self.sent_to.entry((host, to)).or_default();
+        match Message::decode(bytes) {
+            Ok(Message::Reply(_)) => sent.replies += 1,
+            Ok(Message::Query(_)) => {
+                sent.queries += 1;
+                return None;
+            }
+            _ => {
+                sent.others += 1;
+                return None;
+            }
+        }
+        let replies = sent.replies;
+        let got = self.received.get(&(host, to)).map_or(0, |r| r.datagrams);
+        (replies > got).then(|| {
+            format!("host {host} sent {replies} replies to {to}, which sent it {got} datagrams")
+        })
+    }
+
+    /// Honest host `host` sent `bytes` to the groups at `now`, its hint
+    /// table having refused no name: a lookup of a name, once the job runs,
+    /// is noted.
+    fn group_sent(&mut self, now: u64, host: usize, bytes: &[u8]) {
+        if now < self.job_from {
+            return;
+        }
+        if let Ok(Message::Query(q)) = Message::decode(bytes) {
+            let start = q.sender().addresses().contains(q.target());
+            if !start && matches!(q.target().address(), Address::Name(_)) {
+                let name = q.target().address().clone();
+                self.group_asked.push(GroupAsked {
+                    at: now,
+                    host,
+                    name,
+                });
+            }
+        }
+    }
+
     /// The adversary sent `msg` from `from`.
     pub(super) fn touch(&mut self, from: IpAddr, msg: &Message) {
         self.named.insert(Address::from(from));
@@ -135,7 +205,7 @@ fn key(sim: &Sim, dest: usize, by_name: bool) -> Address {
 pub(crate) fn claimed(sim: &Sim, dest: usize, by_name: bool) -> bool {
     sim.adversary
         .as_ref()
-        .is_some_and(|a| a.ledger.claimed.contains(&key(sim, dest, by_name)))
+        .is_some_and(|a| a.ledger.claims(&key(sim, dest, by_name)))
 }
 
 /// A request was answered (`status`, 0: resolved).
@@ -144,16 +214,7 @@ pub(crate) fn answered(sim: &mut Sim, p: &Pending, status: u8) {
     let Some(a) = sim.adversary.as_mut() else {
         return;
     };
-    if p.issued >= a.ledger.job_from {
-        a.ledger.requests.push(Judged {
-            host: p.host,
-            dest: p.dest,
-            by_name: p.by_name,
-            issued: p.issued,
-            at: now,
-            status,
-        });
-    }
+    a.ledger.answered(p, now, status);
 }
 
 /// A datagram reaches host `to` from `from`.
@@ -164,9 +225,7 @@ pub(crate) fn delivered(sim: &mut Sim, to: usize, from: SocketAddr, bytes: &[u8]
             Ok(Message::Reply(r)) if matches!(r.answer(), Answer::Found(_))
         );
         if let Some(a) = sim.adversary.as_mut() {
-            let r = a.ledger.received.entry((to, from.ip())).or_default();
-            r.datagrams += 1;
-            r.found += u64::from(found);
+            a.ledger.received(to, from.ip(), found);
         }
     }
 }
@@ -227,25 +286,7 @@ pub(crate) fn unheld(
         return;
     };
     let x = to.ip();
-    let sent = a.ledger.sent_to.entry((h, x)).or_default();
-    let reply = match Message::decode(&bytes) {
-        Ok(Message::Reply(_)) => {
-            sent.replies += 1;
-            true
-        }
-        Ok(Message::Query(_)) => {
-            sent.queries += 1;
-            false
-        }
-        _ => {
-            sent.others += 1;
-            false
-        }
-    };
-    let replies = sent.replies;
-    let got = a.ledger.received.get(&(h, x)).map_or(0, |r| r.datagrams);
-    if reply && replies > got {
-        let what = format!("host {h} sent {replies} replies to {x}, which sent it {got} datagrams");
+    if let Some(what) = a.ledger.sent_to(h, x, &bytes) {
         sim.violation(what);
     }
     if to.port() != PORT || !answers_for(x) {
@@ -275,17 +316,8 @@ pub(crate) fn overheard(sim: &mut Sim, from: SocketAddr, bytes: &[u8]) {
     let Some(a) = sim.adversary.as_mut() else {
         return;
     };
-    let judged = now >= a.ledger.job_from && !refused;
-    if let (Some(h), true, Ok(Message::Query(q))) = (host, judged, Message::decode(bytes)) {
-        let start = q.sender().addresses().contains(q.target());
-        if !start && matches!(q.target().address(), Address::Name(_)) {
-            let name = q.target().address().clone();
-            a.ledger.group_asked.push(GroupAsked {
-                at: now,
-                host: h,
-                name,
-            });
-        }
+    if let (Some(h), false) = (host, refused) {
+        a.ledger.group_sent(now, h, bytes);
     }
     if let Some(delay) = sim.net.fate(&mut sim.rng).first() {
         let due = Due::Hear {
