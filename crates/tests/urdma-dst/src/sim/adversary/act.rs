@@ -2,7 +2,7 @@
 //! source, with any GID and the names and transaction ids it heard.
 
 use super::forge::{announce, query, reply};
-use super::{later, own_gid, remember, Adversary, Attack, MEMORY};
+use super::{later, own_gid, Adversary, Attack};
 use crate::sim::{Sim, MS};
 use ibacm_urdma::addr::{Address, Gid};
 use ibacm_urdma::discovery::wire::{Message, Query};
@@ -115,18 +115,15 @@ impl Adversary {
             return;
         };
         if self.emit(sim, src, to, &a) && !withdrawn && to.is_none() {
-            if self.announced.len() >= MEMORY {
-                self.announced.pop_front();
-            }
-            self.announced.push_back((src, a));
+            self.announced.keep(src, a);
         }
     }
 
     /// One of its announcements again, unchanged.
     fn renewal(&mut self, sim: &mut Sim) {
-        let n = self.announced.len() as u64;
+        let n = self.announced.count();
         if n > 0 {
-            let (src, a) = self.announced[self.pick.below(n) as usize].clone();
+            let (src, a) = self.announced.get(self.pick.below(n)).clone();
             self.emit(sim, src, None, &a);
         }
     }
@@ -146,7 +143,7 @@ impl Adversary {
             return;
         };
         if self.emit(sim, at, Some(asker.ip()), &r) && self.runs(Attack::SlowClaims) {
-            remember(&mut self.slow, (asker.ip(), target));
+            self.slow.owe(asker.ip(), target);
         }
     }
 

@@ -19,6 +19,7 @@ mod act;
 mod check;
 mod forge;
 mod heard;
+mod kept;
 mod outbox;
 mod pick;
 mod plans;
@@ -31,8 +32,9 @@ pub use plans::{Attack, Step};
 use super::{Event, Sim};
 use forge::Forge;
 use heard::Heard;
-use ibacm_urdma::addr::{Address, Gid};
+use ibacm_urdma::addr::Gid;
 use ibacm_urdma::discovery::wire::Message;
+use kept::{Announced, SlowClaims};
 use outbox::Outbox;
 use pick::Picker;
 use std::collections::VecDeque;
@@ -100,10 +102,8 @@ pub struct Adversary {
     attacks: Vec<Attack>,
     /// When its seeded actions run (ns, in order).
     windows: Vec<(u64, u64)>,
-    /// Announcements it sent, for renewals.
-    announced: VecDeque<(IpAddr, Message)>,
-    /// Askers whose claim confirmations it answers slowly, and the names.
-    slow: VecDeque<(IpAddr, Address)>,
+    announced: Announced,
+    slow: SlowClaims,
     pub ledger: Ledger,
     /// Prints what it hears and sends (`URDMA_DST_TRACE_ADVERSARY`): how
     /// a failing seed is read.
@@ -122,8 +122,8 @@ impl Adversary {
             outbox: Outbox::new(budget, trace),
             attacks,
             windows,
-            announced: VecDeque::new(),
-            slow: VecDeque::new(),
+            announced: Announced::default(),
+            slow: SlowClaims::default(),
             ledger: Ledger::default(),
             trace,
         }

@@ -158,7 +158,7 @@ impl Adversary {
     fn announce_withdraw(&mut self, sim: &mut Sim, round: u32) {
         if round == 0 {
             // Room first: what it announced before, withdrawn.
-            for (src, a) in std::mem::take(&mut self.announced) {
+            for (src, a) in self.announced.take() {
                 if let Message::Announce(a) = a {
                     let w = announce(a.records().to_vec(), true);
                     self.send_now(sim, src, None, w);

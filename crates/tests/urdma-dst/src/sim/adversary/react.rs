@@ -106,20 +106,15 @@ impl Adversary {
         let Some(r) = reply(q.txid(), &target, record) else {
             return;
         };
-        let slow = self
-            .slow
-            .iter()
-            .position(|(ip, n)| *ip == from.ip() && *n == target);
-        match slow {
-            Some(i) => {
-                // Once, 3 to 3.4 s after the first try: while the claim's
-                // probe still waits, so that the reply counts as a sample.
-                self.slow.remove(i);
+        match self.slow.settle(from.ip(), &target) {
+            true => {
+                // 3 to 3.4 s after the first try: while the claim's probe
+                // still waits, so that the reply counts as a sample.
                 let after = (3_000 + self.pick.below(400)) * MS;
                 later(sim, after, to, Some(from.ip()), r);
             }
-            None if self.pick.chance(0.1) => {}
-            None => self.send_now(sim, to, Some(from.ip()), Some(r)),
+            false if self.pick.chance(0.1) => {}
+            false => self.send_now(sim, to, Some(from.ip()), Some(r)),
         }
     }
 }
