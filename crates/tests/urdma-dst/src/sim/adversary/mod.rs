@@ -105,8 +105,8 @@ pub struct Adversary {
     announced: Announced,
     slow: SlowClaims,
     pub ledger: Ledger,
-    /// Prints what it hears and sends (`URDMA_DST_TRACE_ADVERSARY`): how
-    /// a failing seed is read.
+    /// Prints what it hears (`URDMA_DST_TRACE_ADVERSARY`, which prints
+    /// what it sends too): how a failing seed is read.
     trace: bool,
 }
 
