@@ -131,7 +131,7 @@ pub fn run(r: &Run) -> Report {
     Report {
         run: r.clone(),
         violations: sim.violations.clone(),
-        tally: a.ledger.tally(&sim, a.sent),
+        tally: a.ledger.tally(&sim, a.sent()),
         answered: sim.answered,
         succeeded: sim.succeeded,
         virtual_ms: sim.now / MS,

@@ -39,6 +39,30 @@ struct Judged {
     status: u8,
 }
 
+/// Datagrams an honest host received from an address no honest host
+/// holds, and the FOUND replies among them.
+#[derive(Default)]
+struct Received {
+    datagrams: u64,
+    found: u64,
+}
+
+/// Datagrams an honest host sent to an address no honest host holds, by
+/// message type.
+#[derive(Default)]
+struct SentTo {
+    replies: u64,
+    queries: u64,
+    others: u64,
+}
+
+/// An honest host asked the groups for a name once the job ran.
+struct GroupAsked {
+    at: u64,
+    host: usize,
+    name: Address,
+}
+
 /// What the checker counts as the run goes.
 #[derive(Default)]
 pub struct Ledger {
@@ -47,20 +71,89 @@ pub struct Ledger {
     /// Those it listed in a record it announced (not withdrawn) or
     /// answered FOUND with: names and addresses it claimed.
     claimed: BTreeSet<Address>,
-    /// Per honest host and unheld address: datagrams the host received
-    /// from there, and the FOUND replies among them.
-    received: BTreeMap<(usize, IpAddr), [u64; 2]>,
-    /// Per honest host and unheld address: the REPLY, QUERY and other
-    /// datagrams the host sent there.
-    sent_to: BTreeMap<(usize, IpAddr), [u64; 3]>,
-    /// Honest group queries for names once the job ran: when, who, what.
-    group_asked: Vec<(u64, usize, Address)>,
+    /// Per honest host and unheld address: what the host received from
+    /// there.
+    received: BTreeMap<(usize, IpAddr), Received>,
+    /// Per honest host and unheld address: what the host sent there.
+    sent_to: BTreeMap<(usize, IpAddr), SentTo>,
+    /// Honest group queries for names once the job ran.
+    group_asked: Vec<GroupAsked>,
     requests: Vec<Judged>,
     /// When the job begins (ns).
     pub job_from: u64,
 }
 
 impl Ledger {
+    /// Whether the adversary claimed `a`.
+    fn claims(&self, a: &Address) -> bool {
+        self.claimed.contains(a)
+    }
+
+    /// The request `p` was answered at `now` (`status`, 0: resolved):
+    /// judged if the job issued it.
+    fn answered(&mut self, p: &Pending, now: u64, status: u8) {
+        if p.issued >= self.job_from {
+            self.requests.push(Judged {
+                host: p.host,
+                dest: p.dest,
+                by_name: p.by_name,
+                issued: p.issued,
+                at: now,
+                status,
+            });
+        }
+    }
+
+    /// Honest host `host` received a datagram from `from`, which no honest
+    /// host holds; a FOUND reply if `found`.
+    fn received(&mut self, host: usize, from: IpAddr, found: bool) {
+        let r = self.received.entry((host, from)).or_default();
+        r.datagrams += 1;
+        r.found += u64::from(found);
+    }
+
+    /// Honest host `host` sent `bytes` to `to`, which no honest host holds:
+    /// what is wrong with that, if anything (a reply to no question).
+    fn sent_to(&mut self, host: usize, to: IpAddr, bytes: &[u8]) -> Option<String> {
+        let sent = self.sent_to.entry((host, to)).or_default();
+        match Message::decode(bytes) {
+            Ok(Message::Reply(_)) => sent.replies += 1,
+            Ok(Message::Query(_)) => {
+                sent.queries += 1;
+                return None;
+            }
+            _ => {
+                sent.others += 1;
+                return None;
+            }
+        }
+        let replies = sent.replies;
+        let got = self.received.get(&(host, to)).map_or(0, |r| r.datagrams);
+        (replies > got).then(|| {
+            format!("host {host} sent {replies} replies to {to}, which sent it {got} datagrams")
+        })
+    }
+
+    /// Honest host `host` sent `bytes` to the groups at `now`, its hint
+    /// table having refused no name: a lookup of a name, once the job runs,
+    /// is noted.
+    fn group_sent(&mut self, now: u64, host: usize, bytes: &[u8]) {
+        if now < self.job_from {
+            return;
+        }
+        if let Ok(Message::Query(q)) = Message::decode(bytes) {
+            let start = q.sender().addresses().contains(q.target());
+            if !start && matches!(q.target().address(), Address::Name(_)) {
+                let name = q.target().address().clone();
+                self.group_asked.push(GroupAsked {
+                    at: now,
+                    host,
+                    name,
+                });
+            }
+        }
+    }
+
     /// The adversary sent `msg` from `from`.
     pub(super) fn touch(&mut self, from: IpAddr, msg: &Message) {
         self.named.insert(Address::from(from));
@@ -92,9 +185,9 @@ impl Ledger {
     fn beyond(&self, tries: u64) -> (u64, u64) {
         let (mut others, mut queries) = (0, 0);
         for (pair, s) in &self.sent_to {
-            let found = self.received.get(pair).map_or(0, |r| r[1]);
-            others += s[2];
-            queries += s[1].saturating_sub(tries * found);
+            let found = self.received.get(pair).map_or(0, |r| r.found);
+            others += s.others;
+            queries += s.queries.saturating_sub(tries * found);
         }
         (others, queries)
     }
@@ -112,7 +205,7 @@ fn key(sim: &Sim, dest: usize, by_name: bool) -> Address {
 pub(crate) fn claimed(sim: &Sim, dest: usize, by_name: bool) -> bool {
     sim.adversary
         .as_ref()
-        .is_some_and(|a| a.ledger.claimed.contains(&key(sim, dest, by_name)))
+        .is_some_and(|a| a.ledger.claims(&key(sim, dest, by_name)))
 }
 
 /// A request was answered (`status`, 0: resolved).
@@ -121,16 +214,7 @@ pub(crate) fn answered(sim: &mut Sim, p: &Pending, status: u8) {
     let Some(a) = sim.adversary.as_mut() else {
         return;
     };
-    if p.issued >= a.ledger.job_from {
-        a.ledger.requests.push(Judged {
-            host: p.host,
-            dest: p.dest,
-            by_name: p.by_name,
-            issued: p.issued,
-            at: now,
-            status,
-        });
-    }
+    a.ledger.answered(p, now, status);
 }
 
 /// A datagram reaches host `to` from `from`.
@@ -141,9 +225,7 @@ pub(crate) fn delivered(sim: &mut Sim, to: usize, from: SocketAddr, bytes: &[u8]
             Ok(Message::Reply(r)) if matches!(r.answer(), Answer::Found(_))
         );
         if let Some(a) = sim.adversary.as_mut() {
-            let r = a.ledger.received.entry((to, from.ip())).or_default();
-            r[0] += 1;
-            r[1] += u64::from(found);
+            a.ledger.received(to, from.ip(), found);
         }
     }
 }
@@ -203,17 +285,8 @@ pub(crate) fn unheld(
     let Some(a) = sim.adversary.as_mut() else {
         return;
     };
-    let kind = match Message::decode(&bytes) {
-        Ok(Message::Reply(_)) => 0,
-        Ok(Message::Query(_)) => 1,
-        _ => 2,
-    };
     let x = to.ip();
-    let sent = a.ledger.sent_to.entry((h, x)).or_default();
-    sent[kind] += 1;
-    let (replies, got) = (sent[0], a.ledger.received.get(&(h, x)).map_or(0, |r| r[0]));
-    if kind == 0 && replies > got {
-        let what = format!("host {h} sent {replies} replies to {x}, which sent it {got} datagrams");
+    if let Some(what) = a.ledger.sent_to(h, x, &bytes) {
         sim.violation(what);
     }
     if to.port() != PORT || !answers_for(x) {
@@ -243,13 +316,8 @@ pub(crate) fn overheard(sim: &mut Sim, from: SocketAddr, bytes: &[u8]) {
     let Some(a) = sim.adversary.as_mut() else {
         return;
     };
-    let judged = now >= a.ledger.job_from && !refused;
-    if let (Some(h), true, Ok(Message::Query(q))) = (host, judged, Message::decode(bytes)) {
-        let start = q.sender().addresses().contains(q.target());
-        if !start && matches!(q.target().address(), Address::Name(_)) {
-            let name = q.target().address().clone();
-            a.ledger.group_asked.push((now, h, name));
-        }
+    if let (Some(h), false) = (host, refused) {
+        a.ledger.group_sent(now, h, bytes);
     }
     if let Some(delay) = sim.net.fate(&mut sim.rng).first() {
         let due = Due::Hear {
@@ -303,12 +371,12 @@ pub(crate) fn verdict(sim: &mut Sim) {
     let mut found = Vec::new();
     let tries = u64::from(sim.tuning.retries) + 1;
     let (others, queries) = a.ledger.beyond(tries);
-    if (others + queries) * 10 > a.sent {
+    if (others + queries) * 10 > a.sent() {
         found.push(format!(
             "honest hosts sent addresses no honest host holds {others} announcements and {queries} \
              queries beyond claim confirmations, for {} datagrams the adversary sent: over one \
              in ten",
-            a.sent
+            a.sent()
         ));
     }
     for r in &a.ledger.requests {
@@ -329,15 +397,15 @@ pub(crate) fn verdict(sim: &mut Sim) {
             (r.at - r.issued) / MS
         ));
     }
-    for (at, h, name) in &a.ledger.group_asked {
+    for GroupAsked { at, host, name } in &a.ledger.group_asked {
         let honest = sim
             .hosts
             .iter()
             .any(|x| Address::name(&x.name).as_ref() == Some(name));
         if honest && !a.ledger.named.contains(name) {
             found.push(format!(
-                "host {h} asked the groups for {name} at {} ms, which the adversary never named: \
-                 asked of its holder without it",
+                "host {host} asked the groups for {name} at {} ms, which the adversary never \
+                 named: asked of its holder without it",
                 at / MS
             ));
         }
@@ -371,9 +439,9 @@ impl Ledger {
             ..Tally::default()
         };
         for s in self.sent_to.values() {
-            for (total, n) in t.to_it.iter_mut().zip(s) {
-                *total += n;
-            }
+            t.to_it[0] += s.replies;
+            t.to_it[1] += s.queries;
+            t.to_it[2] += s.others;
         }
         for r in &self.requests {
             if !self.claimed.contains(&key(sim, r.dest, r.by_name)) {

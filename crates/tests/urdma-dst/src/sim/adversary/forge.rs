@@ -1,7 +1,6 @@
 //! The adversary's messages, built from parts of its choosing: whatever
 //! decodes, the receivers must take as what it is.
 
-use super::Adversary;
 use ibacm_urdma::addr::{Address, Gid};
 use ibacm_urdma::discovery::wire::{
     Announce, Answer, EndpointRecord, Message, Query, Reply, WireAddress, MAX_ADDRESSES,
@@ -9,7 +8,22 @@ use ibacm_urdma::discovery::wire::{
 use std::net::IpAddr;
 use std::num::NonZeroU64;
 
-impl Adversary {
+/// How its records look: like the first an honest host sent, whose LID,
+/// MTU, rate and partitions they copy.
+#[derive(Default)]
+pub(super) struct Forge {
+    template: Option<EndpointRecord>,
+}
+
+impl Forge {
+    /// An honest host sent `record`: the look of its records, if it has
+    /// none yet.
+    pub(super) fn learn(&mut self, record: &EndpointRecord) {
+        if self.template.is_none() {
+            self.template = Some(record.clone());
+        }
+    }
+
     /// A record of `gid` listing `addrs` (each once, as many as fit), with
     /// the LID, MTU, rate and partitions of a host it heard.
     pub(super) fn record(&self, gid: Gid, addrs: &[Address]) -> Option<EndpointRecord> {
@@ -21,7 +35,7 @@ impl Adversary {
                 }
             }
         }
-        let (lid, mtu, rate, pkeys) = match &self.heard.template {
+        let (lid, mtu, rate, pkeys) = match &self.template {
             Some(t) => (t.lid(), t.mtu(), t.rate(), t.pkeys().to_vec()),
             None => (0, 5, 16, vec![0xffff]),
         };

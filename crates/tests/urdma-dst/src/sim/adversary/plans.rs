@@ -2,9 +2,9 @@
 //! the scenario stages it (`crate::attack`), besides its seeded actions.
 
 use super::forge::{announce, query};
-use super::{v_ip, Adversary, Due, OWN_IP, VS};
+use super::{later, own_gid, v_ip, Adversary, Due, OWN_IP, VS};
 use crate::sim::{Event, Sim, MS};
-use ibacm_urdma::addr::Address;
+use ibacm_urdma::addr::{Address, Gid};
 use ibacm_urdma::discovery::wire::Message;
 use std::net::{IpAddr, Ipv4Addr};
 
@@ -107,44 +107,45 @@ impl Adversary {
             Step::VAnnounce => {
                 for k in 0..AIMED {
                     let (v, name) = (IpAddr::V4(v_ip(k)), aimed_name(k));
-                    let gid = self.fresh_gid();
+                    let gid = self.pick.fresh_gid();
                     self.announce_names(sim, v, gid, &[name], false);
                 }
             }
             Step::VStart => {
                 for k in 0..AIMED {
                     let (v, name) = (IpAddr::V4(v_ip(k)), aimed_name(k));
-                    let gid = self.fresh_gid();
-                    let txid = self.txid();
-                    let record = self.record(gid, &[Address::from(v), name.clone()]);
+                    let gid = self.pick.fresh_gid();
+                    let txid = self.pick.txid(&self.heard);
+                    let record = self.forge.record(gid, &[Address::from(v), name.clone()]);
                     let q = record.and_then(|r| query(txid, &name, r));
                     self.send_now(sim, v, None, q);
                 }
             }
             Step::NameFlood => {
                 for k in 0..6 {
-                    let names: Vec<Address> =
-                        (0..PER_ANNOUNCEMENT).map(|_| self.fresh_name()).collect();
-                    let (v, gid) = (IpAddr::V4(v_ip(AIMED + k)), self.fresh_gid());
+                    let names: Vec<Address> = (0..PER_ANNOUNCEMENT)
+                        .map(|_| self.pick.fresh_name())
+                        .collect();
+                    let (v, gid) = (IpAddr::V4(v_ip(AIMED + k)), self.pick.fresh_gid());
                     self.announce_names(sim, v, gid, &names, false);
                 }
             }
             Step::Dispute => {
                 let names: Vec<Address> = (0..3)
-                    .filter_map(|_| self.victim())
-                    .filter_map(|h| h.2.first().cloned())
+                    .filter_map(|_| self.pick.victim(&self.heard))
+                    .filter_map(|h| h.names.first().cloned())
                     .collect();
-                let v = IpAddr::V4(self.v());
-                self.announce_names(sim, v, super::own_gid(), &names, false);
+                let v = IpAddr::V4(self.pick.v());
+                self.announce_names(sim, v, own_gid(), &names, false);
             }
             Step::StartFlood { count, every_ms } => {
-                let gid = self.fresh_gid();
+                let gid = self.pick.fresh_gid();
                 self.start_flood(sim, gid, count, every_ms * MS);
             }
             Step::StarveFlood { a, b, until } => self.starve(sim, a, b, until),
             Step::StarveHint { a, b } => {
-                let record = self.record(super::own_gid(), &[Address::Ip4(b)]);
-                let txid = self.txid();
+                let record = self.forge.record(own_gid(), &[Address::Ip4(b)]);
+                let txid = self.pick.txid(&self.heard);
                 let q = record.and_then(|r| query(txid, &Address::Ip4(a), r));
                 self.send_now(sim, IpAddr::V4(b), Some(IpAddr::V4(a)), q);
             }
@@ -157,7 +158,7 @@ impl Adversary {
     fn announce_withdraw(&mut self, sim: &mut Sim, round: u32) {
         if round == 0 {
             // Room first: what it announced before, withdrawn.
-            for (src, a) in std::mem::take(&mut self.announced) {
+            for (src, a) in self.announced.take() {
                 if let Message::Announce(a) = a {
                     let w = announce(a.records().to_vec(), true);
                     self.send_now(sim, src, None, w);
@@ -165,14 +166,14 @@ impl Adversary {
             }
         }
         let v = IpAddr::V4(v_ip(AIMED + 6 + round as usize));
-        let gid = self.fresh_gid();
+        let gid = self.pick.fresh_gid();
         let names: Vec<Address> = (0..4 * PER_ANNOUNCEMENT)
-            .map(|_| self.fresh_name())
+            .map(|_| self.pick.fresh_name())
             .collect();
         self.announce_names(sim, v, gid, &names, false);
         for chunk in names.chunks(PER_ANNOUNCEMENT) {
-            if let Some(w) = announce(self.records(gid, v, chunk), true) {
-                self.later(sim, 50 * MS, v, None, w);
+            if let Some(w) = announce(self.forge.records(gid, v, chunk), true) {
+                later(sim, 50 * MS, v, None, w);
             }
         }
         if round < 3 {
@@ -184,28 +185,22 @@ impl Adversary {
     /// `count` start queries, one every `every_ns`, each from a source of
     /// its own (V addresses, its own, honest hosts'), the first of
     /// endpoint `gid`.
-    pub(super) fn start_flood(
-        &mut self,
-        sim: &mut Sim,
-        gid: ibacm_urdma::addr::Gid,
-        count: u64,
-        every_ns: u64,
-    ) {
+    pub(super) fn start_flood(&mut self, sim: &mut Sim, gid: Gid, count: u64, every_ns: u64) {
         for k in 0..count {
             let src = match k {
                 0 => IpAddr::V4(OWN_IP),
-                k if k % 3 == 0 => match self.victim() {
-                    Some((ip, ..)) => IpAddr::V4(ip),
+                k if k % 3 == 0 => match self.pick.victim(&self.heard) {
+                    Some(h) => IpAddr::V4(h.ip),
                     None => IpAddr::V4(v_ip(k as usize)),
                 },
                 k => IpAddr::V4(v_ip((k as usize) % VS)),
             };
-            let g = if k == 0 { gid } else { self.fresh_gid() };
-            let name = self.name();
-            let txid = self.txid();
-            let record = self.record(g, &[Address::from(src), name.clone()]);
+            let g = if k == 0 { gid } else { self.pick.fresh_gid() };
+            let name = self.pick.name(&self.heard);
+            let txid = self.pick.txid(&self.heard);
+            let record = self.forge.record(g, &[Address::from(src), name.clone()]);
             if let Some(q) = record.and_then(|r| query(txid, &name, r)) {
-                self.later(sim, k * every_ns, src, None, q);
+                later(sim, k * every_ns, src, None, q);
             }
         }
     }
@@ -213,8 +208,8 @@ impl Adversary {
     /// One query forged from `a` to `b` for a name nobody holds (refused,
     /// to `a`, while `b`'s allowance for `a` lasts), the next in 25 ms.
     fn starve(&mut self, sim: &mut Sim, a: Ipv4Addr, b: Ipv4Addr, until: u64) {
-        let record = self.record(super::own_gid(), &[Address::Ip4(v_ip(VS - 1))]);
-        let txid = self.txid();
+        let record = self.forge.record(own_gid(), &[Address::Ip4(v_ip(VS - 1))]);
+        let txid = self.pick.txid(&self.heard);
         let target = Address::name("zz-starve").expect("a name");
         let q = record.and_then(|r| query(txid, &target, r));
         self.send_now(sim, IpAddr::V4(a), Some(IpAddr::V4(b)), q);
