@@ -38,7 +38,6 @@ const OVER: &[(&str, usize)] = &[
     (".: type Hints", 29),
     (".: type InFlight", 39),
     (".: type Local", 27),
-    ("crates/tests/urdma-dst: type Adversary", 40),
     ("crates/tests/urdma-dst: type Sim", 42),
 ];
 

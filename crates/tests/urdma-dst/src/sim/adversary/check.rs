@@ -49,11 +49,11 @@ struct Received {
 
 /// Datagrams an honest host sent to an address no honest host holds, by
 /// message type.
-#[derive(Default)]
-struct SentTo {
-    replies: u64,
-    queries: u64,
-    others: u64,
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct SentTo {
+    pub replies: u64,
+    pub queries: u64,
+    pub others: u64,
 }
 
 /// An honest host asked the groups for a name once the job ran.
@@ -421,8 +421,8 @@ pub(crate) fn verdict(sim: &mut Sim) {
 pub struct Tally {
     /// Datagrams it sent.
     pub sent: u64,
-    /// What the honest hosts sent its addresses: replies, queries, other.
-    pub to_it: [u64; 3],
+    /// What the honest hosts sent its addresses.
+    pub to_it: SentTo,
     /// Requests of the job, those for destinations it never claimed, and
     /// those of them resolved.
     pub judged: u64,
@@ -439,9 +439,9 @@ impl Ledger {
             ..Tally::default()
         };
         for s in self.sent_to.values() {
-            t.to_it[0] += s.replies;
-            t.to_it[1] += s.queries;
-            t.to_it[2] += s.others;
+            t.to_it.replies += s.replies;
+            t.to_it.queries += s.queries;
+            t.to_it.others += s.others;
         }
         for r in &self.requests {
             if !self.claimed.contains(&key(sim, r.dest, r.by_name)) {
