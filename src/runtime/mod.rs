@@ -16,6 +16,7 @@ mod neigh;
 pub mod net;
 pub mod nss;
 pub mod report;
+pub mod round;
 pub mod schedule;
 pub mod watcher;
 pub mod worker;
@@ -32,7 +33,7 @@ use crate::engine::{Effects, Engine, Outgoing};
 use crate::threads::Threads;
 use net::Net;
 use schedule::Schedule;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 use std::time::Instant;
 use watcher::Followed;
@@ -196,10 +197,11 @@ impl<D: Daemon + Copy + 'static> Runtime<D> {
         match (cfg.discovery, &cfg.auth_key_file) {
             (false, _) => log::info!("discovery disabled; only local and static data resolve"),
             (true, None) => return self.open_net(Sealing::default()),
-            (true, Some(path)) => match KeyFile::load(path) {
-                Ok(file) => return self.authenticate(path, &file),
-                Err(err) => self.refuse_key(&err.to_string()),
-            },
+            (true, Some(path)) => {
+                if let Some(families) = self.load_key(path) {
+                    return families;
+                }
+            }
         }
         // Derivations poke their addresses through the sockets.
         if !cfg.derive.is_empty() {
@@ -230,16 +232,42 @@ impl<D: Daemon + Copy + 'static> Runtime<D> {
         *self.key_problem.lock().unwrap_or_else(|p| p.into_inner()) = Some(why.to_string());
     }
 
-    /// Signs and checks with the keys of `file` from now on, and opens the
-    /// sockets sealed by them (or seals those opened for derivations); the
-    /// families discovery is on for.
-    fn authenticate(&'static self, path: &std::path::Path, file: &KeyFile) -> Families {
-        let ring = Keyring::new(file);
-        log::info!(
-            "discovery: authenticated, signing with key {} of {}",
-            ring.signing_id(),
-            ring.len()
-        );
+    /// Loads the key file at `path` and puts its keys in force: the first
+    /// time, authentication comes on with them and the families discovery
+    /// is on for are returned; later, they replace the keys in force
+    /// (`None`). A file the provider refuses changes nothing (`None`): the
+    /// keys in force stay, or discovery stays off and `health` says why.
+    fn load_key(&'static self, path: &Path) -> Option<Families> {
+        let in_force = self.keys.get().is_some();
+        let file = match KeyFile::load(path) {
+            Ok(file) => file,
+            Err(err) if in_force => {
+                log::error!("{err}; the keys in force stay");
+                return None;
+            }
+            Err(err) => {
+                self.refuse_key(&err.to_string());
+                return None;
+            }
+        };
+        let ring = Keyring::new(&file);
+        let (signing, keys) = (ring.signing_id(), ring.len());
+        if in_force {
+            lock(&self.engine).reconfigure(Change::Keys(ring));
+            log::info!(
+                "key file {}: reloaded, signing with key {signing} of {keys}",
+                path.display()
+            );
+            return None;
+        }
+        log::info!("discovery: authenticated, signing with key {signing} of {keys}");
+        Some(self.authenticate(path, ring))
+    }
+
+    /// Signs and checks with `ring` from now on, and opens the sockets
+    /// sealed by it (or seals those opened for derivations); the families
+    /// discovery is on for.
+    fn authenticate(&'static self, path: &Path, ring: Keyring) -> Families {
         let auth = Auth::new(ring, WallClock::system());
         // A new run: ahead of all that a former run of this host sent.
         let sealing = Sealing::with(auth.sealer());
@@ -257,26 +285,10 @@ impl<D: Daemon + Copy + 'static> Runtime<D> {
 
     /// The key file at `path` changed: put its keys in force (the first
     /// time, discovery comes on), or say why they cannot be.
-    /// A file the provider refuses changes nothing: the keys in force
-    /// stay, or discovery stays off.
-    fn take_key(&'static self, path: &std::path::Path) {
-        let in_force = self.keys.get().is_some();
-        let file = match KeyFile::load(path) {
-            Ok(file) => file,
-            Err(err) if in_force => {
-                log::error!("{err}; the keys in force stay");
-                return;
-            }
-            Err(err) => {
-                self.refuse_key(&err.to_string());
-                return;
-            }
-        };
-        if in_force {
-            watcher::rekey(&self.engine, path, &file);
+    fn take_key(&'static self, path: &Path) {
+        let Some(families) = self.load_key(path) else {
             return;
-        }
-        let families = self.authenticate(path, &file);
+        };
         self.with_engine(|e| e.set_discovery_up(families, Instant::now()));
         log::info!(
             "key file {}: accepted; discovery on{}",

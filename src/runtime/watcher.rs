@@ -5,11 +5,9 @@
 
 use super::lock;
 use crate::config::hosts::Hosts;
-use crate::config::keyfile::KeyFile;
 use crate::config::reload::{read, stamp, Stamp, Watcher, POLL};
 use crate::config::Config;
 use crate::daemon::Daemon;
-use crate::discovery::seal::Keyring;
 use crate::engine::reconfigure::{Applied, Change};
 use crate::engine::Engine;
 use crate::threads::Threads;
@@ -58,18 +56,6 @@ pub fn reconfigure<D: Daemon>(engine: &Mutex<Engine<D>>, path: &Path) -> Applied
         log::info!("options file {shown}: reread, no urdma_ key changed");
     }
     applied
-}
-
-/// Signs and checks with the keys of `file`, the key file at `path` read
-/// again, from now on (authentication is in force).
-pub fn rekey<D: Daemon>(engine: &Mutex<Engine<D>>, path: &Path, file: &KeyFile) {
-    let ring = Keyring::new(file);
-    let (signing, keys) = (ring.signing_id(), ring.len());
-    lock(engine).reconfigure(Change::Keys(ring));
-    log::info!(
-        "key file {}: reloaded, signing with key {signing} of {keys}",
-        path.display()
-    );
 }
 
 /// A file the watcher follows, and what puts a new version in force.

@@ -3,8 +3,13 @@
 //! lookups, so that nothing waits on the daemon's event loop.
 
 use super::net::{Net, NetEvent};
+use super::round::{round, Neighbour, Wake, Worker};
+use super::schedule::Schedule;
 use super::{lock, perform, Runtime};
 use crate::daemon::Daemon;
+use crate::discovery::state::{NeighbourJob, NssJob};
+use crate::discovery::Datagram;
+use crate::engine::{Engine, Outgoing};
 use crate::threads::Stop;
 use acm_prov_sys::ACM_STATUS_ENOMEM;
 use std::sync::mpsc::Sender;
@@ -58,24 +63,86 @@ fn recover<D: Daemon + Copy>(rt: &'static Runtime<D>, net: &Net) {
     perform(rt.daemon(), Some(net), &fx);
 }
 
-fn run<D: Daemon + Copy>(
+fn run<D: Daemon + Copy + 'static>(
     rt: &'static Runtime<D>,
     net: &Net,
     resolvers: &Sender<super::nss::Work>,
     stop: &Stop,
 ) {
-    let mut wake: Option<Instant> = None;
+    let mut thread = Thread {
+        rt,
+        net,
+        resolvers,
+        wake: None,
+        times: Times::default(),
+    };
     let mut lag = Lag::default();
     lock(&rt.engine).set_timers_run(true, Instant::now());
     while !stop.requested() {
+        let wake = thread.wake;
         let timeout = wake.map_or(IDLE, |t| t.saturating_duration_since(Instant::now()));
         let events = net.poll(timeout);
         let now = Instant::now();
         let overslept = wake.map_or(Duration::ZERO, |t| now.saturating_duration_since(t));
-        // Netlink before the engine's lock.
-        let macs: Vec<_> = rt
-            .schedule()
-            .due_neighbours(now)
+        thread.times = Times::default();
+        round(&mut thread, now, Wake::Deadline, |e| {
+            for ev in events {
+                match ev {
+                    NetEvent::Datagram { from, to, bytes } => e.on_datagram(from, to, &bytes, now),
+                    NetEvent::Unreachable { dest, payload } => {
+                        e.on_unreachable(dest, &payload, now)
+                    }
+                }
+            }
+        });
+        let Times { neighbours, engine } = thread.times;
+        lag.round(
+            overslept,
+            neighbours,
+            engine,
+            now.elapsed() - neighbours - engine,
+        );
+    }
+    lock(&rt.engine).set_timers_run(false, Instant::now());
+}
+
+/// The worker thread, as a round acts through it: the runtime's locks,
+/// sockets, resolver threads and netlink.
+struct Thread<'a, D: Daemon + 'static> {
+    rt: &'static Runtime<D>,
+    net: &'a Net,
+    resolvers: &'a Sender<super::nss::Work>,
+    /// When the last round said to wake.
+    wake: Option<Instant>,
+    /// Where the round's time went.
+    times: Times,
+}
+
+/// How long a round spent in the neighbour table and in the engine.
+#[derive(Default)]
+struct Times {
+    neighbours: Duration,
+    engine: Duration,
+}
+
+impl<D: Daemon + Copy + 'static> Worker<D> for Thread<'_, D> {
+    fn with_schedule<R>(&mut self, f: impl FnOnce(&mut Schedule) -> R) -> R {
+        f(&mut self.rt.schedule())
+    }
+
+    fn with_engine<R>(&mut self, f: impl FnOnce(&mut Engine<D>, &mut Schedule) -> R) -> Option<R> {
+        let start = Instant::now();
+        let r = {
+            let mut e = lock(&self.rt.engine);
+            f(&mut e, &mut self.rt.schedule())
+        };
+        self.times.engine = start.elapsed();
+        Some(r)
+    }
+
+    fn neighbours(&mut self, due: Vec<NeighbourJob>) -> Vec<Neighbour> {
+        let start = Instant::now();
+        let answers = due
             .into_iter()
             .map(|job| {
                 let mac = super::neigh::mac_of(job.ip).unwrap_or_else(|e| {
@@ -85,43 +152,29 @@ fn run<D: Daemon + Copy>(
                 (job, mac)
             })
             .collect();
-        let neighbours = now.elapsed();
-        let mut fx = {
-            let mut e = lock(&rt.engine);
-            for ev in events {
-                match ev {
-                    NetEvent::Datagram { from, to, bytes } => e.on_datagram(from, to, &bytes, now),
-                    NetEvent::Unreachable { dest, payload } => {
-                        e.on_unreachable(dest, &payload, now)
-                    }
-                }
-            }
-            for (job, mac) in macs {
-                e.on_neighbour(job, mac, now);
-            }
-            e.on_timers(now);
-            #[cfg(feature = "fault-injection")]
-            crate::fault::in_worker(&e);
-            let own = e.poll().unwrap_or_default();
-            let (fx, next) = rt.schedule().round(own, now);
-            wake = next;
-            fx
-        };
-        let engine = now.elapsed() - neighbours;
-        for job in fx.resolver_jobs.drain(..) {
-            // The resolvers outlive the worker; a failed send means the
-            // provider stops.
-            let _ = resolvers.send(Some(job));
-        }
-        perform(rt.daemon(), Some(net), &fx);
-        lag.round(
-            overslept,
-            neighbours,
-            engine,
-            now.elapsed() - neighbours - engine,
-        );
+        self.times.neighbours = start.elapsed();
+        answers
     }
-    lock(&rt.engine).set_timers_run(false, Instant::now());
+
+    fn resolve(&mut self, job: NssJob) {
+        // The resolvers outlive the worker; a failed send means the
+        // provider stops.
+        let _ = self.resolvers.send(Some(job));
+    }
+
+    fn answer(&mut self, replies: &[Outgoing]) {
+        super::reply(self.rt.daemon(), replies);
+    }
+
+    fn send(&mut self, datagrams: Vec<Datagram>) {
+        for d in &datagrams {
+            self.net.send(d);
+        }
+    }
+
+    fn sleep_until(&mut self, at: Option<Instant>) {
+        self.wake = at;
+    }
 }
 
 /// A round this far behind its deadline is said in the log: lookups time

@@ -1,10 +1,17 @@
 //! Each simulated host's two sides, scheduled by the runtime's own code
-//! (`ibacm_urdma::runtime::schedule`): calls made on the daemon's thread
-//! or a resolver's hand their effects over; the worker, woken when it must
-//! act, carries out its rounds and sleeps until the schedule says.
+//! (`ibacm_urdma::runtime::schedule`) and run by its own round
+//! (`ibacm_urdma::runtime::round`): calls made on the daemon's thread or a
+//! resolver's hand their effects over; the worker, woken when it must act,
+//! carries out its rounds and sleeps until the schedule says.
 
 use super::{Event, Sim, NSS_DELAY};
-use ibacm_urdma::engine::Effects;
+use ibacm_urdma::daemon::NullDaemon;
+use ibacm_urdma::discovery::state::{NeighbourJob, NssJob};
+use ibacm_urdma::discovery::Datagram;
+use ibacm_urdma::engine::{Effects, Engine, Outgoing, Tables};
+use ibacm_urdma::runtime::round::{round, Neighbour, Wake, Worker};
+use ibacm_urdma::runtime::schedule::Schedule;
+use std::time::Instant;
 
 impl Sim {
     /// Host `h`'s engine was called on the daemon's thread or a
@@ -24,62 +31,104 @@ impl Sim {
         }
     }
 
-    /// Host `h`'s worker wakes: it asks the neighbour table what is due,
-    /// runs the engine's timers and carries out the round.
+    /// Host `h`'s worker wakes at its deadline: it asks the neighbour
+    /// table what is due, runs the engine's timers and carries out the
+    /// round.
     pub(crate) fn wake(&mut self, h: usize) {
         let now = self.instant(self.now);
-        let due = self.hosts[h].schedule.due_neighbours(now);
-        self.neighbour_jobs(h, due);
-        if let Some(e) = self.hosts[h].engine.as_mut() {
-            e.on_timers(now);
-            self.after(h);
-        }
+        round(
+            &mut HostWorker { sim: self, h },
+            now,
+            Wake::Deadline,
+            |_| {},
+        );
     }
 
     /// Host `h`'s engine, polled; a table over its bound is a violation.
     fn polled(&mut self, h: usize) -> Option<Effects> {
         let e = self.hosts[h].engine.as_mut()?;
-        let sizes = e.tables().sizes();
+        let tables = e.tables();
         let polled = e.poll();
-        for (i, (size, cap)) in sizes.into_iter().enumerate() {
+        self.bounded(h, &tables);
+        polled
+    }
+
+    /// A table of host `h` over its bound is a violation.
+    fn bounded(&mut self, h: usize, tables: &Tables) {
+        for (i, (size, cap)) in tables.sizes().into_iter().enumerate() {
             if size > cap {
                 let what = format!("host {h}: table {i} holds {size}, over its bound {cap}");
                 self.violation(what);
             }
         }
-        polled
     }
 
-    /// Host `h`'s worker ran the engine: it carries out its round (what
-    /// was handed over, then its own effects) and sleeps until the
-    /// schedule says.
+    /// Host `h`'s worker received an input (given to its engine): it
+    /// carries out its round and sleeps until the schedule says.
     pub(crate) fn after(&mut self, h: usize) {
-        if self.hosts[h].engine.is_none() {
-            return;
-        }
-        let own = self.polled(h).unwrap_or_default();
         let now = self.instant(self.now);
-        let (fx, wake) = self.hosts[h].schedule.round(own, now);
-        for job in fx.resolver_jobs {
-            let ev = Event::Nss {
-                host: h,
-                key: job.key,
-                name: job.name,
-            };
-            self.queue.push(self.now + NSS_DELAY, ev);
+        round(&mut HostWorker { sim: self, h }, now, Wake::Input, |_| {});
+    }
+}
+
+/// Host `h`'s worker, as a round acts through it: the simulated network,
+/// DNS and kernel.
+struct HostWorker<'a> {
+    sim: &'a mut Sim,
+    h: usize,
+}
+
+impl Worker<NullDaemon> for HostWorker<'_> {
+    fn with_schedule<R>(&mut self, f: impl FnOnce(&mut Schedule) -> R) -> R {
+        f(&mut self.sim.hosts[self.h].schedule)
+    }
+
+    fn with_engine<R>(
+        &mut self,
+        f: impl FnOnce(&mut Engine<NullDaemon>, &mut Schedule) -> R,
+    ) -> Option<R> {
+        let host = &mut self.sim.hosts[self.h];
+        let e = host.engine.as_mut()?;
+        let r = f(e, &mut host.schedule);
+        let tables = e.tables();
+        self.sim.bounded(self.h, &tables);
+        Some(r)
+    }
+
+    fn neighbours(&mut self, due: Vec<NeighbourJob>) -> Vec<Neighbour> {
+        self.sim.neighbour_jobs(self.h, due);
+        Vec::new()
+    }
+
+    fn resolve(&mut self, job: NssJob) {
+        let ev = Event::Nss {
+            host: self.h,
+            key: job.key,
+            name: job.name,
+        };
+        self.sim.queue.push(self.sim.now + NSS_DELAY, ev);
+    }
+
+    fn answer(&mut self, replies: &[Outgoing]) {
+        for r in replies {
+            self.sim.answer(r.id, &r.msg);
         }
-        for r in &fx.replies {
-            self.answer(r.id, &r.msg);
+    }
+
+    fn send(&mut self, datagrams: Vec<Datagram>) {
+        for d in datagrams {
+            self.sim.send(self.h, d);
         }
-        for d in fx.datagrams {
-            self.send(h, d);
-        }
+    }
+
+    fn sleep_until(&mut self, at: Option<Instant>) {
+        let (sim, h) = (&mut *self.sim, self.h);
         let next =
-            wake.map(|t| (t.saturating_duration_since(self.base).as_nanos() as u64).max(self.now));
+            at.map(|t| (t.saturating_duration_since(sim.base).as_nanos() as u64).max(sim.now));
         if let Some(t) = next {
-            if self.hosts[h].timer_at.is_none_or(|q| t < q) {
-                self.hosts[h].timer_at = Some(t);
-                self.schedule(t, Event::Timer { host: h });
+            if sim.hosts[h].timer_at.is_none_or(|q| t < q) {
+                sim.hosts[h].timer_at = Some(t);
+                sim.schedule(t, Event::Timer { host: h });
             }
         }
     }
