@@ -13,10 +13,10 @@
 
 use super::inflight::Lookup;
 use super::rto;
-use super::state::{Learned, NeighbourJob, NssJob, Probe, Purpose, Source, Stage, NO, UNKNOWN};
+use super::state::{Learned, Probe, Purpose, Source, Stage, NO, UNKNOWN};
 use super::why;
 use super::wire::{Message, Query, WireAddress};
-use super::{Datagram, Discovery, Outcome, Refused};
+use super::{Datagram, Discovery, NeighbourJob, NssJob, Outcome, Refused};
 use crate::addr::{Address, Gid};
 use crate::buggify::Fault;
 use crate::config::{Config, Derivation, NameLookup};
@@ -29,7 +29,7 @@ use std::time::{Duration, Instant};
 impl Discovery {
     /// Whether a lookup for `key` can be started or joined; counts one
     /// refused when the table of lookups in flight is full.
-    pub fn lookup_room(&mut self, key: &Address) -> Result<(), Refused> {
+    pub(super) fn lookup_room(&mut self, key: &Address) -> Result<(), Refused> {
         let up = self.families.any();
         let possible = match key {
             Address::Name(_) => up,
@@ -50,10 +50,16 @@ impl Discovery {
     }
 
     /// Starts a lookup for `key` on behalf of endpoint `ep` (whose record
-    /// the queries carry), unless one is in flight. The caller has made
-    /// sure of [`Discovery::lookup_room`]; the lookup ends with an
-    /// [`Outcome`], maybe at once.
-    pub fn start_lookup(&mut self, local: &Local, ep: EndpointId, key: Address, now: Instant) {
+    /// the queries carry), unless one is in flight. The caller
+    /// ([`Discovery::resolve`]) has made sure of [`Discovery::lookup_room`];
+    /// the lookup ends with an [`Outcome`], maybe at once.
+    pub(super) fn start_lookup(
+        &mut self,
+        local: &Local,
+        ep: EndpointId,
+        key: Address,
+        now: Instant,
+    ) {
         if self.inflight.has_lookup(&key) {
             return;
         }
@@ -139,7 +145,7 @@ impl Discovery {
                 let tries = self.cfg.retries + 1;
                 let deadline =
                     now + rto::stage_time(self.cfg.timeout(), tries, self.retry.ceiling());
-                self.out.resolver_jobs.push(NssJob {
+                self.out.work.resolver_jobs.push(NssJob {
                     key: key.clone(),
                     name: name.to_string(),
                     deadline,
@@ -168,7 +174,7 @@ impl Discovery {
                         // The query (if any) already made the kernel
                         // resolve the neighbour.
                         let poked = self.families.any();
-                        self.out.neighbour_jobs.push(NeighbourJob {
+                        self.out.work.neighbour_jobs.push(NeighbourJob {
                             dest: key,
                             ip,
                             poked,
@@ -254,7 +260,7 @@ impl Discovery {
         match to {
             Some(to) => {
                 self.counts.traffic.unicast_queries += 1;
-                self.out.datagrams.push(Datagram::Unicast {
+                self.out.work.datagrams.push(Datagram::Unicast {
                     to,
                     from: local.source_for(endpoint, to.ip()),
                     bytes,
@@ -262,7 +268,10 @@ impl Discovery {
             }
             None => {
                 self.counts.traffic.group_queries += 1;
-                self.out.datagrams.extend(self.families.multicast(bytes));
+                self.out
+                    .work
+                    .datagrams
+                    .extend(self.families.multicast(bytes));
             }
         }
         if send == Try::Extra {
@@ -322,7 +331,8 @@ impl Discovery {
                 Stage::Derive(_) => Source::Derived,
             };
         }
-        let changed = self.state.bind(key, learned.clone(), now);
+        let bound = self.state.bound(learned.clone(), now);
+        let changed = self.state.bind(key, learned, now);
         self.out.changed(changed);
         if let Some(l) = self.inflight.end_lookup(key, now) {
             self.counts
@@ -331,7 +341,7 @@ impl Discovery {
                 .observe(now.saturating_duration_since(l.started));
             self.out
                 .outcomes
-                .push(Outcome::Resolved(key.clone(), learned));
+                .push(Outcome::Resolved(key.clone(), bound));
         }
     }
 
@@ -362,8 +372,8 @@ impl Discovery {
     /// failure is remembered: the next request asks again).
     pub fn abandon_all(&mut self) {
         self.inflight.clear();
-        self.out.neighbour_jobs.clear();
-        self.out.resolver_jobs.clear();
+        self.out.work.neighbour_jobs.clear();
+        self.out.work.resolver_jobs.clear();
     }
 
     /// Endpoint `ep` is closing. A lookup whose queries carry its record

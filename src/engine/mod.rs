@@ -45,7 +45,7 @@ use crate::buggify::Buggify;
 use crate::config::hosts::Hosts;
 use crate::config::Config;
 use crate::daemon::{Daemon, COUNTERS};
-use crate::discovery::state::NeighbourJob;
+use crate::discovery::NeighbourJob;
 use crate::discovery::{Discovery, Families, NssError, Outcome};
 use crate::engine::cache::Cache;
 use crate::entropy::Seed;
@@ -170,9 +170,7 @@ impl<D: Daemon> Engine<D> {
         self.timers.set(Timer::Sweep, self.sweep_due());
         Effects {
             replies: self.waiting.take_replies(),
-            datagrams: out.datagrams,
-            resolver_jobs: out.resolver_jobs,
-            neighbour_jobs: out.neighbour_jobs,
+            work: out.work,
             deadline: self.timers.next(),
         }
     }
@@ -456,7 +454,7 @@ impl<D: Daemon> Engine<D> {
                 Outcome::Changed(a) => {
                     self.cache.evict(&a);
                 }
-                Outcome::Resolved(a, learned) => self.answer_resolved(&a, &learned, now),
+                Outcome::Resolved(a, bound) => self.answer_resolved(&a, bound, now),
                 Outcome::Failed(a, status) => {
                     self.waiting
                         .fail(&a, status, &mut self.counters, &self.daemon);

@@ -108,7 +108,7 @@ fn run<D: Daemon + Copy>(
             fx
         };
         let engine = now.elapsed() - neighbours;
-        for job in fx.resolver_jobs.drain(..) {
+        for job in fx.work.resolver_jobs.drain(..) {
             // The resolvers outlive the worker; a failed send means the
             // provider stops.
             let _ = resolvers.send(Some(job));

@@ -14,9 +14,9 @@ fn footprint(e: &Engine<FakeDaemon>) -> Vec<usize> {
     sizes.push(t.hints);
     let o = &d.out;
     sizes.extend([
-        o.datagrams.len(),
-        o.resolver_jobs.len(),
-        o.neighbour_jobs.len(),
+        o.work.datagrams.len(),
+        o.work.resolver_jobs.len(),
+        o.work.neighbour_jobs.len(),
         o.outcomes.len(),
     ]);
     sizes.extend(d.announcer.sizes());
@@ -135,7 +135,7 @@ fn many_announcements_leave_in_paced_batches_and_peers_check_each_binding_once()
     assert_eq!(fx.deadline, Some(first + ANNOUNCE_PACE));
     assert_eq!(announced(&mut f.e, first), 0, "not before the pace allows");
     f.e.on_timers(first + ANNOUNCE_PACE);
-    let last = polled(&mut f.e).datagrams;
+    let last = polled(&mut f.e).work.datagrams;
     assert_eq!(last.len(), 27 - ANNOUNCE_BATCH);
     assert_eq!(announced(&mut f.e, first + 2 * ANNOUNCE_PACE), 0);
     // Every datagram names an address a peer can ask.

@@ -145,7 +145,7 @@ fn a_forged_announcement_never_moves_a_hosts_names() {
         &Message::from(Announce::new(vec![stranger], false).unwrap()).encode(),
         later,
     );
-    assert!(polled(&mut f.e).datagrams.is_empty());
+    assert!(polled(&mut f.e).work.datagrams.is_empty());
     assert_eq!(
         f.e.discovery()
             .state()

@@ -60,7 +60,7 @@ impl Sim {
         let own = self.polled(h).unwrap_or_default();
         let now = self.instant(self.now);
         let (fx, wake) = self.hosts[h].schedule.round(own, now);
-        for job in fx.resolver_jobs {
+        for job in fx.work.resolver_jobs {
             let ev = Event::Nss {
                 host: h,
                 key: job.key,
@@ -71,7 +71,7 @@ impl Sim {
         for r in &fx.replies {
             self.answer(r.id, &r.msg);
         }
-        for d in fx.datagrams {
+        for d in fx.work.datagrams {
             self.send(h, d);
         }
         let next =
