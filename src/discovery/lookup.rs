@@ -11,7 +11,7 @@
 //! error, a stage cut short) it fails ETIMEDOUT, which is never
 //! remembered: the next request asks again.
 
-use super::inflight::Lookup;
+use super::inflight::{Doing, Lookup, SoFar};
 use super::rto;
 use super::state::{Learned, Probe, Purpose, Source, Stage, NO, UNKNOWN};
 use super::why;
@@ -69,7 +69,7 @@ impl Discovery {
             // with the same answer.
             log::trace!("lookup {key}: started, waiting for its check");
             let mut lookup = Lookup::new(Stage::Discover, ep, NO, now);
-            lookup.awaits_check = true;
+            lookup.doing = Doing::AwaitingCheck;
             lookup.try_time = self.retry.timeout(ip_of(&key), now);
             let stage =
                 rto::stage_time(lookup.try_time, self.cfg.retries + 1, self.retry.ceiling());
@@ -90,7 +90,7 @@ impl Discovery {
         let Some(l) = self.inflight.lookup(&key) else {
             return;
         };
-        let (ep, unsure) = (l.endpoint, l.unsure);
+        let (ep, so_far) = (l.endpoint, l.so_far);
         match stage {
             Stage::Discover => {
                 let port = self.cfg.discovery_port;
@@ -130,8 +130,11 @@ impl Discovery {
                 let disputed = hinted.is_none() && self.hints.disputed(&key, now);
                 if let Some(l) = self.inflight.lookup_mut(&key) {
                     l.stage = Stage::Discover;
-                    l.hinted = hinted.is_some();
-                    l.disputed = disputed;
+                    l.doing = match (hinted, disputed) {
+                        (Some(_), _) => Doing::AskingAnnouncer,
+                        (None, true) => Doing::AskingDisputed,
+                        (None, false) => Doing::Asking,
+                    };
                 }
                 let discovery_time =
                     rto::stage_time(try_time, self.cfg.retries + 1, self.retry.ceiling());
@@ -152,12 +155,18 @@ impl Discovery {
                 });
                 if let Some(l) = self.inflight.lookup_mut(&key) {
                     l.stage = Stage::Nss;
-                    l.resolving = true;
+                    l.doing = Doing::Resolving;
                 }
                 self.inflight.set_lookup_deadline(&key, deadline);
             }
             Stage::Derive(i) => match self.cfg.derive.get(i).copied() {
-                None => self.fail(&key, if unsure { UNKNOWN } else { NO }, now),
+                None => {
+                    let status = match so_far {
+                        SoFar::ToldNo => NO,
+                        SoFar::Unsure => UNKNOWN,
+                    };
+                    self.fail(&key, status, now)
+                }
                 Some(Derivation::Ipv4Mapped) => match key {
                     Address::Ip4(v4) => {
                         let gid = Gid(v4.to_ipv6_mapped().octets());
@@ -311,9 +320,11 @@ impl Discovery {
         let Some(l) = self.inflight.lookup_mut(key) else {
             return;
         };
-        l.unsure |= status != NO;
+        if status != NO {
+            l.so_far = SoFar::Unsure;
+        }
         l.failure = NO;
-        l.resolving = false;
+        l.doing = Doing::Asking;
         l.confirmed.clear();
         let stage = l.stage;
         self.inflight.end_probes_of(key, now);
@@ -476,7 +487,7 @@ impl Discovery {
                 let waits = self
                     .inflight
                     .lookup(&p.target)
-                    .is_some_and(|l| l.awaits_check);
+                    .is_some_and(|l| l.doing == Doing::AwaitingCheck);
                 match kept {
                     Some(l) if waits => self.succeed(&p.target, l, now),
                     None if waits => self.run_stage(local, p.target, Stage::Discover, now),
@@ -494,7 +505,7 @@ impl Discovery {
                 let waits = self
                     .inflight
                     .lookup(&p.target)
-                    .is_some_and(|l| l.awaits_check);
+                    .is_some_and(|l| l.doing == Doing::AwaitingCheck);
                 if waits {
                     // The lookup's own stage, asked of the address itself
                     // by the check, ends as the check did; a name may have
