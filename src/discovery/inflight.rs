@@ -119,6 +119,15 @@ impl Lookup {
     }
 }
 
+/// How much is in flight ([`InFlight::sizes`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct InFlightSizes {
+    pub lookups: usize,
+    /// Probes, checks among them.
+    pub probes: usize,
+    pub checks: usize,
+}
+
 /// A probe with its deadline: when it is sent again or given up. Set
 /// through [`InFlight::set_probe_deadline`], which indexes it.
 struct Timed {
@@ -527,8 +536,12 @@ impl InFlight {
     }
 
     /// Lookups, probes and checks in flight.
-    pub fn sizes(&self) -> [usize; 3] {
-        [self.lookups.len(), self.probes.len(), self.checking.len()]
+    pub fn sizes(&self) -> InFlightSizes {
+        InFlightSizes {
+            lookups: self.lookups.len(),
+            probes: self.probes.len(),
+            checks: self.checking.len(),
+        }
     }
 
     pub fn max_lookups(&self) -> usize {

@@ -173,6 +173,15 @@ pub struct Status {
     pub hints_refused: u64,
 }
 
+/// When discovery must run next ([`Discovery::deadlines`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Deadlines {
+    /// A retry, a claim window's end or a stage's.
+    pub lookups: Option<Instant>,
+    /// An announcement, a renewal, a welcome or a defence.
+    pub announcements: Option<Instant>,
+}
+
 pub struct Discovery {
     cfg: Config,
     /// The sockets are open.
@@ -333,25 +342,24 @@ impl Discovery {
     /// Whether it is up, how full its tables are, and what reached their
     /// bounds.
     pub fn status(&self) -> Status {
-        let [bindings, failures] = self.state.sizes();
-        let [lookups, probes, _] = self.inflight.sizes();
-        let [bindings_evicted, failures_evicted] = self.state.evicted();
-        let [hints, hint_queue] = self.hints.sizes();
+        let (held, evicted) = (self.state.sizes(), self.state.evicted());
+        let in_flight = self.inflight.sizes();
+        let hints = self.hints.sizes();
         Status {
             up: self.families.any(),
-            bindings,
-            failures,
-            lookups,
-            probes,
-            bindings_evicted,
-            failures_evicted,
+            bindings: held.bindings,
+            failures: held.failures,
+            lookups: in_flight.lookups,
+            probes: in_flight.probes,
+            bindings_evicted: evicted.bindings,
+            failures_evicted: evicted.failures,
             lookups_refused: self.inflight.refused(),
             checks_skipped: self.counts.checks_skipped,
             max_bindings: self.state.capacity(),
             max_lookups: self.inflight.max_lookups(),
             try_time: self.retry.current(),
-            hints,
-            hint_queue,
+            hints: hints.names,
+            hint_queue: hints.queue,
             max_hints: self.hints.capacity(),
             hints_refused: self.hints.refused,
         }
@@ -379,12 +387,15 @@ impl Discovery {
     /// When discovery must run next: its lookups' deadlines, then its
     /// announcements'. `asap` is the time of the caller's latest input,
     /// given for what is due at once.
-    pub fn deadlines(&mut self, asap: Option<Instant>) -> [Option<Instant>; 2] {
-        let lookup = match asap {
+    pub fn deadlines(&mut self, asap: Option<Instant>) -> Deadlines {
+        let lookups = match asap {
             Some(now) if self.buggify.fires(Fault::EarlyWake) => Some(now),
             _ => self.inflight.next_deadline(),
         };
-        [lookup, self.announcer.next_wake(asap)]
+        Deadlines {
+            lookups,
+            announcements: self.announcer.next_wake(asap),
+        }
     }
 
     /// Retries, stage changes and announcements that are due.

@@ -193,6 +193,13 @@ pub struct Probe {
     pub claimed: bool,
 }
 
+/// A number for each of [`State`]'s two tables.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Tables<T> {
+    pub bindings: T,
+    pub failures: T,
+}
+
 pub struct State {
     learned: Expiring<Address, Learned>,
     /// Destinations whose last lookup failed, with the status.
@@ -396,13 +403,19 @@ impl State {
     }
 
     /// Bindings and failures held.
-    pub fn sizes(&self) -> [usize; 2] {
-        [self.learned.len(), self.failed.len()]
+    pub fn sizes(&self) -> Tables<usize> {
+        Tables {
+            bindings: self.learned.len(),
+            failures: self.failed.len(),
+        }
     }
 
     /// Bindings and failures evicted to make room so far.
-    pub fn evicted(&self) -> [u64; 2] {
-        [self.learned.evicted, self.failed.evicted]
+    pub fn evicted(&self) -> Tables<u64> {
+        Tables {
+            bindings: self.learned.evicted,
+            failures: self.failed.evicted,
+        }
     }
 
     /// How many bindings it holds at most.

@@ -163,9 +163,9 @@ impl<D: Daemon> Engine<D> {
         if let Some(now) = self.clock {
             self.apply(out.outcomes, now);
         }
-        let [lookup, announce] = self.discovery.deadlines(self.clock);
-        self.timers.set(Timer::Lookup, lookup);
-        self.timers.set(Timer::Announce, announce);
+        let due = self.discovery.deadlines(self.clock);
+        self.timers.set(Timer::Lookup, due.lookups);
+        self.timers.set(Timer::Announce, due.announcements);
         self.timers.set(Timer::Review, self.cache.next_review());
         self.timers.set(Timer::Sweep, self.sweep_due());
         Effects {

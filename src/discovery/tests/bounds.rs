@@ -7,7 +7,8 @@ fn footprint(e: &Engine<FakeDaemon>) -> Vec<usize> {
     let d = e.discovery();
     let t = d.status();
     let mut sizes = e.local().sizes().to_vec();
-    sizes.extend(d.inflight.sizes());
+    let f = d.inflight.sizes();
+    sizes.extend([f.lookups, f.probes, f.checks]);
     sizes.extend([e.tables().cached, e.waiting(), t.bindings, t.failures]);
     // The hints' queue is bounded, not constant: it is compacted when it
     // holds twice the names (`Hints::compact`).
@@ -19,7 +20,8 @@ fn footprint(e: &Engine<FakeDaemon>) -> Vec<usize> {
         o.work.neighbour_jobs.len(),
         o.outcomes.len(),
     ]);
-    sizes.extend(d.announcer.sizes());
+    let a = d.announcer.sizes();
+    sizes.extend([a.scheduled, a.withdrawals, a.queued]);
     sizes
 }
 
