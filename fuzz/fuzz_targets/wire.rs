@@ -82,8 +82,8 @@ fn deliver(engine: &Mutex<Engine<NullDaemon>>, data: &[u8]) {
     e.on_unreachable(from, data, Instant::now());
     let fx = e.poll().unwrap_or_default();
     assert!(fx.replies.is_empty(), "no client is waiting");
-    assert!(fx.datagrams.len() <= 1, "one answer at most");
-    for d in &fx.datagrams {
+    assert!(fx.work.datagrams.len() <= 1, "one answer at most");
+    for d in &fx.work.datagrams {
         if let Datagram::Unicast { bytes, .. } = d {
             assert!(
                 bytes.len() <= QUERY_LEN && bytes.len() <= data.len(),

@@ -568,12 +568,25 @@ impl Announcer {
         }
     }
 
-    /// Sizes, for tests: announcements scheduled, endpoint records with
-    /// withdrawals pending, datagrams queued.
+    /// Sizes, for tests.
     #[cfg(test)]
-    pub fn sizes(&self) -> [usize; 3] {
-        [self.at.len(), self.withdrawals.len(), self.queue.len()]
+    pub fn sizes(&self) -> AnnouncerSizes {
+        AnnouncerSizes {
+            scheduled: self.at.len(),
+            withdrawals: self.withdrawals.len(),
+            queued: self.queue.len(),
+        }
     }
+}
+
+/// What an [`Announcer`] holds: announcements scheduled, endpoint records
+/// with withdrawals pending, datagrams queued.
+#[cfg(test)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct AnnouncerSizes {
+    pub scheduled: usize,
+    pub withdrawals: usize,
+    pub queued: usize,
 }
 
 #[cfg(test)]

@@ -3,6 +3,7 @@
 //! it once every holder had its chance to claim it (the claim window);
 //! two that disagree get no answer, as a wrong answer is worse than none.
 
+use super::inflight::Doing;
 use super::state::{Purpose, Stage, NO, UNKNOWN};
 use super::Discovery;
 use crate::addr::Address;
@@ -77,7 +78,7 @@ impl Discovery {
         let Some(l) = self.inflight.lookup(key) else {
             return;
         };
-        if !asks(l.stage) || l.resolving {
+        if !asks(l.stage) || l.doing == Doing::Resolving {
             return;
         }
         let claims_pending = l
@@ -100,7 +101,8 @@ impl Discovery {
             // claim window is over (`probe_due`), or now if it is.
             let authenticated = self.auth.is_some();
             let timeout = self.retry.timeout(None, now);
-            let window = claim_window(l.disputed, authenticated, self.cfg.claim_window, timeout);
+            let disputed = l.doing == Doing::AskingDisputed;
+            let window = claim_window(disputed, authenticated, self.cfg.claim_window, timeout);
             let sent = self.inflight.probe(g).and_then(|p| p.sent_at);
             let decide_at = sent.map_or(now, |t| t + window);
             if now < decide_at {
@@ -159,9 +161,10 @@ impl Discovery {
         let Some(l) = self.inflight.lookup_mut(key) else {
             return false;
         };
-        if !std::mem::take(&mut l.hinted) || l.stage != Stage::Discover {
+        if l.doing != Doing::AskingAnnouncer || l.stage != Stage::Discover {
             return false;
         }
+        l.doing = Doing::Asking;
         let ep = l.endpoint;
         if l.failure == NO && l.probes().is_empty() {
             self.hints.forget(key);

@@ -1,8 +1,8 @@
 //! The derivations (`urdma_derive`) that need the neighbour table: a GID
 //! computed from a peer's MAC, for peers that do not run the provider.
 
-use super::state::{Learned, NeighbourJob, Stage};
-use super::{Datagram, Discovery};
+use super::state::{Learned, Stage};
+use super::{Datagram, Discovery, NeighbourJob};
 use crate::addr::Gid;
 use crate::config::Derivation;
 use std::net::SocketAddr;
@@ -43,7 +43,7 @@ impl Discovery {
             }
             None if now < l.deadline() => {
                 if !job.poked {
-                    self.out.datagrams.push(Datagram::Unicast {
+                    self.out.work.datagrams.push(Datagram::Unicast {
                         to: SocketAddr::new(job.ip, POKE_PORT),
                         from: None,
                         bytes: vec![0],
@@ -51,7 +51,7 @@ impl Discovery {
                     job.poked = true;
                 }
                 job.at = now + super::NEIGHBOUR_POLL;
-                self.out.neighbour_jobs.push(job);
+                self.out.work.neighbour_jobs.push(job);
             }
             // The timer moves the lookup on at its deadline.
             None => {}

@@ -130,6 +130,13 @@ struct Endpoint {
 /// What announcements said about names, bounded, each name kept for
 /// `urdma_addr_timeout` after it was last heard, each endpoint as long as
 /// one of its names.
+/// How many names are kept, and places in their order's queue.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct HintSizes {
+    pub names: usize,
+    pub queue: usize,
+}
+
 pub struct Hints {
     names: Map<u64, NameHint>,
     /// Names in the order they were first heard, each with the time it was
@@ -543,8 +550,11 @@ impl Hints {
 
     /// Names kept, and places in the queue of their order (fewer than
     /// twice the names and [`ORDER_SLACK`], and one).
-    pub fn sizes(&self) -> [usize; 2] {
-        [self.names.len(), self.order.len()]
+    pub fn sizes(&self) -> HintSizes {
+        HintSizes {
+            names: self.names.len(),
+            queue: self.order.len(),
+        }
     }
 
     /// The most names kept.
@@ -729,7 +739,10 @@ mod tests {
             h.heard(&n, A, ip("10.0.0.66"), at);
             h.withdrawn(&n, A);
         }
-        let [names, queued] = h.sizes();
+        let HintSizes {
+            names,
+            queue: queued,
+        } = h.sizes();
         assert_eq!(names, 0);
         assert!(
             queued <= ORDER_SLACK + 1,
@@ -742,7 +755,7 @@ mod tests {
             h.heard(&n, A, ip("10.0.0.66"), t);
             h.withdrawn(&n, A);
         }
-        assert!(h.sizes()[1] <= 2 + ORDER_SLACK);
+        assert!(h.sizes().queue <= 2 + ORDER_SLACK);
         assert_eq!(h.whom(&name("kept"), t + SETTLE), Some(ip("10.0.0.2")));
     }
 

@@ -218,7 +218,7 @@ impl Discovery {
         // only source the asker accepts.
         let from_addr = to.filter(|ip| !ip.is_multicast());
         self.counts.traffic.replies += 1;
-        self.out.datagrams.push(Datagram::Unicast {
+        self.out.work.datagrams.push(Datagram::Unicast {
             to: from,
             from: from_addr,
             bytes: Message::from(reply).encode(),

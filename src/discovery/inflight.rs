@@ -26,6 +26,37 @@ use std::net::{IpAddr, SocketAddr};
 use std::num::NonZeroU64;
 use std::time::{Duration, Instant};
 
+/// What the stages of a lookup already over came to, none having bound
+/// its destination.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SoFar {
+    /// Each was told no (or none is over yet).
+    ToldNo,
+    /// One could not find out: the lookup then fails with ETIMEDOUT,
+    /// whatever later stages say, and is not remembered.
+    Unsure,
+}
+
+/// What a lookup's current stage is doing.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Doing {
+    /// Asking hosts (an IP address of itself, a name of the groups, the
+    /// addresses the system's resolver gave), or deriving.
+    Asking,
+    /// A name asked of the one host its announcements named (`hints.rs`),
+    /// not yet of the groups.
+    AskingAnnouncer,
+    /// A name two endpoints announced, asked of the groups: its group
+    /// query's whole try is heard before it is decided.
+    AskingDisputed,
+    /// A check of the same destination was in flight when the lookup
+    /// started (`Discovery::start_lookup`): the check's end ends the
+    /// discovery stage.
+    AwaitingCheck,
+    /// Waiting for the system's resolver.
+    Resolving,
+}
+
 #[derive(Debug)]
 pub struct Lookup {
     pub stage: Stage,
@@ -39,28 +70,18 @@ pub struct Lookup {
     /// probe of it that ended was told no, ETIMEDOUT once one could not
     /// find out (no answer, an ICMP error, a group query's time up).
     pub failure: u8,
-    /// A stage already over could not find out: the lookup then fails
-    /// with ETIMEDOUT, whatever later stages say, and is not remembered.
-    pub unsure: bool,
+    /// What the stages already over came to.
+    pub so_far: SoFar,
+    /// What its current stage is doing.
+    pub doing: Doing,
     /// The probes working for this lookup: its own query, then the hosts
     /// asked to confirm a claim. Kept by [`InFlight`] alone.
     probes: Vec<NonZeroU64>,
     /// Name lookups: the hosts that confirmed a claim, and what they said.
     pub confirmed: Vec<(SocketAddr, Learned)>,
-    /// Waiting for the system's resolver.
-    pub resolving: bool,
-    /// A name asked of the one host its announcements named (`hints.rs`),
-    /// not yet of the groups.
-    pub hinted: bool,
-    /// A name two endpoints announced: its group query's whole try is
-    /// heard before it is decided.
-    pub disputed: bool,
     /// A host that claimed the name on the groups never confirmed it: the
     /// name is not decided by the others' confirmations (`decide.rs`).
     pub claim_silent: bool,
-    /// Its discovery stage is a check of the same destination already in
-    /// flight (`Discovery::start_lookup`): the check's end ends the stage.
-    pub awaits_check: bool,
     /// The try time (`rto.rs`) the discovery stage's deadline was set
     /// with: a longer one later lengthens the stage by as much per try.
     pub try_time: Duration,
@@ -78,14 +99,11 @@ impl Lookup {
             deadline: now,
             endpoint,
             failure,
-            unsure: false,
+            so_far: SoFar::ToldNo,
+            doing: Doing::Asking,
             probes: Vec::new(),
             confirmed: Vec::new(),
-            resolving: false,
-            hinted: false,
-            disputed: false,
             claim_silent: false,
-            awaits_check: false,
             try_time: Duration::ZERO,
             started: now,
             why: Vec::new(),
@@ -99,6 +117,15 @@ impl Lookup {
     pub fn deadline(&self) -> Instant {
         self.deadline
     }
+}
+
+/// How much is in flight ([`InFlight::sizes`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct InFlightSizes {
+    pub lookups: usize,
+    /// Probes, checks among them.
+    pub probes: usize,
+    pub checks: usize,
 }
 
 /// A probe with its deadline: when it is sent again or given up. Set
@@ -509,8 +536,12 @@ impl InFlight {
     }
 
     /// Lookups, probes and checks in flight.
-    pub fn sizes(&self) -> [usize; 3] {
-        [self.lookups.len(), self.probes.len(), self.checking.len()]
+    pub fn sizes(&self) -> InFlightSizes {
+        InFlightSizes {
+            lookups: self.lookups.len(),
+            probes: self.probes.len(),
+            checks: self.checking.len(),
+        }
     }
 
     pub fn max_lookups(&self) -> usize {

@@ -11,12 +11,12 @@
 //! error, a stage cut short) it fails ETIMEDOUT, which is never
 //! remembered: the next request asks again.
 
-use super::inflight::Lookup;
+use super::inflight::{Doing, Lookup, SoFar};
 use super::rto;
-use super::state::{Learned, NeighbourJob, NssJob, Probe, Purpose, Source, Stage, NO, UNKNOWN};
+use super::state::{Learned, Probe, Purpose, Source, Stage, NO, UNKNOWN};
 use super::why;
 use super::wire::{Message, Query, WireAddress};
-use super::{Datagram, Discovery, Outcome, Refused};
+use super::{Datagram, Discovery, NeighbourJob, NssJob, Outcome, Refused};
 use crate::addr::{Address, Gid};
 use crate::buggify::Fault;
 use crate::config::{Config, Derivation, NameLookup};
@@ -29,7 +29,7 @@ use std::time::{Duration, Instant};
 impl Discovery {
     /// Whether a lookup for `key` can be started or joined; counts one
     /// refused when the table of lookups in flight is full.
-    pub fn lookup_room(&mut self, key: &Address) -> Result<(), Refused> {
+    pub(super) fn lookup_room(&mut self, key: &Address) -> Result<(), Refused> {
         let up = self.families.any();
         let possible = match key {
             Address::Name(_) => up,
@@ -50,10 +50,16 @@ impl Discovery {
     }
 
     /// Starts a lookup for `key` on behalf of endpoint `ep` (whose record
-    /// the queries carry), unless one is in flight. The caller has made
-    /// sure of [`Discovery::lookup_room`]; the lookup ends with an
-    /// [`Outcome`], maybe at once.
-    pub fn start_lookup(&mut self, local: &Local, ep: EndpointId, key: Address, now: Instant) {
+    /// the queries carry), unless one is in flight. The caller
+    /// ([`Discovery::resolve`]) has made sure of [`Discovery::lookup_room`];
+    /// the lookup ends with an [`Outcome`], maybe at once.
+    pub(super) fn start_lookup(
+        &mut self,
+        local: &Local,
+        ep: EndpointId,
+        key: Address,
+        now: Instant,
+    ) {
         if self.inflight.has_lookup(&key) {
             return;
         }
@@ -63,7 +69,7 @@ impl Discovery {
             // with the same answer.
             log::trace!("lookup {key}: started, waiting for its check");
             let mut lookup = Lookup::new(Stage::Discover, ep, NO, now);
-            lookup.awaits_check = true;
+            lookup.doing = Doing::AwaitingCheck;
             lookup.try_time = self.retry.timeout(ip_of(&key), now);
             let stage =
                 rto::stage_time(lookup.try_time, self.cfg.retries + 1, self.retry.ceiling());
@@ -84,7 +90,7 @@ impl Discovery {
         let Some(l) = self.inflight.lookup(&key) else {
             return;
         };
-        let (ep, unsure) = (l.endpoint, l.unsure);
+        let (ep, so_far) = (l.endpoint, l.so_far);
         match stage {
             Stage::Discover => {
                 let port = self.cfg.discovery_port;
@@ -124,8 +130,11 @@ impl Discovery {
                 let disputed = hinted.is_none() && self.hints.disputed(&key, now);
                 if let Some(l) = self.inflight.lookup_mut(&key) {
                     l.stage = Stage::Discover;
-                    l.hinted = hinted.is_some();
-                    l.disputed = disputed;
+                    l.doing = match (hinted, disputed) {
+                        (Some(_), _) => Doing::AskingAnnouncer,
+                        (None, true) => Doing::AskingDisputed,
+                        (None, false) => Doing::Asking,
+                    };
                 }
                 let discovery_time =
                     rto::stage_time(try_time, self.cfg.retries + 1, self.retry.ceiling());
@@ -139,19 +148,25 @@ impl Discovery {
                 let tries = self.cfg.retries + 1;
                 let deadline =
                     now + rto::stage_time(self.cfg.timeout(), tries, self.retry.ceiling());
-                self.out.resolver_jobs.push(NssJob {
+                self.out.work.resolver_jobs.push(NssJob {
                     key: key.clone(),
                     name: name.to_string(),
                     deadline,
                 });
                 if let Some(l) = self.inflight.lookup_mut(&key) {
                     l.stage = Stage::Nss;
-                    l.resolving = true;
+                    l.doing = Doing::Resolving;
                 }
                 self.inflight.set_lookup_deadline(&key, deadline);
             }
             Stage::Derive(i) => match self.cfg.derive.get(i).copied() {
-                None => self.fail(&key, if unsure { UNKNOWN } else { NO }, now),
+                None => {
+                    let status = match so_far {
+                        SoFar::ToldNo => NO,
+                        SoFar::Unsure => UNKNOWN,
+                    };
+                    self.fail(&key, status, now)
+                }
                 Some(Derivation::Ipv4Mapped) => match key {
                     Address::Ip4(v4) => {
                         let gid = Gid(v4.to_ipv6_mapped().octets());
@@ -168,7 +183,7 @@ impl Discovery {
                         // The query (if any) already made the kernel
                         // resolve the neighbour.
                         let poked = self.families.any();
-                        self.out.neighbour_jobs.push(NeighbourJob {
+                        self.out.work.neighbour_jobs.push(NeighbourJob {
                             dest: key,
                             ip,
                             poked,
@@ -254,7 +269,7 @@ impl Discovery {
         match to {
             Some(to) => {
                 self.counts.traffic.unicast_queries += 1;
-                self.out.datagrams.push(Datagram::Unicast {
+                self.out.work.datagrams.push(Datagram::Unicast {
                     to,
                     from: local.source_for(endpoint, to.ip()),
                     bytes,
@@ -262,7 +277,10 @@ impl Discovery {
             }
             None => {
                 self.counts.traffic.group_queries += 1;
-                self.out.datagrams.extend(self.families.multicast(bytes));
+                self.out
+                    .work
+                    .datagrams
+                    .extend(self.families.multicast(bytes));
             }
         }
         if send == Try::Extra {
@@ -302,9 +320,11 @@ impl Discovery {
         let Some(l) = self.inflight.lookup_mut(key) else {
             return;
         };
-        l.unsure |= status != NO;
+        if status != NO {
+            l.so_far = SoFar::Unsure;
+        }
         l.failure = NO;
-        l.resolving = false;
+        l.doing = Doing::Asking;
         l.confirmed.clear();
         let stage = l.stage;
         self.inflight.end_probes_of(key, now);
@@ -322,7 +342,8 @@ impl Discovery {
                 Stage::Derive(_) => Source::Derived,
             };
         }
-        let changed = self.state.bind(key, learned.clone(), now);
+        let bound = self.state.bound(learned.clone(), now);
+        let changed = self.state.bind(key, learned, now);
         self.out.changed(changed);
         if let Some(l) = self.inflight.end_lookup(key, now) {
             self.counts
@@ -331,7 +352,7 @@ impl Discovery {
                 .observe(now.saturating_duration_since(l.started));
             self.out
                 .outcomes
-                .push(Outcome::Resolved(key.clone(), learned));
+                .push(Outcome::Resolved(key.clone(), bound));
         }
     }
 
@@ -362,8 +383,8 @@ impl Discovery {
     /// failure is remembered: the next request asks again).
     pub fn abandon_all(&mut self) {
         self.inflight.clear();
-        self.out.neighbour_jobs.clear();
-        self.out.resolver_jobs.clear();
+        self.out.work.neighbour_jobs.clear();
+        self.out.work.resolver_jobs.clear();
     }
 
     /// Endpoint `ep` is closing. A lookup whose queries carry its record
@@ -466,7 +487,7 @@ impl Discovery {
                 let waits = self
                     .inflight
                     .lookup(&p.target)
-                    .is_some_and(|l| l.awaits_check);
+                    .is_some_and(|l| l.doing == Doing::AwaitingCheck);
                 match kept {
                     Some(l) if waits => self.succeed(&p.target, l, now),
                     None if waits => self.run_stage(local, p.target, Stage::Discover, now),
@@ -484,7 +505,7 @@ impl Discovery {
                 let waits = self
                     .inflight
                     .lookup(&p.target)
-                    .is_some_and(|l| l.awaits_check);
+                    .is_some_and(|l| l.doing == Doing::AwaitingCheck);
                 if waits {
                     // The lookup's own stage, asked of the address itself
                     // by the check, ends as the check did; a name may have

@@ -38,6 +38,7 @@ pub mod state;
 mod welcome;
 mod why;
 pub mod wire;
+mod work;
 
 use crate::addr::Address;
 use crate::bounded::earliest;
@@ -51,8 +52,7 @@ use announce::Announcer;
 use auth::Auth;
 use counts::{Counts, DropCounts};
 use inflight::InFlight;
-use state::{Learned, NeighbourJob, NssJob, State};
-use std::net::{IpAddr, SocketAddr};
+use state::{Learned, State};
 use std::time::{Duration, Instant};
 use welcome::Welcomes;
 use wire::{EndpointRecord, WireAddress, MAX_ADDRESSES};
@@ -62,6 +62,7 @@ pub use derive::eui64_gid;
 pub use hints::SETTLE as HINT_SETTLE;
 pub use names::NssError;
 pub use rto::{stage_time, CEILING as RETRY_CEILING};
+pub use work::{Datagram, Families, Family, NeighbourJob, NssJob, Work};
 
 /// After a check of an address, hints about it are ignored this long: a
 /// host sends each announcement three times, and a flood of forged hints
@@ -78,76 +79,12 @@ pub const STARTING: Duration = Duration::from_secs(2);
 /// How often a missing neighbour entry is looked for again.
 pub const NEIGHBOUR_POLL: Duration = Duration::from_millis(20);
 
-/// A discovery datagram to send.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Datagram {
-    /// To one host; `from` pins the source address (replies to unicast
-    /// queries must come from the queried address).
-    Unicast {
-        to: SocketAddr,
-        from: Option<IpAddr>,
-        bytes: Vec<u8>,
-    },
-    /// To the discovery group of one address family, on every interface
-    /// that has it.
-    Multicast { family: Family, bytes: Vec<u8> },
-}
-
-/// An address family of the discovery sockets.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Family {
-    V4,
-    V6,
-}
-
-/// The address families discovery can send on: one group datagram goes
-/// out once per family, each copy sealed on its own.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Families {
-    pub v4: bool,
-    pub v6: bool,
-}
-
-impl Families {
-    pub const NONE: Families = Families {
-        v4: false,
-        v6: false,
-    };
-    pub const V4: Families = Families {
-        v4: true,
-        v6: false,
-    };
-    pub const V6: Families = Families {
-        v4: false,
-        v6: true,
-    };
-    pub const BOTH: Families = Families { v4: true, v6: true };
-
-    pub fn any(self) -> bool {
-        self.v4 || self.v6
-    }
-
-    /// One group datagram per family.
-    pub fn multicast(self, bytes: Vec<u8>) -> impl Iterator<Item = Datagram> {
-        let v6 = self.v6.then(|| Datagram::Multicast {
-            family: Family::V6,
-            bytes: bytes.clone(),
-        });
-        let v4 = self.v4.then_some(Datagram::Multicast {
-            family: Family::V4,
-            bytes,
-        });
-        v4.into_iter().chain(v6)
-    }
-}
-
 /// What the request path must do after a discovery call.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Outcome {
-    /// The lookup of this address ended with this binding (also in
-    /// [`Discovery::learned`], unless the table's bound evicted it since):
-    /// answer the requests waiting for it.
-    Resolved(Address, Learned),
+    /// The lookup of this address ended with this binding: answer the
+    /// requests waiting for it.
+    Resolved(Address, Binding),
     /// The lookup failed with this status: answer them with it.
     Failed(Address, u8),
     /// What this address led to changed or is gone: it leaves the
@@ -155,16 +92,35 @@ pub enum Outcome {
     Changed(Address),
 }
 
+/// A binding as the request path takes it: what the address leads to, and
+/// when its holder must confirm it again (`urdma_reconfirm`; `None`: it
+/// need not), after which a path built from it is not used.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Binding {
+    pub learned: Learned,
+    pub reconfirm_at: Option<Instant>,
+}
+
+/// What a destination resolves to now ([`Discovery::resolve`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Resolution {
+    /// A live binding.
+    Known(Binding),
+    /// Its last lookup failed with this status, and that is remembered.
+    Failed(u8),
+    /// A lookup is in flight for it (started now or before): it ends with
+    /// an [`Outcome`].
+    Started,
+    /// No lookup can start.
+    Refused(Refused),
+}
+
 /// Everything discovery wants done, in one value ([`Discovery::take_output`]).
 #[derive(Debug, Default)]
 pub struct Output {
-    /// To the network, in this order.
-    pub datagrams: Vec<Datagram>,
-    /// Names the runtime must ask the system's resolver about.
-    pub resolver_jobs: Vec<NssJob>,
-    /// Neighbour lookups for the runtime to make, each at its `at`
-    /// (netlink is not for the daemon's event loop).
-    pub neighbour_jobs: Vec<NeighbourJob>,
+    /// For the runtime: datagrams, jobs for the resolvers and the
+    /// neighbour table.
+    pub work: Work,
     /// What the request path must act on.
     pub outcomes: Vec<Outcome>,
 }
@@ -215,6 +171,15 @@ pub struct Status {
     pub max_hints: usize,
     /// New names not kept as hints because the table was full.
     pub hints_refused: u64,
+}
+
+/// When discovery must run next ([`Discovery::deadlines`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Deadlines {
+    /// A retry, a claim window's end or a stage's.
+    pub lookups: Option<Instant>,
+    /// An announcement, a renewal, a welcome or a defence.
+    pub announcements: Option<Instant>,
 }
 
 pub struct Discovery {
@@ -328,20 +293,36 @@ impl Discovery {
         self.auth.as_mut()
     }
 
-    /// A live binding learned for `a`: one confirmed by its holder less
-    /// than `urdma_reconfirm` ago (after that it expires, and the next
-    /// request asks again), so a host that changed while its announcements
-    /// could not reach this one (lost, or a partition) is followed all the
-    /// same. None while its holder is being checked (an announcement or a
-    /// query said it changed): requests wait for the holder's reply.
-    pub fn learned(&mut self, a: &Address, now: Instant) -> Option<&Learned> {
+    /// What `key` resolves to now, asked on behalf of endpoint `ep`: a
+    /// live binding (one confirmed by its holder less than
+    /// `urdma_reconfirm` ago, so a host that changed while its
+    /// announcements could not reach this one is followed all the same;
+    /// none while its holder is being checked: the request waits for the
+    /// holder's reply), a failure remembered, or else a lookup, started or
+    /// joined, unless it cannot start (counted). The one call a miss makes.
+    pub fn resolve(
+        &mut self,
+        local: &Local,
+        ep: EndpointId,
+        key: &Address,
+        now: Instant,
+    ) -> Resolution {
         if self.buggify.fires(Fault::BindingEvicted) {
-            self.state.forget(a);
+            self.state.forget(key);
         }
-        if self.inflight.checking(a) {
-            return None;
+        if !self.inflight.checking(key) {
+            if let Some(b) = self.state.live(key, now) {
+                return Resolution::Known(b);
+            }
         }
-        self.state.learned(a, now)
+        if let Some(status) = self.state.failure(key, now) {
+            return Resolution::Failed(status);
+        }
+        if let Err(why) = self.lookup_room(key) {
+            return Resolution::Refused(why);
+        }
+        self.start_lookup(local, ep, key.clone(), now);
+        Resolution::Started
     }
 
     /// Whether a lookup of `key` is in flight.
@@ -361,25 +342,24 @@ impl Discovery {
     /// Whether it is up, how full its tables are, and what reached their
     /// bounds.
     pub fn status(&self) -> Status {
-        let [bindings, failures] = self.state.sizes();
-        let [lookups, probes, _] = self.inflight.sizes();
-        let [bindings_evicted, failures_evicted] = self.state.evicted();
-        let [hints, hint_queue] = self.hints.sizes();
+        let (held, evicted) = (self.state.sizes(), self.state.evicted());
+        let in_flight = self.inflight.sizes();
+        let hints = self.hints.sizes();
         Status {
             up: self.families.any(),
-            bindings,
-            failures,
-            lookups,
-            probes,
-            bindings_evicted,
-            failures_evicted,
+            bindings: held.bindings,
+            failures: held.failures,
+            lookups: in_flight.lookups,
+            probes: in_flight.probes,
+            bindings_evicted: evicted.bindings,
+            failures_evicted: evicted.failures,
             lookups_refused: self.inflight.refused(),
             checks_skipped: self.counts.checks_skipped,
             max_bindings: self.state.capacity(),
             max_lookups: self.inflight.max_lookups(),
             try_time: self.retry.current(),
-            hints,
-            hint_queue,
+            hints: hints.names,
+            hint_queue: hints.queue,
             max_hints: self.hints.capacity(),
             hints_refused: self.hints.refused,
         }
@@ -407,12 +387,15 @@ impl Discovery {
     /// When discovery must run next: its lookups' deadlines, then its
     /// announcements'. `asap` is the time of the caller's latest input,
     /// given for what is due at once.
-    pub fn deadlines(&mut self, asap: Option<Instant>) -> [Option<Instant>; 2] {
-        let lookup = match asap {
+    pub fn deadlines(&mut self, asap: Option<Instant>) -> Deadlines {
+        let lookups = match asap {
             Some(now) if self.buggify.fires(Fault::EarlyWake) => Some(now),
             _ => self.inflight.next_deadline(),
         };
-        [lookup, self.announcer.next_wake(asap)]
+        Deadlines {
+            lookups,
+            announcements: self.announcer.next_wake(asap),
+        }
     }
 
     /// Retries, stage changes and announcements that are due.
@@ -441,9 +424,9 @@ impl Discovery {
                 self.next_stage(local, &key, state::UNKNOWN, now);
             }
         }
-        let sent = self
-            .announcer
-            .on_timers(local, self.families, now, &mut self.out.datagrams);
+        let sent =
+            self.announcer
+                .on_timers(local, self.families, now, &mut self.out.work.datagrams);
         self.counts.traffic.announcements += sent as u64;
         if self.announcer.take_start_query() && !self.send_start_query(local, now) {
             self.announcer.start_query_unsent();
@@ -483,7 +466,8 @@ impl Discovery {
     /// once per poll.
     pub fn take_output(&mut self) -> Output {
         let mut out = std::mem::take(&mut self.out);
-        out.datagrams
+        out.work
+            .datagrams
             .retain(|_| !self.buggify.fires(Fault::DatagramLost));
         out
     }

@@ -3,6 +3,7 @@
 //! addresses, and each is asked by unicast; the hosts that answer decide
 //! as claimants of a name on the segment do.
 
+use super::inflight::Doing;
 use super::state::{Purpose, Stage, MAX_CLAIMS};
 use super::Discovery;
 use crate::addr::Address;
@@ -47,10 +48,10 @@ impl Discovery {
         let Some(l) = self.inflight.lookup_mut(key) else {
             return;
         };
-        if l.stage != Stage::Nss || !l.resolving {
+        if l.stage != Stage::Nss || l.doing != Doing::Resolving {
             return;
         }
-        l.resolving = false;
+        l.doing = Doing::Asking;
         let ep = l.endpoint;
         self.counts.lookups.nss_asked += 1;
         let answer = match answer {

@@ -7,10 +7,11 @@
 //! unit-testable without sockets or threads. Every table has a bound.
 
 use super::wire::EndpointRecord;
+use super::Binding;
 use crate::addr::{Address, Gid};
 use crate::bounded::Expiring;
 use crate::handle::EndpointId;
-use std::net::{IpAddr, SocketAddr};
+use std::net::SocketAddr;
 use std::num::NonZeroU64;
 use std::time::{Duration, Instant};
 
@@ -192,27 +193,11 @@ pub struct Probe {
     pub claimed: bool,
 }
 
-/// A neighbour-table lookup the worker thread must make (netlink is not
-/// for the daemon's event loop).
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct NeighbourJob {
-    pub dest: Address,
-    pub ip: IpAddr,
-    /// A datagram went to the address to make the kernel resolve it.
-    pub poked: bool,
-    /// When to ask: at once, then again every
-    /// [`super::NEIGHBOUR_POLL`] while the kernel resolves the neighbour.
-    pub at: Instant,
-}
-
-/// A name for the system's resolver, which may block for seconds: the
-/// runtime asks it on threads of its own.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct NssJob {
-    pub key: Address,
-    pub name: String,
-    /// When the answer is no use any more.
-    pub deadline: Instant,
+/// A number for each of [`State`]'s two tables.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Tables<T> {
+    pub bindings: T,
+    pub failures: T,
 }
 
 pub struct State {
@@ -253,9 +238,32 @@ impl State {
         }
     }
 
-    /// The live binding of `a`.
-    pub fn learned(&mut self, a: &Address, now: Instant) -> Option<&Learned> {
-        self.learned.get_live(a, now)
+    /// The live binding of `a`, as the request path takes it.
+    pub(super) fn live(&mut self, a: &Address, now: Instant) -> Option<Binding> {
+        let l = self.learned.get_live(a, now)?.clone();
+        let reconfirm_at = self.reconfirm_at(&l);
+        Some(Binding {
+            learned: l,
+            reconfirm_at,
+        })
+    }
+
+    /// `learned`, bound now: as [`State::bind`] keeps it.
+    pub(super) fn bound(&self, mut learned: Learned, now: Instant) -> Binding {
+        learned.confirmed = Some(now);
+        let reconfirm_at = self.reconfirm_at(&learned);
+        Binding {
+            learned,
+            reconfirm_at,
+        }
+    }
+
+    /// When `l`'s holder must confirm it again: what a peer confirmed is
+    /// good for `urdma_reconfirm`; what was derived stays as long as
+    /// addresses do.
+    fn reconfirm_at(&self, l: &Learned) -> Option<Instant> {
+        let reconfirm = self.reconfirm.filter(|_| l.via.is_some());
+        reconfirm.zip(l.confirmed).map(|(r, c)| c + r)
     }
 
     /// The binding of `a`, live or not yet swept.
@@ -303,12 +311,10 @@ impl State {
         now: Instant,
     ) -> Vec<Address> {
         learned.confirmed = Some(now);
-        // What a peer confirmed is good for `urdma_reconfirm`; what was
-        // derived stays as long as addresses do.
-        let reconfirm = self.reconfirm.filter(|_| learned.via.is_some());
-        let expires = match (self.addr_timeout, reconfirm) {
-            (Some(a), Some(r)) => Some(now + a.min(r)),
-            (a, r) => a.or(r).map(|d| now + d),
+        let addr_timeout = self.addr_timeout.map(|a| now + a);
+        let expires = match (addr_timeout, self.reconfirm_at(&learned)) {
+            (Some(a), Some(r)) => Some(a.min(r)),
+            (a, r) => a.or(r),
         };
         let mut keys = vec![key.clone()];
         if learned.via.is_some() && *key != Address::Gid(learned.gid) {
@@ -397,13 +403,19 @@ impl State {
     }
 
     /// Bindings and failures held.
-    pub fn sizes(&self) -> [usize; 2] {
-        [self.learned.len(), self.failed.len()]
+    pub fn sizes(&self) -> Tables<usize> {
+        Tables {
+            bindings: self.learned.len(),
+            failures: self.failed.len(),
+        }
     }
 
     /// Bindings and failures evicted to make room so far.
-    pub fn evicted(&self) -> [u64; 2] {
-        [self.learned.evicted, self.failed.evicted]
+    pub fn evicted(&self) -> Tables<u64> {
+        Tables {
+            bindings: self.learned.evicted,
+            failures: self.failed.evicted,
+        }
     }
 
     /// How many bindings it holds at most.
@@ -452,8 +464,8 @@ mod tests {
         let now = Instant::now();
         let a = Address::name("node2").unwrap();
         assert!(r.bind(&a, Learned::derived(Gid([1; 16])), now).is_empty());
-        assert!(r.learned(&a, now + Duration::from_secs(59)).is_some());
-        assert!(r.learned(&a, now + Duration::from_secs(60)).is_none());
+        assert!(r.live(&a, now + Duration::from_secs(59)).is_some());
+        assert!(r.live(&a, now + Duration::from_secs(60)).is_none());
         r.remember_failure(&a, 6, now + Duration::from_millis(10));
         assert_eq!(r.failure(&a, now), Some(6));
         assert_eq!(r.failure(&a, now + Duration::from_millis(10)), None);

@@ -240,7 +240,7 @@ impl Discovery {
             Families { v4: true, .. } => Families::V4,
             other => other,
         };
-        self.out.datagrams.extend(one.multicast(bytes));
+        self.out.work.datagrams.extend(one.multicast(bytes));
         true
     }
 }

@@ -1,8 +1,7 @@
 //! What the engine hands its caller: [`Effects`], the one kind of output
 //! of [`super::Engine::poll`].
 
-use crate::discovery::state::{NeighbourJob, NssJob};
-use crate::discovery::Datagram;
+use crate::discovery::Work;
 use crate::request::msg::MsgBuf;
 use std::time::Instant;
 
@@ -25,36 +24,17 @@ pub struct Outgoing {
 pub struct Effects {
     /// To the daemon, each exactly once.
     pub replies: Vec<Outgoing>,
-    /// To the network, in this order.
-    pub datagrams: Vec<Datagram>,
-    /// Names for the system's resolver.
-    pub resolver_jobs: Vec<NssJob>,
-    /// Neighbour-table lookups, each at its `at`.
-    pub neighbour_jobs: Vec<NeighbourJob>,
+    /// For the runtime: datagrams (in this order), names for the system's
+    /// resolver, neighbour-table lookups (each at its `at`).
+    pub work: Work,
     /// When [`super::Engine::on_timers`] must run next (`None`: nothing is
     /// pending; every later input comes with a new deadline).
     pub deadline: Option<Instant>,
 }
 
 impl Effects {
-    /// Adds `later`'s work after this one's; its deadline is the current one.
-    pub fn extend(&mut self, later: Effects) {
-        self.replies.extend(later.replies);
-        self.datagrams.extend(later.datagrams);
-        self.resolver_jobs.extend(later.resolver_jobs);
-        self.neighbour_jobs.extend(later.neighbour_jobs);
-        self.deadline = later.deadline;
-    }
-
     /// Whether there is nothing to do (whatever the deadline).
     pub fn is_empty(&self) -> bool {
-        self.replies.is_empty() && !self.has_work()
-    }
-
-    /// Whether there is work besides replies and the deadline.
-    pub fn has_work(&self) -> bool {
-        !(self.datagrams.is_empty()
-            && self.resolver_jobs.is_empty()
-            && self.neighbour_jobs.is_empty())
+        self.replies.is_empty() && self.work.is_empty()
     }
 }

@@ -45,7 +45,7 @@ use crate::buggify::Buggify;
 use crate::config::hosts::Hosts;
 use crate::config::Config;
 use crate::daemon::{Daemon, COUNTERS};
-use crate::discovery::state::NeighbourJob;
+use crate::discovery::NeighbourJob;
 use crate::discovery::{Discovery, Families, NssError, Outcome};
 use crate::engine::cache::Cache;
 use crate::entropy::Seed;
@@ -163,16 +163,14 @@ impl<D: Daemon> Engine<D> {
         if let Some(now) = self.clock {
             self.apply(out.outcomes, now);
         }
-        let [lookup, announce] = self.discovery.deadlines(self.clock);
-        self.timers.set(Timer::Lookup, lookup);
-        self.timers.set(Timer::Announce, announce);
+        let due = self.discovery.deadlines(self.clock);
+        self.timers.set(Timer::Lookup, due.lookups);
+        self.timers.set(Timer::Announce, due.announcements);
         self.timers.set(Timer::Review, self.cache.next_review());
         self.timers.set(Timer::Sweep, self.sweep_due());
         Effects {
             replies: self.waiting.take_replies(),
-            datagrams: out.datagrams,
-            resolver_jobs: out.resolver_jobs,
-            neighbour_jobs: out.neighbour_jobs,
+            work: out.work,
             deadline: self.timers.next(),
         }
     }
@@ -456,7 +454,7 @@ impl<D: Daemon> Engine<D> {
                 Outcome::Changed(a) => {
                     self.cache.evict(&a);
                 }
-                Outcome::Resolved(a, learned) => self.answer_resolved(&a, &learned, now),
+                Outcome::Resolved(a, bound) => self.answer_resolved(&a, bound, now),
                 Outcome::Failed(a, status) => {
                     self.waiting
                         .fail(&a, status, &mut self.counters, &self.daemon);

@@ -8,7 +8,7 @@ use super::{Engine, Response, Waiter};
 use crate::addr::Address;
 use crate::daemon::{Counter, Daemon};
 use crate::discovery::state::Learned;
-use crate::discovery::Refused;
+use crate::discovery::{Binding, Refused, Resolution};
 use crate::engine::cache::{CacheEntry, CacheLookup};
 use crate::handle::{AddressId, EndpointId};
 use crate::ib;
@@ -27,7 +27,11 @@ enum Found {
     /// then (`urdma_reconfirm`).
     At(Dest, Option<Instant>),
     NotInPartition,
-    Unknown,
+    /// Discovery's answer when it holds no binding for it: a failure
+    /// remembered, a lookup started (or joined), or none possible.
+    Failed(u8),
+    LookingUp,
+    Refused(Refused),
 }
 
 /// Where a binding learned by discovery leads.
@@ -37,6 +41,17 @@ fn dest_of(l: &Learned) -> Dest {
         lid: l.lid,
         mtu: l.mtu,
         rate: l.rate,
+    }
+}
+
+/// Why no lookup of `key` could start, as the request is answered.
+fn refused(key: &Address, why: Refused) -> Rejected {
+    match why {
+        Refused::Unknown => rejected(ACM_STATUS_ENODATA, format!("{key} is unknown")),
+        Refused::Full => rejected(
+            ACM_STATUS_ENOMEM,
+            format!("{key}: too many lookups in flight"),
+        ),
     }
 }
 
@@ -201,9 +216,16 @@ impl<D: Daemon> Engine<D> {
                             format!("{key} is not in partition of the source endpoint"),
                         ))
                     }
-                    Found::Unknown => {
+                    Found::Failed(status) => {
+                        return Err(rejected(
+                            u32::from(status),
+                            format!("{key} failed recently"),
+                        ))
+                    }
+                    Found::Refused(why) => return Err(refused(&key, why)),
+                    Found::LookingUp => {
                         let waiter = waiter.filter(|_| !nodelay);
-                        return self.look_up(ep, key, waiter, echo_source, now);
+                        return self.wait(ep, key, waiter, echo_source);
                     }
                 }
             }
@@ -228,55 +250,30 @@ impl<D: Daemon> Engine<D> {
         Ok(Some(path.encode()))
     }
 
-    /// A destination nothing knows: asked of discovery, unless it failed
-    /// recently or cannot be asked. The request waits for the lookup
+    /// A destination being looked up: the request waits for the lookup
     /// (`Ok(None)`), or with NODELAY (no `waiter`) is answered now and the
     /// lookup serves the next one.
-    fn look_up(
+    fn wait(
         &mut self,
         ep: EndpointId,
         key: Address,
         waiter: Option<(u64, &MsgBuf)>,
         echo_source: Option<usize>,
-        now: Instant,
     ) -> Result<Option<[u8; PATH_RECORD_LEN]>, Rejected> {
-        if let Some(status) = self.discovery.state_mut().failure(&key, now) {
+        let Some((id, request)) = waiter else {
             return Err(rejected(
-                u32::from(status),
-                format!("{key} failed recently"),
+                ACM_STATUS_ENODATA,
+                format!("{key} is not cached; lookup started"),
             ));
-        }
-        match self.discovery.lookup_room(&key) {
-            Ok(()) => {}
-            Err(Refused::Unknown) => {
-                return Err(rejected(ACM_STATUS_ENODATA, format!("{key} is unknown")));
-            }
-            Err(Refused::Full) => {
-                return Err(rejected(
-                    ACM_STATUS_ENOMEM,
-                    format!("{key}: too many lookups in flight"),
-                ));
-            }
-        }
-        let waits = waiter.is_some();
-        if let Some((id, request)) = waiter {
-            let w = Waiter {
-                endpoint: ep,
-                id,
-                request: request.clone(),
-                echo_source,
-            };
-            self.waiting.add(key.clone(), w);
-        }
-        self.discovery
-            .start_lookup(&self.local, ep, key.clone(), now);
-        if waits {
-            return Ok(None);
-        }
-        Err(rejected(
-            ACM_STATUS_ENODATA,
-            format!("{key} is not cached; lookup started"),
-        ))
+        };
+        let w = Waiter {
+            endpoint: ep,
+            id,
+            request: request.clone(),
+            echo_source,
+        };
+        self.waiting.add(key, w);
+        Ok(None)
     }
 
     fn build_and_cache(
@@ -306,16 +303,15 @@ impl<D: Daemon> Engine<D> {
     }
 
     /// Where a destination is: this host's own addresses and ports first
-    /// (preferring the source's partition), then the hosts file, then what
-    /// discovery learned.
+    /// (preferring the source's partition), then the hosts file, then
+    /// discovery, which looks it up if it knows nothing.
     fn find(&mut self, ep: EndpointId, dest: &Address, now: Instant) -> Found {
-        let Some(pkey) = self.local.endpoint(ep).map(|e| e.pkey) else {
-            return Found::Unknown;
-        };
-        let known = self
-            .local
-            .holds(dest, pkey)
-            .or_else(|| self.hosts.lookup(dest).map(|r| (r.gid, r.lid)));
+        let pkey = self.local.endpoint(ep).map(|e| e.pkey);
+        let known = pkey.and_then(|p| {
+            self.local
+                .holds(dest, p)
+                .or_else(|| self.hosts.lookup(dest).map(|r| (r.gid, r.lid)))
+        });
         if let Some((gid, lid)) = known {
             let dest = Dest {
                 gid,
@@ -325,14 +321,14 @@ impl<D: Daemon> Engine<D> {
             };
             return Found::At(dest, None);
         }
-        let reconfirm = self.cfg.reconfirm;
-        match self.discovery.learned(dest, now) {
-            Some(l) if !l.in_partition(pkey) => Found::NotInPartition,
-            Some(l) => {
-                let reconfirm_at = reconfirm.zip(l.confirmed);
-                Found::At(dest_of(l), reconfirm_at.map(|(r, c)| c + r))
+        match self.discovery.resolve(&self.local, ep, dest, now) {
+            Resolution::Known(b) if pkey.is_some_and(|p| b.learned.in_partition(p)) => {
+                Found::At(dest_of(&b.learned), b.reconfirm_at)
             }
-            None => Found::Unknown,
+            Resolution::Known(_) => Found::NotInPartition,
+            Resolution::Failed(status) => Found::Failed(status),
+            Resolution::Started => Found::LookingUp,
+            Resolution::Refused(why) => Found::Refused(why),
         }
     }
 
@@ -374,34 +370,19 @@ impl<D: Daemon> Engine<D> {
 
     /// The lookup of `key` found `bound`: every request waiting for it
     /// gets its path (or why not, from its own endpoint).
-    pub(super) fn answer_resolved(&mut self, key: &Address, bound: &Learned, now: Instant) {
+    pub(super) fn answer_resolved(&mut self, key: &Address, bound: Binding, now: Instant) {
+        let dest = dest_of(&bound.learned);
         for w in self.waiting.take(key) {
-            let found = match self.find(w.endpoint, key, now) {
-                // Evicted meanwhile by the bound of the bindings (many
-                // lookups ending at once): what the lookup found stands.
-                Found::Unknown => {
-                    let pkey = self.local.endpoint(w.endpoint).map(|e| e.pkey);
-                    match pkey.is_some_and(|p| bound.in_partition(p)) {
-                        true => {
-                            let reconfirm = self.cfg.reconfirm.filter(|_| bound.via.is_some());
-                            let reconfirm_at = reconfirm.map(|r| now + r);
-                            Found::At(dest_of(bound), reconfirm_at)
-                        }
-                        false => Found::NotInPartition,
-                    }
-                }
-                found => found,
-            };
-            let reply = match found {
-                Found::At(dest, learned) => {
-                    match self.build_and_cache(w.endpoint, key.clone(), dest, learned, now) {
+            let pkey = self.local.endpoint(w.endpoint).map(|e| e.pkey);
+            let reply = match pkey.is_some_and(|p| bound.learned.in_partition(p)) {
+                true => {
+                    let (ep, at) = (w.endpoint, bound.reconfirm_at);
+                    match self.build_and_cache(ep, key.clone(), dest, at, now) {
                         Ok((_, wire)) => msg::resolve_success(&w.request, &wire, w.echo_source),
                         Err(e) => msg::resolve_error(&w.request, e.status),
                     }
                 }
-                Found::NotInPartition | Found::Unknown => {
-                    msg::resolve_error(&w.request, ACM_STATUS_ENODATA as u8)
-                }
+                false => msg::resolve_error(&w.request, ACM_STATUS_ENODATA as u8),
             };
             self.waiting
                 .answer(&w, reply, &mut self.counters, &self.daemon);

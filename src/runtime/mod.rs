@@ -389,7 +389,7 @@ fn reply<D: Daemon>(host: &D, replies: &[Outgoing]) {
 pub fn perform<D: Daemon>(host: &D, net: Option<&Net>, fx: &Effects) {
     reply(host, &fx.replies);
     if let Some(net) = net {
-        for d in &fx.datagrams {
+        for d in &fx.work.datagrams {
             net.send(d);
         }
     }

@@ -8,8 +8,8 @@
 
 use super::{lock, Runtime};
 use crate::daemon::Daemon;
-use crate::discovery::state::NssJob;
 use crate::discovery::NssError;
+use crate::discovery::NssJob;
 use std::net::{IpAddr, ToSocketAddrs};
 use std::sync::mpsc::{channel, Receiver, Sender};
 use std::sync::{Arc, Mutex};

@@ -9,8 +9,8 @@
 
 use super::schedule::Schedule;
 use crate::daemon::Daemon;
-use crate::discovery::state::{NeighbourJob, NssJob};
 use crate::discovery::Datagram;
+use crate::discovery::{NeighbourJob, NssJob};
 use crate::engine::{Engine, Outgoing};
 use std::time::Instant;
 
@@ -90,10 +90,10 @@ pub fn round<D: Daemon, W: Worker<D>>(
     let Some((mut fx, next)) = ran else {
         return;
     };
-    for job in fx.resolver_jobs.drain(..) {
+    for job in fx.work.resolver_jobs.drain(..) {
         w.resolve(job);
     }
     w.answer(&fx.replies);
-    w.send(fx.datagrams);
+    w.send(fx.work.datagrams);
     w.sleep_until(next);
 }

@@ -15,14 +15,14 @@
 //! first announcement held back by the worker's first sleep) shows in the
 //! simulation too.
 
-use crate::discovery::state::NeighbourJob;
+use crate::discovery::{NeighbourJob, Work};
 use crate::engine::{Effects, Outgoing};
 use std::time::{Duration, Instant};
 
 #[derive(Debug, Default)]
 pub struct Schedule {
     /// Handed over for the worker, in the order it was made.
-    outbox: Effects,
+    outbox: Work,
     /// Neighbour lookups waiting for their time (the kernel resolving).
     neighbours: Vec<NeighbourJob>,
     /// When the worker means to wake next; `None` before its first round
@@ -45,18 +45,15 @@ impl Schedule {
     /// Takes the effects of a call made off the worker: keeps for the
     /// worker what only it does; returns the replies, for the caller to
     /// send, and whether the worker must be woken.
-    pub fn hand_over(&mut self, mut fx: Effects) -> (Vec<Outgoing>, bool) {
-        let replies = std::mem::take(&mut fx.replies);
+    pub fn hand_over(&mut self, fx: Effects) -> (Vec<Outgoing>, bool) {
         let earlier = match (fx.deadline, self.wakes_at) {
             (Some(d), Some(w)) => d < w,
             (Some(_), None) => true,
             (None, _) => false,
         };
-        let work = fx.has_work();
-        if work {
-            self.outbox.extend(fx);
-        }
-        (replies, work || earlier)
+        let work = !fx.work.is_empty();
+        self.outbox.extend(fx.work);
+        (fx.replies, work || earlier)
     }
 
     /// The neighbour lookups due at `now`, for the worker to make before
@@ -74,9 +71,10 @@ impl Schedule {
     /// neighbour lookups are kept for [`Schedule::due_neighbours`]), and
     /// when it wakes next (`None`: when woken).
     pub fn round(&mut self, own: Effects, now: Instant) -> (Effects, Option<Instant>) {
-        let mut fx = std::mem::take(&mut self.outbox);
-        fx.extend(own);
-        self.neighbours.append(&mut fx.neighbour_jobs);
+        let mut work = std::mem::take(&mut self.outbox);
+        work.extend(own.work);
+        self.neighbours.append(&mut work.neighbour_jobs);
+        let fx = Effects { work, ..own };
         let due = [fx.deadline, self.neighbours.iter().map(|j| j.at).min()]
             .into_iter()
             .flatten()
@@ -124,7 +122,10 @@ mod tests {
         assert!(!s.hand_over(deadline(t + Duration::from_millis(9))).1);
         assert!(s.hand_over(deadline(t + Duration::from_millis(2))).1);
         let work = Effects {
-            datagrams: vec![datagram()],
+            work: Work {
+                datagrams: vec![datagram()],
+                ..Work::default()
+            },
             ..Effects::default()
         };
         assert!(s.hand_over(work).1);
@@ -142,21 +143,27 @@ mod tests {
         };
         let handed = Effects {
             replies: vec![reply.clone()],
-            datagrams: vec![datagram()],
+            work: Work {
+                datagrams: vec![datagram()],
+                ..Work::default()
+            },
             ..Effects::default()
         };
         let (replies, wake) = s.hand_over(handed);
         assert_eq!((replies, wake), (vec![reply], true));
         let own = Effects {
-            datagrams: vec![Datagram::Multicast {
-                family: crate::discovery::Family::V4,
-                bytes: vec![2],
-            }],
+            work: Work {
+                datagrams: vec![Datagram::Multicast {
+                    family: crate::discovery::Family::V4,
+                    bytes: vec![2],
+                }],
+                ..Work::default()
+            },
             ..deadline(t + Duration::from_secs(3))
         };
         let (fx, wake) = s.round(own, t);
-        assert_eq!(fx.datagrams.len(), 2);
-        assert_eq!(fx.datagrams[0], datagram(), "handed over first");
+        assert_eq!(fx.work.datagrams.len(), 2);
+        assert_eq!(fx.work.datagrams[0], datagram(), "handed over first");
         assert!(fx.replies.is_empty());
         assert_eq!(wake, Some(t + Duration::from_secs(3)), "no idle cap");
         let (fx, wake) = s.round(Effects::default(), t);
@@ -174,11 +181,14 @@ mod tests {
         };
         let mut s = Schedule::new(Some(Duration::from_secs(1)));
         let own = Effects {
-            neighbour_jobs: vec![job(0), job(20)],
+            work: Work {
+                neighbour_jobs: vec![job(0), job(20)],
+                ..Work::default()
+            },
             ..deadline(t + Duration::from_secs(5))
         };
         let (fx, wake) = s.round(own, t);
-        assert!(fx.neighbour_jobs.is_empty(), "kept, not performed");
+        assert!(fx.work.neighbour_jobs.is_empty(), "kept, not performed");
         assert_eq!(wake, Some(t), "one is due now");
         assert_eq!(s.due_neighbours(t), vec![job(0)]);
         let (_, wake) = s.round(deadline(t + Duration::from_secs(5)), t);

@@ -38,7 +38,10 @@ fn queries_are_answered_by_the_owner_only_and_group_queries_never_refused() {
     ] {
         let at = settled - Duration::from_millis(1);
         query_from_peer(&mut f.e, target.clone(), peer_record(PEER), own_ip(), at);
-        assert!(polled(&mut f.e).datagrams.is_empty(), "starting: silence");
+        assert!(
+            polled(&mut f.e).work.datagrams.is_empty(),
+            "starting: silence"
+        );
         query_from_peer(&mut f.e, target, peer_record(PEER), own_ip(), settled);
         let (_, from, answer) = sent_reply(&polled(&mut f.e));
         assert_eq!(from, Some(own_ip()));
@@ -52,7 +55,7 @@ fn queries_are_answered_by_the_owner_only_and_group_queries_never_refused() {
             Address::name("node-z").unwrap(),
         ] {
             query_from_peer(&mut f.e, target, peer_record(PEER), to, f.t0);
-            assert!(polled(&mut f.e).datagrams.is_empty(), "silence");
+            assert!(polled(&mut f.e).work.datagrams.is_empty(), "silence");
         }
     }
     query_from_peer(
@@ -77,7 +80,7 @@ fn queries_are_answered_by_the_owner_only_and_group_queries_never_refused() {
     .encode();
     f.e.on_datagram(peer(), Some(group()), &mine, f.t0);
     assert!(
-        polled(&mut f.e).datagrams.is_empty(),
+        polled(&mut f.e).work.datagrams.is_empty(),
         "our own multicast, looped back"
     );
     assert_eq!(f.e.discovery().counts().drops.own, 1);
@@ -93,7 +96,7 @@ fn a_group_query_that_arrives_through_both_families_is_answered_once() {
     let copy = f.t0 + Duration::from_millis(1);
     query_from_peer(&mut f.e, node_a(), peer_record(PEER), v6_group, copy);
     assert!(
-        polled(&mut f.e).datagrams.is_empty(),
+        polled(&mut f.e).work.datagrams.is_empty(),
         "the IPv6 copy of the same query: one claim is enough"
     );
     // A try sent again, a timeout later, is answered again.
@@ -120,7 +123,7 @@ fn replies_to_one_source_are_rate_limited() {
         (1..=n)
             .filter(|&txid| {
                 e.on_datagram(from, Some(own_ip()), &ask(txid), t);
-                !polled(e).datagrams.is_empty()
+                !polled(e).work.datagrams.is_empty()
             })
             .count()
     };

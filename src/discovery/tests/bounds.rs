@@ -7,19 +7,21 @@ fn footprint(e: &Engine<FakeDaemon>) -> Vec<usize> {
     let d = e.discovery();
     let t = d.status();
     let mut sizes = e.local().sizes().to_vec();
-    sizes.extend(d.inflight.sizes());
+    let f = d.inflight.sizes();
+    sizes.extend([f.lookups, f.probes, f.checks]);
     sizes.extend([e.tables().cached, e.waiting(), t.bindings, t.failures]);
     // The hints' queue is bounded, not constant: it is compacted when it
     // holds twice the names (`Hints::compact`).
     sizes.push(t.hints);
     let o = &d.out;
     sizes.extend([
-        o.datagrams.len(),
-        o.resolver_jobs.len(),
-        o.neighbour_jobs.len(),
+        o.work.datagrams.len(),
+        o.work.resolver_jobs.len(),
+        o.work.neighbour_jobs.len(),
         o.outcomes.len(),
     ]);
-    sizes.extend(d.announcer.sizes());
+    let a = d.announcer.sizes();
+    sizes.extend([a.scheduled, a.withdrawals, a.queued]);
     sizes
 }
 
@@ -135,7 +137,7 @@ fn many_announcements_leave_in_paced_batches_and_peers_check_each_binding_once()
     assert_eq!(fx.deadline, Some(first + ANNOUNCE_PACE));
     assert_eq!(announced(&mut f.e, first), 0, "not before the pace allows");
     f.e.on_timers(first + ANNOUNCE_PACE);
-    let last = polled(&mut f.e).datagrams;
+    let last = polled(&mut f.e).work.datagrams;
     assert_eq!(last.len(), 27 - ANNOUNCE_BATCH);
     assert_eq!(announced(&mut f.e, first + 2 * ANNOUNCE_PACE), 0);
     // Every datagram names an address a peer can ask.

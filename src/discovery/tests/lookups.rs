@@ -23,7 +23,7 @@ fn a_miss_asks_the_address_once_and_answers_every_waiter_once() {
         OWN.parse().unwrap(),
         "the query carries the asker's record"
     );
-    let [Datagram::Unicast { from, .. }] = &fx.datagrams[..] else {
+    let [Datagram::Unicast { from, .. }] = &fx.work.datagrams[..] else {
         panic!("{fx:?}")
     };
     assert_eq!(
@@ -36,7 +36,7 @@ fn a_miss_asks_the_address_once_and_answers_every_waiter_once() {
         None
     );
     assert!(
-        polled(&mut f.e).datagrams.is_empty(),
+        polled(&mut f.e).work.datagrams.is_empty(),
         "a second request joins the lookup"
     );
 
@@ -178,7 +178,7 @@ fn a_refusal_fails_at_once_with_enodata_and_an_icmp_error_with_etimedout() {
     // neighbour not resolved): nobody said no, so not ENODATA.
     f.e.resolve_at(f.addr, &ip_request(PEER_IP, 0, 2), 12, Instant::now());
     let fx = polled(&mut f.e);
-    let Datagram::Unicast { bytes, .. } = &fx.datagrams[0] else {
+    let Datagram::Unicast { bytes, .. } = &fx.work.datagrams[0] else {
         panic!("{fx:?}")
     };
     // An ICMP error about a datagram to some other host is not ours.
@@ -207,7 +207,7 @@ fn derivations_follow_a_failed_discovery_in_order() {
     f.e.resolve_at(f.addr, &ip_request(PEER_IP, 0, 1), 11, Instant::now());
     let (q, _) = sent_query(&polled(&mut f.e));
     f.e.on_unreachable(peer(), &Message::from(q).encode(), f.t0);
-    let jobs = polled(&mut f.e).neighbour_jobs;
+    let jobs = polled(&mut f.e).work.neighbour_jobs;
     assert_eq!(jobs.len(), 1, "eui64 comes first");
     f.e.on_neighbour(
         jobs[0].clone(),
@@ -226,11 +226,11 @@ fn derivations_follow_a_failed_discovery_in_order() {
     let (q, _) = sent_query(&polled(&mut f.e));
     let to = SocketAddr::new(IpAddr::V4(other.into()), 6126);
     f.e.on_unreachable(to, &Message::from(q).encode(), f.t0);
-    let job = polled(&mut f.e).neighbour_jobs.remove(0);
+    let job = polled(&mut f.e).work.neighbour_jobs.remove(0);
     f.e.on_neighbour(job, None, f.t0);
     let fx = polled(&mut f.e);
     assert!(
-        fx.datagrams.is_empty(),
+        fx.work.datagrams.is_empty(),
         "the query already made the kernel resolve the neighbour"
     );
     f.e.on_timers(f.t0 + Duration::from_secs(1));
@@ -277,18 +277,19 @@ fn closing_an_endpoint_answers_its_waiters() {
     f.e.close_endpoint(f.ep);
     let mut fx = polled(&mut f.e);
     assert!(
-        fx.deadline.is_some() && fx.datagrams.is_empty(),
+        fx.deadline.is_some() && fx.work.datagrams.is_empty(),
         "withdrawals wait to leave together"
     );
     // The wake's timer counts their time; a later one sends them.
     f.e.on_timers(f.t0);
-    assert!(polled(&mut f.e).datagrams.is_empty());
+    assert!(polled(&mut f.e).work.datagrams.is_empty());
     f.e.on_timers(f.t0 + Duration::from_secs(1));
-    fx.datagrams = polled(&mut f.e).datagrams;
+    fx.work.datagrams = polled(&mut f.e).work.datagrams;
     assert_eq!(fx.replies.len(), 1);
     assert_eq!(fx.replies[0].msg.status(), ACM_STATUS_ENOTCONN as u8);
     assert_eq!(f.e.discovery().status().lookups, 0);
     let withdrawn: Vec<_> = fx
+        .work
         .datagrams
         .iter()
         .filter_map(|d| match d {
@@ -322,11 +323,11 @@ fn without_discovery_only_derivations_run() {
         f.e.resolve_at(f.addr, &ip_request(PEER_IP, 0, 1), 11, Instant::now()),
         None
     );
-    let job = polled(&mut f.e).neighbour_jobs.remove(0);
+    let job = polled(&mut f.e).work.neighbour_jobs.remove(0);
     f.e.on_neighbour(job, None, f.t0);
     let fx = polled(&mut f.e);
     assert!(
-        matches!(&fx.datagrams[..], [Datagram::Unicast { to, .. }] if *to == SocketAddr::new(IpAddr::V4(PEER_IP.into()), 9)),
+        matches!(&fx.work.datagrams[..], [Datagram::Unicast { to, .. }] if *to == SocketAddr::new(IpAddr::V4(PEER_IP.into()), 9)),
         "no query went out, so the kernel is made to resolve the neighbour: {fx:?}"
     );
     f.e.on_timers(f.t0 + Duration::from_secs(1));
@@ -380,7 +381,7 @@ fn a_refusal_is_remembered_and_an_icmp_error_is_not() {
         f.e.resolve_at(f.addr, &ip_request(PEER_IP, 0, 2), 2, Instant::now())
             .unwrap();
     assert_eq!(r.status(), ACM_STATUS_ENODATA as u8, "remembered");
-    assert!(polled(&mut f.e).datagrams.is_empty(), "nothing asked");
+    assert!(polled(&mut f.e).work.datagrams.is_empty(), "nothing asked");
 
     let other = [10, 0, 0, 3];
     let to = SocketAddr::new(IpAddr::V4(other.into()), 6126);
@@ -404,7 +405,7 @@ fn a_derivation_that_times_out_after_a_refusal_times_out_the_lookup() {
     f.e.resolve_at(f.addr, &ip_request(PEER_IP, 0, 1), 1, Instant::now());
     let (q, _) = sent_query(&polled(&mut f.e));
     f.e.on_datagram(peer(), None, &reply_bytes(&q, Answer::Refused), f.t0);
-    let job = polled(&mut f.e).neighbour_jobs.remove(0);
+    let job = polled(&mut f.e).work.neighbour_jobs.remove(0);
     f.e.on_neighbour(job, None, f.t0);
     f.e.on_timers(f.t0 + Duration::from_secs(1));
     assert_eq!(one_status(&mut f), ACM_STATUS_ETIMEDOUT as u8);

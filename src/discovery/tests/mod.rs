@@ -13,7 +13,6 @@ mod with_key;
 
 use super::announce::{BATCH as ANNOUNCE_BATCH, PACE as ANNOUNCE_PACE};
 use super::seal::{Keyring, WallClock};
-use super::state::NssJob;
 use super::welcome::WELCOMED_FOR;
 use super::wire::{Announce, Answer, EndpointRecord, Message, Query, WireAddress};
 use super::*;
@@ -34,7 +33,7 @@ use acm_prov_sys::{
     ACM_ADDRESS_IP, ACM_ADDRESS_NAME, ACM_EP_FLAG_DEST, ACM_FLAGS_NODELAY, ACM_STATUS_ENODATA,
     ACM_STATUS_ENOMEM, ACM_STATUS_ENOTCONN, ACM_STATUS_ETIMEDOUT,
 };
-use std::net::Ipv4Addr;
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 
 const OWN: &str = "fe80::a";
 const PEER: &str = "fe80::b";
@@ -214,7 +213,8 @@ fn peer_ip() -> Address {
 /// The datagrams among the effects but the start queries, which a fixture
 /// sends with its first announcements (`welcome.rs`).
 fn without_start_queries(fx: &Effects) -> Vec<Datagram> {
-    fx.datagrams
+    fx.work
+        .datagrams
         .iter()
         .filter(|d| {
             let Datagram::Multicast { bytes, .. } = d else {
@@ -281,7 +281,7 @@ fn group() -> IpAddr {
 
 /// The one reply among the effects: where it went, from, and its answer.
 fn sent_reply(fx: &Effects) -> (SocketAddr, Option<IpAddr>, Answer) {
-    let [Datagram::Unicast { to, from, bytes }] = &fx.datagrams[..] else {
+    let [Datagram::Unicast { to, from, bytes }] = &fx.work.datagrams[..] else {
         panic!("one reply expected: {fx:?}")
     };
     assert!(
@@ -354,7 +354,8 @@ fn attacker() -> SocketAddr {
 
 /// The announcements among the effects.
 fn sent_announcements(fx: &Effects) -> Vec<Announce> {
-    fx.datagrams
+    fx.work
+        .datagrams
         .iter()
         .filter_map(|d| match d {
             Datagram::Multicast { bytes, .. } => match Message::decode(bytes) {

@@ -18,7 +18,7 @@ fn to_the_resolver(f: &mut Fixture, name: &str, tid: u64) -> (NssJob, Instant) {
     let fx = polled(&mut f.e);
     let (_, to) = sent_query(&fx);
     assert_eq!(to, None, "the segment is asked first");
-    assert!(fx.resolver_jobs.is_empty(), "not yet");
+    assert!(fx.work.resolver_jobs.is_empty(), "not yet");
     // The group query's tries, each timing out silently, then its stage.
     let start = Instant::now();
     let mut t = start;
@@ -32,7 +32,7 @@ fn to_the_resolver(f: &mut Fixture, name: &str, tid: u64) -> (NssJob, Instant) {
         f.e.on_timers(t);
         let fx = polled(&mut f.e);
         assert!(fx.replies.is_empty(), "{fx:?}");
-        jobs = fx.resolver_jobs;
+        jobs = fx.work.resolver_jobs;
     }
     let segment_over = t;
     assert_eq!(jobs.len(), 1, "then the system's resolver");
@@ -99,7 +99,7 @@ fn a_name_the_resolver_does_not_know_fails_at_once_and_is_remembered() {
         f.e.resolve_at(f.addr, &by_name("nobody", 1), 1, Instant::now()),
         None
     );
-    let job = polled(&mut f.e).resolver_jobs.remove(0);
+    let job = polled(&mut f.e).work.resolver_jobs.remove(0);
     let no = NssError::NoSuchName("Name or service not known".into());
     f.e.on_nss(&job.key, Err(no), f.t0);
     let fx = polled(&mut f.e);
@@ -113,7 +113,7 @@ fn a_name_the_resolver_does_not_know_fails_at_once_and_is_remembered() {
         ACM_STATUS_ENODATA as u8,
         "from the failure memory"
     );
-    assert!(polled(&mut f.e).resolver_jobs.is_empty());
+    assert!(polled(&mut f.e).work.resolver_jobs.is_empty());
 }
 
 #[test]
@@ -146,7 +146,7 @@ fn addresses_of_different_hosts_for_one_name_get_no_answer() {
     );
     let mut fx = polled(&mut f.e);
     assert!(sent_queries(&fx).is_empty(), "no segment stage");
-    let job = fx.resolver_jobs.remove(0);
+    let job = fx.work.resolver_jobs.remove(0);
     let ips = [
         IpAddr::V4([10, 0, 1, 2].into()),
         IpAddr::V4([10, 0, 1, 3].into()),
@@ -191,7 +191,7 @@ fn a_resolver_that_could_not_find_out_is_no_answer() {
             f.e.resolve_at(f.addr, &by_name("node-far", tid), tid, Instant::now()),
             None
         );
-        let job = polled(&mut f.e).resolver_jobs.remove(0);
+        let job = polled(&mut f.e).work.resolver_jobs.remove(0);
         let again = NssError::Failed("Temporary failure in name resolution".into());
         f.e.on_nss(&job.key, Err(again), f.t0);
         assert_eq!(one_status(&mut f), ACM_STATUS_ETIMEDOUT as u8);
@@ -212,7 +212,7 @@ fn addresses_the_resolver_gave_say_no_only_if_every_one_refuses() {
         f.e.resolve_at(f.addr, &by_name("node-rr", 1), 1, Instant::now()),
         None
     );
-    let job = polled(&mut f.e).resolver_jobs.remove(0);
+    let job = polled(&mut f.e).work.resolver_jobs.remove(0);
     f.e.on_nss(&job.key, Ok(ips.to_vec()), f.t0);
     let asked = sent_queries(&polled(&mut f.e));
     assert_eq!(asked.len(), 2);
@@ -229,7 +229,7 @@ fn addresses_the_resolver_gave_say_no_only_if_every_one_refuses() {
         f.e.resolve_at(f.addr, &by_name("node-rr", 2), 2, Instant::now()),
         None
     );
-    let job = polled(&mut f.e).resolver_jobs.remove(0);
+    let job = polled(&mut f.e).work.resolver_jobs.remove(0);
     f.e.on_nss(&job.key, Ok(ips.to_vec()), f.t0);
     for (q, to) in &sent_queries(&polled(&mut f.e)) {
         f.e.on_datagram(to.unwrap(), None, &reply_bytes(q, Answer::Refused), f.t0);

@@ -145,7 +145,7 @@ fn a_forged_announcement_never_moves_a_hosts_names() {
         &Message::from(Announce::new(vec![stranger], false).unwrap()).encode(),
         later,
     );
-    assert!(polled(&mut f.e).datagrams.is_empty());
+    assert!(polled(&mut f.e).work.datagrams.is_empty());
     assert_eq!(
         f.e.discovery()
             .state()
@@ -460,7 +460,7 @@ fn names_are_asked_of_the_groups_and_this_host_announces_itself() {
     assert_eq!(a.records()[0].gid(), OWN.parse().unwrap());
     assert_eq!(a.records()[0].addresses().len(), 2);
     assert_eq!(
-        f.e.discovery().announcer.sizes()[0],
+        f.e.discovery().announcer.sizes().scheduled,
         2,
         "repeated twice more"
     );

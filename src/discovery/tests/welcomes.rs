@@ -5,7 +5,8 @@ use super::*;
 /// The announcements among the effects sent to one host, with where they
 /// went and where from.
 fn sent_welcomes(fx: &Effects) -> Vec<(SocketAddr, Option<IpAddr>, Announce)> {
-    fx.datagrams
+    fx.work
+        .datagrams
         .iter()
         .filter_map(|d| match d {
             Datagram::Unicast { to, from, bytes } => match Message::decode(bytes) {
@@ -43,7 +44,7 @@ fn announced_between(f: &mut Fixture, from: Duration, to: Duration) -> Vec<Durat
 
 /// Whether the effects hold a start query.
 fn has_start_query(fx: &Effects) -> bool {
-    fx.datagrams.len() != without_start_queries(fx).len()
+    fx.work.datagrams.len() != without_start_queries(fx).len()
 }
 
 /// A start query for node-b, txid `txid`, from the endpoint of `record`.
@@ -86,7 +87,7 @@ fn a_host_announces_itself_to_a_host_that_joined_after_its_announcements() {
     let t = t + within;
     heard_on_group(&mut f, peer_record(PEER), peer(), t);
     f.e.on_timers(t + within);
-    assert!(polled(&mut f.e).datagrams.is_empty());
+    assert!(polled(&mut f.e).work.datagrams.is_empty());
     // The peer, heard at its address for a while, back with new hardware:
     // answered by unicast, to that address, from this host's own, within
     // two windows (the first lets a burst show its size).
@@ -103,7 +104,7 @@ fn a_host_announces_itself_to_a_host_that_joined_after_its_announcements() {
     // (a forger naming it does not make this host flood it).
     heard_on_group(&mut f, peer_record("fe80::b3"), peer(), t + within * 2);
     f.e.on_timers(t + within * 4);
-    assert!(polled(&mut f.e).datagrams.is_empty());
+    assert!(polled(&mut f.e).work.datagrams.is_empty());
     // Long after its own start, a host that joins is answered too.
     let late = f.t0 + Duration::from_secs(4_000);
     let (e, e_at) = newcomer(5);
@@ -355,6 +356,7 @@ fn a_host_that_starts_sends_a_start_query_and_hosts_that_hear_it_announce_themse
         if has_start_query(&fx) {
             starts.push(ms);
             let q = fx
+                .work
                 .datagrams
                 .iter()
                 .find_map(|d| match d {
@@ -395,14 +397,14 @@ fn a_host_that_starts_sends_a_start_query_and_hosts_that_hear_it_announce_themse
     let bytes = start_query(77, peer_record(PEER));
     deliver(&mut f, peer(), Some(group()), &bytes, t);
     let fx = polled(&mut f.e);
-    assert!(fx.datagrams.is_empty(), "not answered: {fx:?}");
+    assert!(fx.work.datagrams.is_empty(), "not answered: {fx:?}");
     f.e.on_timers(t + within * 2);
     let w = sent_welcomes(&polled(&mut f.e));
     assert_eq!(w.len(), 1);
     assert_eq!(w[0].0, peer());
     deliver(&mut f, peer(), Some(group()), &bytes, t + within * 2);
     f.e.on_timers(t + within * 4);
-    assert!(polled(&mut f.e).datagrams.is_empty());
+    assert!(polled(&mut f.e).work.datagrams.is_empty());
     let every = announce::welcome_pace(1).1;
     // A query by unicast for the asker's own address is no start query.
     let t = t + WELCOMED_FOR * 2;

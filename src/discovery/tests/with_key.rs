@@ -59,14 +59,14 @@ fn with_a_key_queries_are_answered_and_plain_or_replayed_ones_ignored() {
     let peer_auth = auth(KEY);
     let q = peer_asks_for_us();
     f.e.on_datagram(peer(), Some(own_ip()), &q, f.t0);
-    assert!(polled(&mut f.e).datagrams.is_empty());
+    assert!(polled(&mut f.e).work.datagrams.is_empty());
     let sealed = peer_auth.seal(q);
     f.e.on_datagram(peer(), Some(own_ip()), &sealed, f.t0);
     let (_, _, answer) = sent_reply(&polled(&mut f.e));
     assert!(matches!(answer, Answer::Found(_)));
     f.e.on_datagram(peer(), Some(own_ip()), &sealed, f.t0);
     assert!(
-        polled(&mut f.e).datagrams.is_empty(),
+        polled(&mut f.e).work.datagrams.is_empty(),
         "a replay is not answered"
     );
     assert_eq!(
@@ -96,7 +96,7 @@ fn with_a_key_messages_that_overtake_each_other_all_count_and_replays_none() {
     for t in &tries {
         f.e.on_datagram(peer(), Some(own_ip()), t, f.t0);
     }
-    assert!(polled(&mut f.e).datagrams.is_empty());
+    assert!(polled(&mut f.e).work.datagrams.is_empty());
     assert_eq!(f.e.discovery().counts().drops.replayed, 3);
 }
 
@@ -131,7 +131,7 @@ fn a_peer_whose_clock_is_off_counts_as_stale_not_as_replayed() {
         &ahead.seal(peer_asks_for_us()),
         f.t0,
     );
-    assert!(polled(&mut f.e).datagrams.is_empty(), "not answered");
+    assert!(polled(&mut f.e).work.datagrams.is_empty(), "not answered");
     let drops = &f.e.discovery().counts().drops;
     assert_eq!(
         (drops.stale, drops.replayed, drops.unauthenticated),

@@ -11,7 +11,7 @@ use super::{Event, Sim, MS};
 use ibacm_urdma::addr::Gid;
 use ibacm_urdma::config::Derivation;
 use ibacm_urdma::discovery::eui64_gid;
-use ibacm_urdma::discovery::state::NeighbourJob;
+use ibacm_urdma::discovery::NeighbourJob;
 
 /// How long the kernel takes to answer a neighbour lookup.
 const NEIGHBOUR_DELAY: u64 = MS / 10;

@@ -17,7 +17,7 @@ use ibacm_urdma::buggify::Injected;
 use ibacm_urdma::config::{Config, NameLookup};
 use ibacm_urdma::daemon::NullDaemon;
 use ibacm_urdma::discovery::seal::Sealing;
-use ibacm_urdma::discovery::state::NeighbourJob;
+use ibacm_urdma::discovery::NeighbourJob;
 use ibacm_urdma::discovery::NssError;
 use ibacm_urdma::engine::Engine;
 use ibacm_urdma::handle::AddressId;

@@ -6,8 +6,8 @@
 
 use super::{Event, Sim, NSS_DELAY};
 use ibacm_urdma::daemon::NullDaemon;
-use ibacm_urdma::discovery::state::{NeighbourJob, NssJob};
 use ibacm_urdma::discovery::Datagram;
+use ibacm_urdma::discovery::{NeighbourJob, NssJob};
 use ibacm_urdma::engine::{Effects, Engine, Outgoing, Tables};
 use ibacm_urdma::runtime::round::{round, Neighbour, Wake, Worker};
 use ibacm_urdma::runtime::schedule::Schedule;
