@@ -14,7 +14,7 @@
 //! when it has one; everything the engine wants done comes out of one door,
 //! [`Engine::poll`], as one [`Effects`]: replies, datagrams (one per
 //! address family for a group), resolver and neighbour jobs, and the next
-//! deadline from one timer table ([`timers`]). The engine never sends,
+//! deadline, the earliest of the named ones ([`timers`]). The engine never sends,
 //! sleeps or reads a clock; the caller performs the effects after releasing
 //! the engine's lock, so no daemon helper that answers a client is called
 //! while the engine is held. Only the log is: a `log` line written under
@@ -353,8 +353,8 @@ impl<D: Daemon> Engine<D> {
     /// Retries, stage changes, announcements and sweeps that are due.
     pub fn on_timers(&mut self, now: Instant) {
         self.pending.input(now);
-        // Not gated on the timer table: an entry cached since the last
-        // poll may be due before the deadline the table still holds, and
+        // Not gated on the deadlines: an entry cached since the last
+        // poll may be due before the deadline last handed out, and
         // a review with nothing due is a look at the heap's top.
         self.cache.review(now);
         self.discovery.on_timers(&self.local, now);
