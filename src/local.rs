@@ -82,7 +82,21 @@ pub struct Local {
     addresses: Map<AddressId, LocalAddress>,
     /// The address handles holding each address.
     by_address: Map<Address, Vec<AddressId>>,
-    next_id: u64,
+    ids: Ids,
+}
+
+/// The handles given out: each new one is unused, whatever its kind, so a
+/// stale context the daemon passes back never names a newer object.
+struct Ids {
+    next: u64,
+}
+
+impl Ids {
+    fn next<H: Handle>(&mut self) -> H {
+        let id = self.next;
+        self.next += 1;
+        H::from_raw(id)
+    }
 }
 
 pub(crate) fn ip_of(a: &Address) -> Option<IpAddr> {
@@ -110,14 +124,8 @@ impl Local {
             endpoints: Map::default(),
             addresses: Map::default(),
             by_address: Map::default(),
-            next_id: 1,
+            ids: Ids { next: 1 },
         }
-    }
-
-    fn new_id<H: Handle>(&mut self) -> H {
-        let id = self.next_id;
-        self.next_id += 1;
-        H::from_raw(id)
     }
 
     /// Idempotent per GUID: the daemon opens a device again after a failed
@@ -126,7 +134,7 @@ impl Local {
         if let Some(&id) = self.device_by_guid.get(&guid) {
             return id;
         }
-        let id = self.new_id();
+        let id = self.ids.next();
         self.devices.insert(id, guid);
         self.device_by_guid.insert(guid, id);
         log::debug!("device {guid:#018x} opened");
@@ -165,7 +173,7 @@ impl Local {
             info.active_mtu,
             ib::port_rate(info.active_width, info.active_speed).unwrap_or(0)
         );
-        let id = self.new_id();
+        let id = self.ids.next();
         let port = Port {
             device: dev,
             info,
@@ -183,7 +191,7 @@ impl Local {
     }
 
     pub fn add_endpoint(&mut self, port: PortId, pkey: u16) -> Option<EndpointId> {
-        let id = self.new_id();
+        let id = self.ids.next();
         let p = self.ports.get_mut(&port)?;
         p.endpoints.push(id);
         let endpoint = Endpoint {
@@ -208,7 +216,7 @@ impl Local {
     /// The daemon may add an address it already has (after a netlink
     /// overrun); that gets a handle of its own.
     pub fn add_address(&mut self, ep: EndpointId, address: Address) -> Option<AddressId> {
-        let id = self.new_id();
+        let id = self.ids.next();
         let e = self.endpoints.get_mut(&ep)?;
         e.addresses.push(id);
         log::debug!("endpoint pkey {:#06x}: address {address}", e.pkey);
@@ -254,14 +262,11 @@ impl Local {
         self.endpoints.keys().copied()
     }
 
+    /// The address `addr` names; its endpoint is the one a request made
+    /// for it comes from.
+    #[inline]
     pub fn address(&self, addr: AddressId) -> Option<&LocalAddress> {
         self.addresses.get(&addr)
-    }
-
-    /// The endpoint that a request made for local address `addr` comes from.
-    #[inline]
-    pub fn endpoint_of(&self, addr: AddressId) -> Option<EndpointId> {
-        self.addresses.get(&addr).map(|a| a.endpoint)
     }
 
     /// The port of endpoint `ep`.

@@ -102,7 +102,7 @@ impl Counters {
         match self.last_source {
             Some((a, ep, slot)) if a == addr => Some((ep, slot)),
             _ => {
-                let ep = local.endpoint_of(addr)?;
+                let ep = local.address(addr)?.endpoint;
                 let slot = self.slot(ep);
                 self.last_source = Some((addr, ep, slot));
                 Some((ep, slot))

@@ -2,44 +2,51 @@
 //! a snapshot the runtime renders into its metrics file.
 
 use super::counters::ERROR_REASONS;
-use super::Engine;
+use super::{Engine, Tables};
 use crate::daemon::Daemon;
 use crate::discovery::counts::{Counts, LookupStats};
-use crate::discovery::Discovery;
+use crate::discovery::Status;
 use crate::metrics::{Exposition, Kind, Sample};
 
-/// What the metrics are made of: compared in a few hundred instructions
-/// where building the metrics costs a hundred thousand, so that the
-/// metrics writer of an idle provider builds nothing. Whatever a metric
-/// shows must be here, or a change of it waits for the writer's periodic
-/// rebuild.
+/// The provider's numbers, all that its metrics are made of: compared in
+/// a few hundred instructions where building the metrics costs a hundred
+/// thousand, so that the metrics writer of an idle provider builds
+/// nothing, and built into the metrics ([`Numbers::exposition`]) with the
+/// engine released.
 #[derive(Clone, Debug, PartialEq)]
-pub struct Inputs {
+pub struct Numbers {
     requests: [u64; crate::daemon::COUNTERS],
     errors: [u64; ERROR_REASONS.len()],
     counts: Counts,
-    tables: super::Tables,
+    tables: Tables,
     waiting: usize,
     hosts: usize,
     ports: usize,
 }
 
-/// The inputs of [`Engine::metrics`], now.
-pub fn inputs<D: Daemon>(e: &Engine<D>) -> Inputs {
-    Inputs {
-        requests: e.counters.totals(),
-        errors: e.counters.errors,
-        counts: e.discovery.counts().clone(),
-        tables: e.tables(),
-        waiting: e.waiting.len(),
-        hosts: e.hosts.len(),
-        ports: e.local.ports().count(),
-    }
-}
-
 impl<D: Daemon> Engine<D> {
     /// Every metric, now.
     pub fn metrics(&self) -> Exposition {
+        Numbers::of(self).exposition()
+    }
+}
+
+impl Numbers {
+    /// The numbers of `e`, now.
+    pub fn of<D: Daemon>(e: &Engine<D>) -> Numbers {
+        Numbers {
+            requests: e.counters.totals(),
+            errors: e.counters.errors,
+            counts: e.discovery.counts().clone(),
+            tables: e.tables(),
+            waiting: e.waiting.len(),
+            hosts: e.hosts.len(),
+            ports: e.local.ports().count(),
+        }
+    }
+
+    /// Every metric.
+    pub fn exposition(&self) -> Exposition {
         let mut e = Exposition::default();
         e.by_label(
             "urdma_build_info",
@@ -58,14 +65,120 @@ impl<D: Daemon> Engine<D> {
             "urdma_ports",
             "Ports the provider serves (InfiniBand ports with a GID, open by the daemon).",
             Kind::Gauge,
-            self.local.ports().count() as u64,
+            self.ports as u64,
         );
-        e.requests("urdma", &[(Vec::new(), self.counters.totals())]);
-        split_errors(&mut e, &self.counters.errors);
-        traffic(&mut e, &self.discovery);
-        lookups(&mut e, &self.discovery.counts().lookups);
-        tables(&mut e, self);
+        e.requests("urdma", &[(Vec::new(), self.requests)]);
+        split_errors(&mut e, &self.errors);
+        traffic(&mut e, &self.tables.discovery, &self.counts);
+        lookups(&mut e, &self.counts.lookups);
+        self.sizes(&mut e);
+        self.limits(&mut e);
         e
+    }
+
+    /// The tables' sizes and bounds.
+    fn sizes(&self, e: &mut Exposition) {
+        let t = &self.tables.discovery;
+        let gauges = [
+            ("urdma_lookups_in_flight", "Lookups in flight.", t.lookups),
+            ("urdma_lookups_max", "urdma_max_lookups.", t.max_lookups),
+            (
+                "urdma_probes_in_flight",
+                "Queries waiting for a reply.",
+                t.probes,
+            ),
+            (
+                "urdma_requests_waiting",
+                "Requests waiting for a lookup.",
+                self.waiting,
+            ),
+            (
+                "urdma_bindings",
+                "Addresses bound by discovery.",
+                t.bindings,
+            ),
+            ("urdma_bindings_max", "urdma_max_learned.", t.max_bindings),
+            (
+                "urdma_failures_remembered",
+                "Failed lookups remembered (urdma_negative_timeout).",
+                t.failures,
+            ),
+            (
+                "urdma_cache_entries",
+                "Destinations in the cache.",
+                self.tables.cached,
+            ),
+            (
+                "urdma_cache_max",
+                "urdma_max_cached.",
+                self.tables.max_cached,
+            ),
+            (
+                "urdma_hosts_file_addresses",
+                "Addresses in the hosts file in force.",
+                self.hosts,
+            ),
+        ];
+        for (name, help, v) in gauges {
+            e.single(name, help, Kind::Gauge, v as u64);
+        }
+    }
+
+    /// What the tables' bounds cost.
+    fn limits(&self, e: &mut Exposition) {
+        let [cache_evicted, learned_evicted, failed_evicted, refused, skipped] =
+            self.tables.limits();
+        let c = &self.counts;
+        let counters = [
+            (
+                "urdma_cache_evicted_total",
+                "Destinations evicted from the full cache.",
+                cache_evicted,
+            ),
+            (
+                "urdma_bindings_evicted_total",
+                "Bindings evicted from the full table.",
+                learned_evicted,
+            ),
+            (
+                "urdma_failures_evicted_total",
+                "Remembered failures evicted from the full table.",
+                failed_evicted,
+            ),
+            (
+                "urdma_lookups_refused_total",
+                "Misses refused because urdma_max_lookups were in flight.",
+                refused,
+            ),
+            (
+                "urdma_checks_skipped_total",
+                "Hints left unchecked because 1024 checks were in flight.",
+                skipped,
+            ),
+            (
+                "urdma_checks_unanswered_total",
+                "Checks whose holder never answered; the binding was kept.",
+                c.checks_unanswered,
+            ),
+            (
+                "urdma_hints_refused_total",
+                "New names not kept as hints because urdma_max_learned were kept.",
+                self.tables.discovery.hints_refused,
+            ),
+            (
+                "urdma_name_conflicts_total",
+                "Names left unanswered because hosts with different GIDs confirmed them.",
+                c.conflicts,
+            ),
+            (
+                "urdma_names_disputed_total",
+                "Names heard announced by two endpoints, so asked of the groups rather than of one host.",
+                c.disputed_names,
+            ),
+        ];
+        for (name, help, v) in counters {
+            e.single(name, help, Kind::Counter, v);
+        }
     }
 }
 
@@ -92,8 +205,7 @@ fn split_errors(e: &mut Exposition, errors: &[u64; ERROR_REASONS.len()]) {
 }
 
 /// Discovery's datagrams: sent, received, dropped.
-fn traffic(e: &mut Exposition, d: &Discovery) {
-    let status = d.status();
+fn traffic(e: &mut Exposition, status: &Status, counts: &Counts) {
     e.single(
         "urdma_discovery_up",
         "1 when the discovery sockets are open.",
@@ -105,7 +217,7 @@ fn traffic(e: &mut Exposition, d: &Discovery) {
         "How long one try of a query waits now: urdma_timeout, or up to four times it while replies have lately taken longer.",
         status.try_time,
     );
-    let t = &d.counts().traffic;
+    let t = &counts.traffic;
     e.single(
         "urdma_datagrams_received_total",
         "Discovery datagrams received.",
@@ -125,7 +237,7 @@ fn traffic(e: &mut Exposition, d: &Discovery) {
             ("announcement", t.announcements),
         ],
     );
-    let x = &d.counts().drops;
+    let x = &counts.drops;
     e.by_label(
             "urdma_datagrams_dropped_total",
             "Discovery datagrams dropped, by reason: forged, replayed, unasked-for or malformed traffic, a clock more than 30 s off (stale_timestamp), a full replay memory, replies to this host's queries that came after it stopped waiting, or replies left out by urdma_reply_rate.",
@@ -165,102 +277,4 @@ fn lookups(e: &mut Exposition, s: &LookupStats) {
             ("error", s.nss_errors),
         ],
     );
-}
-
-/// The tables' sizes and bounds, and what their bounds cost.
-fn tables<D: Daemon>(e: &mut Exposition, engine: &Engine<D>) {
-    let t = engine.discovery.status();
-    let (learned, failed, in_flight, probes) = (t.bindings, t.failures, t.lookups, t.probes);
-    let [cache_evicted, learned_evicted, failed_evicted, refused, skipped] =
-        engine.tables().limits();
-    let (learned_cap, lookups_cap) = (t.max_bindings, t.max_lookups);
-    let gauges = [
-        ("urdma_lookups_in_flight", "Lookups in flight.", in_flight),
-        ("urdma_lookups_max", "urdma_max_lookups.", lookups_cap),
-        (
-            "urdma_probes_in_flight",
-            "Queries waiting for a reply.",
-            probes,
-        ),
-        (
-            "urdma_requests_waiting",
-            "Requests waiting for a lookup.",
-            engine.waiting.len(),
-        ),
-        ("urdma_bindings", "Addresses bound by discovery.", learned),
-        ("urdma_bindings_max", "urdma_max_learned.", learned_cap),
-        (
-            "urdma_failures_remembered",
-            "Failed lookups remembered (urdma_negative_timeout).",
-            failed,
-        ),
-        (
-            "urdma_cache_entries",
-            "Destinations in the cache.",
-            engine.cache.len(),
-        ),
-        (
-            "urdma_cache_max",
-            "urdma_max_cached.",
-            engine.cache.capacity(),
-        ),
-        (
-            "urdma_hosts_file_addresses",
-            "Addresses in the hosts file in force.",
-            engine.hosts.len(),
-        ),
-    ];
-    for (name, help, v) in gauges {
-        e.single(name, help, Kind::Gauge, v as u64);
-    }
-    let counters = [
-            (
-                "urdma_cache_evicted_total",
-                "Destinations evicted from the full cache.",
-                cache_evicted,
-            ),
-            (
-                "urdma_bindings_evicted_total",
-                "Bindings evicted from the full table.",
-                learned_evicted,
-            ),
-            (
-                "urdma_failures_evicted_total",
-                "Remembered failures evicted from the full table.",
-                failed_evicted,
-            ),
-            (
-                "urdma_lookups_refused_total",
-                "Misses refused because urdma_max_lookups were in flight.",
-                refused,
-            ),
-            (
-                "urdma_checks_skipped_total",
-                "Hints left unchecked because 1024 checks were in flight.",
-                skipped,
-            ),
-            (
-                "urdma_checks_unanswered_total",
-                "Checks whose holder never answered; the binding was kept.",
-                engine.discovery.counts().checks_unanswered,
-            ),
-            (
-                "urdma_hints_refused_total",
-                "New names not kept as hints because urdma_max_learned were kept.",
-                t.hints_refused,
-            ),
-            (
-                "urdma_name_conflicts_total",
-                "Names left unanswered because hosts with different GIDs confirmed them.",
-                engine.discovery.counts().conflicts,
-            ),
-            (
-                "urdma_names_disputed_total",
-                "Names heard announced by two endpoints, so asked of the groups rather than of one host.",
-                engine.discovery.counts().disputed_names,
-            ),
-        ];
-    for (name, help, v) in counters {
-        e.single(name, help, Kind::Counter, v);
-    }
 }

@@ -14,7 +14,7 @@
 //! when it has one; everything the engine wants done comes out of one door,
 //! [`Engine::poll`], as one [`Effects`]: replies, datagrams (one per
 //! address family for a group), resolver and neighbour jobs, and the next
-//! deadline from one timer table ([`timers`]). The engine never sends,
+//! deadline, the earliest of the named ones ([`timers`]). The engine never sends,
 //! sleeps or reads a clock; the caller performs the effects after releasing
 //! the engine's lock, so no daemon helper that answers a client is called
 //! while the engine is held. Only the log is: a `log` line written under
@@ -27,20 +27,23 @@ mod counters;
 mod effects;
 pub mod inspect;
 pub mod metrics;
+mod pending;
 pub mod reconfigure;
 mod resolve;
+mod sweeps;
 mod tables;
 pub mod timers;
 mod waiters;
 
 use counters::Counters;
 pub use effects::{Effects, Outgoing, Response};
-pub use tables::Tables;
+use pending::Pending;
+use sweeps::Sweeps;
+pub use tables::{Bounded, Tables};
 pub use waiters::Waiter;
 use waiters::Waiters;
 
 use crate::addr::Address;
-use crate::bounded::earliest;
 use crate::buggify::Buggify;
 use crate::config::hosts::Hosts;
 use crate::config::Config;
@@ -51,12 +54,11 @@ use crate::engine::cache::Cache;
 use crate::entropy::Seed;
 use crate::handle::{AddressId, DeviceId, EndpointId, PortId};
 use crate::local::{Local, Offer, PortInfo, Refused};
-use crate::summary::Summary;
 use acm_prov_sys::ACM_STATUS_ENOTCONN;
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
-use timers::{Timer, Timers};
+use std::time::Instant;
+use timers::Deadlines;
 
 /// What ports offer when verbs does not say, as `cfg` sets it: at start,
 /// and again when the options file changes (`reconfigure.rs`).
@@ -70,9 +72,6 @@ fn offer(cfg: &Config) -> Offer {
 /// `IBV_EVENT_CLIENT_REREGISTER`, the only event the daemon forwards.
 pub const EVENT_CLIENT_REREGISTER: acm_prov_sys::ibv_event_type =
     acm_prov_sys::ibv_event_type_IBV_EVENT_CLIENT_REREGISTER;
-/// What expired is swept from the tables when it expires, at most this
-/// often: an engine with nothing due to expire sleeps.
-const SWEEP_EVERY: Duration = Duration::from_secs(1);
 
 pub struct Engine<D: Daemon> {
     daemon: D,
@@ -87,18 +86,10 @@ pub struct Engine<D: Daemon> {
     waiting: Waiters,
     /// The daemon's counters per endpoint.
     counters: Counters,
-    /// Every deadline, for [`Effects::deadline`].
-    timers: Timers,
-    /// The time of the latest input that had one: what is due "at once"
-    /// is due then.
-    clock: Option<Instant>,
-    /// Something happened since the last [`Engine::poll`] that may have
-    /// produced effects or moved a deadline. A cache hit leaves it alone.
-    dirty: bool,
-    /// What the last summary of tables at their bounds said, and when.
-    limits_logged: Summary<[u64; 5]>,
-    /// When the tables were last swept.
-    swept_at: Option<Instant>,
+    /// What the next [`Engine::poll`] has to look at, and the time.
+    pending: Pending,
+    /// When the tables are swept, and the summary of their bounds.
+    sweeps: Sweeps,
     /// Malformed requests logged, one line per interval.
     malformed_logged: crate::summary::Throttle,
 }
@@ -124,11 +115,8 @@ impl<D: Daemon> Engine<D> {
             hosts: Arc::new(hosts),
             waiting: Waiters::default(),
             counters: Counters::default(),
-            timers: Timers::default(),
-            clock: None,
-            dirty: false,
-            limits_logged: Summary::default(),
-            swept_at: None,
+            pending: Pending::default(),
+            sweeps: Sweeps::default(),
             malformed_logged: Default::default(),
         }
     }
@@ -146,40 +134,48 @@ impl<D: Daemon> Engine<D> {
     /// timers stand.
     #[inline(always)]
     pub fn poll(&mut self) -> Option<Effects> {
-        if !self.dirty {
+        if !self.pending.take() {
             return None;
         }
         Some(self.effects())
     }
 
     /// What [`Engine::poll`] hands over when something happened: out of
-    /// line, so that the test of the flag is all a cache hit pays.
+    /// line, so that the test of the flag is all a cache hit pays. What
+    /// discovery decided is acted on first: a changed binding leaves the
+    /// cache, a lookup's end answers the requests waiting for it.
     #[inline(never)]
     fn effects(&mut self) -> Effects {
-        self.dirty = false;
         let out = self.discovery.take_output();
+        let clock = self.pending.clock();
         // Outcomes follow inputs, and every input sets the clock.
-        debug_assert!(out.outcomes.is_empty() || self.clock.is_some());
-        if let Some(now) = self.clock {
-            self.apply(out.outcomes, now);
+        debug_assert!(out.outcomes.is_empty() || clock.is_some());
+        if let Some(now) = clock {
+            for outcome in out.outcomes {
+                match outcome {
+                    Outcome::Changed(a) => {
+                        self.cache.evict(&a);
+                    }
+                    Outcome::Resolved(a, bound) => self.answer_resolved(&a, bound, now),
+                    Outcome::Failed(a, status) => {
+                        self.waiting
+                            .fail(&a, status, &mut self.counters, &self.daemon);
+                    }
+                }
+            }
         }
-        let due = self.discovery.deadlines(self.clock);
-        self.timers.set(Timer::Lookup, due.lookups);
-        self.timers.set(Timer::Announce, due.announcements);
-        self.timers.set(Timer::Review, self.cache.next_review());
-        self.timers.set(Timer::Sweep, self.sweep_due());
+        let due = self.discovery.deadlines(clock);
+        let deadlines = Deadlines {
+            lookup: due.lookups,
+            announce: due.announcements,
+            review: self.cache.next_review(),
+            sweep: clock.and_then(|now| self.sweep_due(now)),
+        };
         Effects {
             replies: self.waiting.take_replies(),
             work: out.work,
-            deadline: self.timers.next(),
+            deadline: deadlines.next(),
         }
-    }
-
-    /// An input at `now`: it may produce effects.
-    #[inline]
-    fn input(&mut self, now: Instant) {
-        self.dirty = true;
-        self.clock = Some(self.clock.map_or(now, |c| c.max(now)));
     }
 
     pub fn open_device(&mut self, guid: u64) -> DeviceId {
@@ -187,7 +183,7 @@ impl<D: Daemon> Engine<D> {
     }
 
     pub fn close_device(&mut self, dev: DeviceId) {
-        self.dirty = true;
+        self.pending.change();
         for p in self.local.ports_of_device(dev) {
             self.close_port(p);
         }
@@ -196,7 +192,7 @@ impl<D: Daemon> Engine<D> {
 
     pub fn open_port(&mut self, dev: DeviceId, info: PortInfo) -> Result<PortId, Refused> {
         let id = self.local.add_port(dev, info)?;
-        self.dirty = true;
+        self.pending.change();
         // Paths to this host's own addresses may now lead elsewhere.
         self.cache.flush_all();
         self.discovery.schedule_announce();
@@ -204,7 +200,7 @@ impl<D: Daemon> Engine<D> {
     }
 
     pub fn close_port(&mut self, port: PortId) {
-        self.dirty = true;
+        self.pending.change();
         let Some(p) = self.local.port(port) else {
             return;
         };
@@ -224,7 +220,7 @@ impl<D: Daemon> Engine<D> {
     /// Closing an endpoint answers every request still waiting on it: its
     /// port is going down.
     pub fn close_endpoint(&mut self, ep: EndpointId) {
-        self.dirty = true;
+        self.pending.change();
         let Some(e) = self.local.endpoint(ep) else {
             return;
         };
@@ -238,7 +234,15 @@ impl<D: Daemon> Engine<D> {
         if removed {
             self.cache.flush_all();
         }
-        self.abandon_waiters(ep, ACM_STATUS_ENOTCONN as u8);
+        // The requests waiting on it are answered; the lookups they waited
+        // for go on for others or end.
+        let orphaned = self.waiting.take_endpoint(ep);
+        let waiting = &self.waiting;
+        self.discovery
+            .endpoint_closed(&self.local, ep, |key| waiting.first_endpoint(key));
+        let status = ACM_STATUS_ENOTCONN as u8;
+        self.waiting
+            .abandon(orphaned, status, &mut self.counters, &self.daemon);
         self.local.remove_endpoint(ep);
         self.counters.close(ep);
         self.cache.flush_endpoint(ep);
@@ -248,14 +252,14 @@ impl<D: Daemon> Engine<D> {
     /// already has (after a netlink overrun); that returns a fresh handle.
     pub fn add_address(&mut self, ep: EndpointId, address: Address) -> Option<AddressId> {
         let id = self.local.add_address(ep, address)?;
-        self.dirty = true;
+        self.pending.change();
         self.cache.flush_all();
         self.discovery.schedule_announce();
         Some(id)
     }
 
     pub fn remove_address(&mut self, addr: AddressId) {
-        self.dirty = true;
+        self.pending.change();
         if let Some(a) = self.local.address(addr) {
             let (ep, address) = (a.endpoint, a.address.clone());
             self.discovery.withdraw(&self.local, ep, Some(&address));
@@ -331,7 +335,7 @@ impl<D: Daemon> Engine<D> {
     /// The discovery sockets opened at `now` for `families` (none: they
     /// did not).
     pub fn set_discovery_up(&mut self, families: Families, now: Instant) {
-        self.input(now);
+        self.pending.input(now);
         self.discovery.set_up(families, now);
     }
 
@@ -340,38 +344,31 @@ impl<D: Daemon> Engine<D> {
     /// reads the clock; from then on, a hit on a path far from the end of
     /// its lifetimes does not (the timers take it off that way in time).
     pub fn set_timers_run(&mut self, run: bool, now: Instant) {
-        self.input(now);
+        self.pending.input(now);
         self.cache.set_reviewed(run, now);
     }
 
     /// Retries, stage changes, announcements and sweeps that are due.
     pub fn on_timers(&mut self, now: Instant) {
-        self.input(now);
-        // Not gated on the timer table: an entry cached since the last
-        // poll may be due before the deadline the table still holds, and
+        self.pending.input(now);
+        // Not gated on the deadlines: an entry cached since the last
+        // poll may be due before the deadline last handed out, and
         // a review with nothing due is a look at the heap's top.
         self.cache.review(now);
         self.discovery.on_timers(&self.local, now);
-        if self.sweep_due().is_some_and(|t| now >= t) {
+        // The clock is set: `now` was just put in.
+        let clock = self.pending.clock().unwrap_or(now);
+        if self.sweep_due(clock).is_some_and(|t| now >= t) {
             self.cache.sweep(now);
             self.discovery.sweep(now);
-            self.log_limits(now);
-            self.swept_at = Some(now);
+            self.sweeps.swept(&self.tables(), now);
         }
     }
 
-    /// When the tables are next swept: when an entry may have expired or
-    /// a summary is due, but not within [`SWEEP_EVERY`] of the last sweep.
-    fn sweep_due(&self) -> Option<Instant> {
-        let now = self.clock?;
-        let due = [
-            self.cache.sweep_due(),
-            self.discovery.sweep_due(now),
-            self.limits_logged.due_at(&self.tables().limits(), now),
-        ]
-        .into_iter()
-        .fold(None, earliest)?;
-        Some(self.swept_at.map_or(due, |t| due.max(t + SWEEP_EVERY)))
+    /// When the tables are next swept, as of the engine's clock `now`.
+    fn sweep_due(&self, now: Instant) -> Option<Instant> {
+        let (cache, discovery) = (self.cache.sweep_due(), self.discovery.sweep_due(now));
+        self.sweeps.due(cache, discovery, &self.tables(), now)
     }
 
     /// One datagram that arrived at the discovery port. `to` is the address
@@ -383,27 +380,27 @@ impl<D: Daemon> Engine<D> {
         bytes: &[u8],
         now: Instant,
     ) {
-        self.input(now);
+        self.pending.input(now);
         self.discovery
             .on_datagram(&self.local, from, to, bytes, now);
     }
 
     /// An ICMP error for a datagram sent to `dest`.
     pub fn on_unreachable(&mut self, dest: SocketAddr, payload: &[u8], now: Instant) {
-        self.input(now);
+        self.pending.input(now);
         self.discovery
             .on_unreachable(&self.local, dest, payload, now);
     }
 
     /// What the system's resolver said about the name of lookup `key`.
     pub fn on_nss(&mut self, key: &Address, answer: Result<Vec<IpAddr>, NssError>, now: Instant) {
-        self.input(now);
+        self.pending.input(now);
         self.discovery.on_nss(&self.local, key, answer, now);
     }
 
     /// The result of a neighbour lookup for an `eui64` derivation.
     pub fn on_neighbour(&mut self, job: NeighbourJob, mac: Option<[u8; 6]>, now: Instant) {
-        self.input(now);
+        self.pending.input(now);
         self.discovery.on_neighbour(job, mac, now);
     }
 
@@ -411,7 +408,7 @@ impl<D: Daemon> Engine<D> {
     /// `status`; returns how many were answered. For after the discovery
     /// thread failed: a request never answered would hang its client.
     pub fn abandon_all(&mut self, status: u8) -> usize {
-        self.dirty = true;
+        self.pending.change();
         self.discovery.abandon_all();
         let keys = self.waiting.keys();
         let (counters, daemon) = (&mut self.counters, &self.daemon);
@@ -425,56 +422,6 @@ impl<D: Daemon> Engine<D> {
     /// follows from it.
     pub fn discovery(&self) -> &Discovery {
         &self.discovery
-    }
-
-    /// Says in the log, like discovery's drops, when tables reached their
-    /// bounds.
-    fn log_limits(&mut self, now: Instant) {
-        let tables = self.tables();
-        let limits = tables.limits();
-        if !self.limits_logged.due(&limits, now) {
-            return;
-        }
-        let [cache, learned, failed, refused, skipped] = limits;
-        let t = tables.discovery;
-        let (learned_cap, lookups_cap) = (t.max_bindings, t.max_lookups);
-        log::info!(
-            "tables at their bounds so far: destination cache {cache} evicted (of {}), \
-             bindings {learned} evicted (of {learned_cap}), failures {failed} evicted, \
-             lookups refused {refused} (of {lookups_cap} in flight), hints left unchecked {skipped}",
-            self.cache.capacity(),
-        );
-    }
-
-    /// Acts on what discovery decided: a changed binding leaves the cache,
-    /// a lookup's end answers the requests waiting for it.
-    fn apply(&mut self, outcomes: Vec<Outcome>, now: Instant) {
-        for outcome in outcomes {
-            match outcome {
-                Outcome::Changed(a) => {
-                    self.cache.evict(&a);
-                }
-                Outcome::Resolved(a, bound) => self.answer_resolved(&a, bound, now),
-                Outcome::Failed(a, status) => {
-                    self.waiting
-                        .fail(&a, status, &mut self.counters, &self.daemon);
-                }
-            }
-        }
-    }
-
-    /// Answers, with `status`, every request waiting on endpoint `ep`; the
-    /// lookups they waited for go on for others or end.
-    fn abandon_waiters(&mut self, ep: EndpointId, status: u8) {
-        let orphaned = self.waiting.take_endpoint(ep);
-        let waiting = &self.waiting;
-        self.discovery
-            .endpoint_closed(&self.local, ep, |key| waiting.first_endpoint(key));
-        for w in orphaned {
-            let reply = crate::request::msg::resolve_error(&w.request, status);
-            self.waiting
-                .answer(&w, reply, &mut self.counters, &self.daemon);
-        }
     }
 }
 

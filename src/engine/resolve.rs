@@ -121,7 +121,7 @@ impl<D: Daemon> Engine<D> {
         let parsed = ResolveRequest::parse(msg);
         self.counters.tally(slot, Counter::Resolve, &self.daemon);
         let now = now();
-        self.input(now);
+        self.pending.input(now);
         match parsed {
             Ok(r) => match (r.echo_source, self.route(ep, r, Some((id, msg)), now)) {
                 (echo, Ok(Some(wire))) => msg.make_resolve_success(&wire, echo),

@@ -14,21 +14,31 @@ pub struct Tables {
     pub discovery: Status,
 }
 
+/// A table with a bound: how many it holds, and the bound.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Bounded {
+    pub table: &'static str,
+    pub held: usize,
+    pub bound: usize,
+}
+
 impl Tables {
     /// The tables with bounds, each with its bound: destination cache,
     /// bindings, remembered failures, lookups in flight.
-    pub fn sizes(&self) -> [(usize, usize); 4] {
+    pub fn bounded(&self) -> [Bounded; 4] {
         let d = &self.discovery;
+        let table = |table, held, bound| Bounded { table, held, bound };
         [
-            (self.cached, self.max_cached),
-            (d.bindings, d.max_bindings),
-            (d.failures, d.max_bindings),
-            (d.lookups, d.max_lookups),
+            table("destination cache", self.cached, self.max_cached),
+            table("bindings", d.bindings, d.max_bindings),
+            table("failures", d.failures, d.max_bindings),
+            table("lookups", d.lookups, d.max_lookups),
         ]
     }
 
     /// What reached a table's bound so far: destinations evicted, bindings
     /// evicted, failures evicted, lookups refused, hints left unchecked.
+    /// (An array the tests of discovery index.)
     pub fn limits(&self) -> [u64; 5] {
         let d = &self.discovery;
         [

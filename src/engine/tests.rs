@@ -11,6 +11,7 @@ use acm_prov_sys::{
     ACM_EP_INFO_PATH, ACM_FLAGS_NODELAY, ACM_FLAGS_QUERY_SA, ACM_STATUS_EINVAL, ACM_STATUS_ENODATA,
     ACM_STATUS_ESRCADDR,
 };
+use std::time::Duration;
 
 const GID0: &str = "fe80::5054:ff:fe12:3456";
 const GID1: &str = "fe80::5054:ff:fe12:3457";
@@ -471,7 +472,7 @@ impl<D: Daemon> Engine<D> {
     }
 
     pub(crate) fn schedule_announce(&mut self) {
-        self.dirty = true;
+        self.pending.change();
         self.discovery.schedule_announce();
     }
 }
@@ -492,20 +493,26 @@ fn a_hit_reads_no_clock_and_no_path_outlives_its_lifetime() {
     };
     let first = at(&mut f.e, 0.0);
     let deadline = f.e.poll().and_then(|fx| fx.deadline);
-    let review = f.e.timers.get(Timer::Review);
-    assert_eq!(
-        review,
-        Some(t0 + Duration::from_secs(59)),
-        "the lead before 60 s"
-    );
     assert!(deadline.is_some_and(|d| d <= t0 + Duration::from_secs(59)));
-    let mut m = req.clone();
-    let blind =
-        f.e.resolve_in_place(f.ip, &mut m, 1, || unreachable!("a hit read the clock"));
-    assert!(blind);
-    assert_eq!(reply_path(&Response(m)), first);
+    let blind = |e: &mut Engine<FakeDaemon>| {
+        let mut m = req.clone();
+        let read = std::cell::Cell::new(false);
+        let answered = e.resolve_in_place(f.ip, &mut m, 1, || {
+            read.set(true);
+            t0 + Duration::from_secs_f64(59.5)
+        });
+        assert!(answered);
+        assert_eq!(reply_path(&Response(m)), first);
+        !read.get()
+    };
+    assert!(blind(&mut f.e), "a hit read the clock");
+    // The review is due the lead before 60 s: timers run before it (and
+    // its batch) leave the hit blind.
+    f.e.on_timers(t0 + Duration::from_millis(58_400));
+    assert!(blind(&mut f.e), "reviewed before the lead before 60 s");
     // The worker runs the review; from then on the clock decides.
     f.e.on_timers(t0 + Duration::from_secs(59));
+    assert!(!blind(&mut f.e), "not reviewed at 59 s");
     assert_eq!(at(&mut f.e, 59.5), first, "still cached at 59.5 s");
     assert_eq!(f.e.counters(f.ep).unwrap()[Counter::AddrQuery as usize], 1);
     at(&mut f.e, 60.5);

@@ -1,41 +1,36 @@
-//! The engine's deadlines, in one table: whatever runs the engine asks it
-//! for the earliest ([`Timers::next`]) and calls
-//! [`super::Engine::on_timers`] then, and nothing is due that the table
-//! does not hold.
+//! The engine's deadlines, each named by what it is for: whatever runs the
+//! engine asks for the earliest ([`Deadlines::next`], handed out as
+//! [`super::Effects::deadline`]) and calls [`super::Engine::on_timers`]
+//! then, and nothing is due that they do not hold.
+//!
+//! They are read from their owners (discovery, the cache, the sweeps) at
+//! each poll that follows a change, not kept beside them: every input that
+//! can move one marks the engine changed, so the poll after it is the one
+//! place they are read, and a copy kept up to date between polls would be
+//! read by nobody.
 
 use std::time::Instant;
 
-/// What a deadline is for.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Timer {
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Deadlines {
     /// The earliest retry or stage deadline of discovery's lookups.
-    Lookup,
+    pub lookup: Option<Instant>,
     /// Discovery's next announcement, withdrawal or paced batch.
-    Announce,
+    pub announce: Option<Instant>,
     /// What expired leaves the destination cache and discovery's tables.
-    Sweep,
+    pub sweep: Option<Instant>,
     /// Cached paths near the end of a lifetime stop being hits without
     /// the clock.
-    Review,
+    pub review: Option<Instant>,
 }
 
-const TIMERS: usize = 4;
-
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct Timers([Option<Instant>; TIMERS]);
-
-impl Timers {
-    pub fn set(&mut self, timer: Timer, at: Option<Instant>) {
-        self.0[timer as usize] = at;
-    }
-
-    pub fn get(&self, timer: Timer) -> Option<Instant> {
-        self.0[timer as usize]
-    }
-
+impl Deadlines {
     /// The earliest deadline of all.
     pub fn next(&self) -> Option<Instant> {
-        self.0.iter().flatten().min().copied()
+        [self.lookup, self.announce, self.sweep, self.review]
+            .into_iter()
+            .flatten()
+            .min()
     }
 }
 
@@ -47,13 +42,12 @@ mod tests {
     #[test]
     fn the_earliest_deadline_of_any_timer_is_next() {
         let t0 = Instant::now();
-        let mut t = Timers::default();
+        let mut t = Deadlines::default();
         assert_eq!(t.next(), None);
-        t.set(Timer::Sweep, Some(t0 + Duration::from_secs(1)));
-        t.set(Timer::Lookup, Some(t0 + Duration::from_millis(5)));
+        t.sweep = Some(t0 + Duration::from_secs(1));
+        t.lookup = Some(t0 + Duration::from_millis(5));
         assert_eq!(t.next(), Some(t0 + Duration::from_millis(5)));
-        assert_eq!(t.get(Timer::Announce), None);
-        t.set(Timer::Lookup, None);
+        t.lookup = None;
         assert_eq!(t.next(), Some(t0 + Duration::from_secs(1)));
     }
 }

@@ -59,6 +59,18 @@ impl Waiters {
         daemon: &impl Daemon,
     ) -> usize {
         let waiters = self.take(key);
+        self.abandon(waiters, status, counters, daemon)
+    }
+
+    /// Answers each of `waiters`, taken from here, with `status`; returns
+    /// how many there were.
+    pub fn abandon(
+        &mut self,
+        waiters: Vec<Waiter>,
+        status: u8,
+        counters: &mut Counters,
+        daemon: &impl Daemon,
+    ) -> usize {
         for w in &waiters {
             let reply = crate::request::msg::resolve_error(&w.request, status);
             self.answer(w, reply, counters, daemon);

@@ -1,7 +1,7 @@
 //! The metrics file (`urdma_metrics_file`), kept by a thread of its own
 //! (discovery may be off, the request counters still count) from the
 //! first device the daemon opens. Every [`EVERY`] it compares what the
-//! engine's numbers are made of ([`Inputs`]) with the last time; when they
+//! engine's numbers ([`Numbers`]) with the last time; when they
 //! changed it builds the numbers and writes them atomically (a new file
 //! renamed over the old), so a reader (`urdma-acm stats`, node_exporter's
 //! textfile collector) never sees half of one; when they did not, it only
@@ -13,7 +13,7 @@
 
 use super::lock;
 use crate::daemon::Daemon;
-use crate::engine::metrics::{self, Inputs};
+use crate::engine::metrics::Numbers;
 use crate::engine::Engine;
 use crate::metrics::Exposition;
 use crate::threads::Threads;
@@ -33,7 +33,7 @@ pub struct MetricsFile {
     /// when it was last built.
     path: Option<PathBuf>,
     written: Option<Exposition>,
-    inputs: Option<Inputs>,
+    numbers: Option<Numbers>,
     built: Option<Instant>,
     next: Instant,
     /// The last failure, logged once until it changes.
@@ -45,7 +45,7 @@ impl Default for MetricsFile {
         MetricsFile {
             path: None,
             written: None,
-            inputs: None,
+            numbers: None,
             built: None,
             next: Instant::now(),
             failing: None,
@@ -59,19 +59,24 @@ impl MetricsFile {
     }
 
     /// Whether the metrics must be built for `path` at `now`: they, their
-    /// inputs or the path changed, or [`REBUILD`] passed.
-    pub fn wants(&self, path: Option<&Path>, inputs: &Inputs, now: Instant) -> bool {
+    /// numbers or the path changed, or [`REBUILD`] passed.
+    pub fn wants(&self, path: Option<&Path>, numbers: &Numbers, now: Instant) -> bool {
         path.is_some()
             && (self.path.as_deref() != path
                 || self.written.is_none()
-                || self.inputs.as_ref() != Some(inputs)
+                || self.numbers.as_ref() != Some(numbers)
                 || self.built.is_none_or(|b| now >= b + REBUILD))
     }
 
     /// Puts the metrics at `path` (none: no file): `built`, the metrics
-    /// and their inputs when [`MetricsFile::wants`] them, written when they
+    /// and their numbers when [`MetricsFile::wants`] them, written when they
     /// changed; otherwise the file's time is renewed.
-    pub fn keep(&mut self, path: Option<&Path>, built: Option<(Inputs, Exposition)>, now: Instant) {
+    pub fn keep(
+        &mut self,
+        path: Option<&Path>,
+        built: Option<(Numbers, Exposition)>,
+        now: Instant,
+    ) {
         self.next = now + EVERY;
         if self.path.as_deref() != path {
             if let Some(old) = self.path.take() {
@@ -87,9 +92,9 @@ impl MetricsFile {
             return;
         };
         let result = match built {
-            Some((inputs, metrics)) => {
+            Some((numbers, metrics)) => {
                 self.built = Some(now);
-                self.inputs = Some(inputs);
+                self.numbers = Some(numbers);
                 if self.written.as_ref() == Some(&metrics) && renew(&path).is_ok() {
                     Ok(())
                 } else {
@@ -148,15 +153,18 @@ pub fn spawn<D: Daemon + 'static>(
         move || loop {
             let now = Instant::now();
             if file.due(now) {
-                // Built under the engine's lock when needed; the file is
-                // written after it is released.
-                let (path, built) = {
+                // The numbers are read under the engine's lock; the
+                // metrics, when needed, are built and written after it is
+                // released.
+                let (path, numbers) = {
                     let e = lock(engine);
-                    let path = e.config().metrics_file.clone();
-                    let inputs = metrics::inputs(&e);
-                    let wanted = file.wants(path.as_deref(), &inputs, now);
-                    (path, wanted.then(|| (inputs, e.metrics())))
+                    (e.config().metrics_file.clone(), Numbers::of(&e))
                 };
+                let wanted = file.wants(path.as_deref(), &numbers, now);
+                let built = wanted.then(|| {
+                    let metrics = numbers.exposition();
+                    (numbers, metrics)
+                });
                 file.keep(path.as_deref(), built, now);
             }
             if stop.sleep(file.next.saturating_duration_since(Instant::now())) {
@@ -190,8 +198,11 @@ mod tests {
         e: &Engine<FakeDaemon>,
         now: Instant,
     ) -> bool {
-        let inputs = metrics::inputs(e);
-        let built = f.wants(path, &inputs, now).then(|| (inputs, e.metrics()));
+        let numbers = Numbers::of(e);
+        let built = f.wants(path, &numbers, now).then(|| {
+            let metrics = numbers.exposition();
+            (numbers, metrics)
+        });
         let did = built.is_some();
         f.keep(path, built, now);
         did

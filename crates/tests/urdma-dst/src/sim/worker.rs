@@ -55,9 +55,10 @@ impl Sim {
 
     /// A table of host `h` over its bound is a violation.
     fn bounded(&mut self, h: usize, tables: &Tables) {
-        for (i, (size, cap)) in tables.sizes().into_iter().enumerate() {
-            if size > cap {
-                let what = format!("host {h}: table {i} holds {size}, over its bound {cap}");
+        for t in tables.bounded() {
+            if t.held > t.bound {
+                let (table, held, bound) = (t.table, t.held, t.bound);
+                let what = format!("host {h}: {table} holds {held}, over its bound {bound}");
                 self.violation(what);
             }
         }
