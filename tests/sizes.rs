@@ -23,7 +23,6 @@ const MAX_METHODS: usize = 25;
 /// What is still over a limit, each with the most it may have until it is
 /// split: a ceiling that only comes down. Keys are those the checks print.
 const OVER: &[(&str, usize)] = &[
-    ("crates/tests/urdma-dst/src/sim/mod.rs: fn step", 82),
     ("src/discovery/hints.rs", 642),
     ("src/discovery/inbound.rs: fn on_query", 120),
     ("src/discovery/inbound.rs: fn on_announce", 98),
@@ -39,7 +38,6 @@ const OVER: &[(&str, usize)] = &[
     (".: type Engine", 44),
     (".: type Hints", 29),
     (".: type InFlight", 39),
-    ("crates/tests/urdma-dst: type Sim", 43),
 ];
 
 fn root() -> &'static Path {

@@ -130,10 +130,10 @@ pub fn run(r: &Run) -> Report {
     let a = sim.adversary.as_ref().expect("the adversary");
     Report {
         run: r.clone(),
-        violations: sim.violations.clone(),
+        violations: sim.checker.violations.clone(),
         tally: a.ledger.tally(&sim, a.sent()),
-        answered: sim.answered,
-        succeeded: sim.succeeded,
+        answered: sim.checker.answered,
+        succeeded: sim.checker.succeeded,
         virtual_ms: sim.now / MS,
     }
 }
@@ -168,14 +168,14 @@ struct Cast {
 }
 
 fn cast(sim: &Sim, adv: &Adversary, rng: &mut Rng) -> Cast {
-    let n = sim.len();
+    let n = sim.hosts.len();
     let first = rng.below(n as u64) as usize;
     let order = (0..n).map(|k| (first + k) % n);
     let spared: Vec<usize> = order
         .clone()
-        .filter(|&h| adv.spares(sim.ip_of(h)))
+        .filter(|&h| adv.spares(sim.hosts[h].ip))
         .collect();
-    let a = order.into_iter().find(|&h| !adv.spares(sim.ip_of(h)));
+    let a = order.into_iter().find(|&h| !adv.spares(sim.hosts[h].ip));
     Cast {
         starved: a.zip(spared.first().copied()),
         rebooting: spared.get(1).copied(),
@@ -197,7 +197,9 @@ fn stage(sim: &mut Sim, r: &Run, last: u64, job: u64, cast: Cast) {
         };
         sim.schedule((job + 1_000) * MS, ev);
     }
-    let ips = cast.starved.map(|(a, b)| (sim.ip_of(a), sim.ip_of(b)));
+    let ips = cast
+        .starved
+        .map(|(a, b)| (sim.hosts[a].ip, sim.hosts[b].ip));
     for attack in &r.attacks {
         match attack {
             // Reactions to what it hears (`react.rs`).
@@ -266,7 +268,7 @@ fn early_requests(sim: &mut Sim, t: &Timeline, rng: &mut Rng) {
 /// host is down, three hosts ask for it by address, their last tries
 /// leaving before it is back.
 fn job_requests(sim: &mut Sim, job: u64, cast: Cast, rng: &mut Rng) {
-    let n = sim.len();
+    let n = sim.hosts.len();
     let mut pairs: Vec<(usize, usize)> = (0..n)
         .flat_map(|h| {
             [

@@ -25,6 +25,53 @@ pub fn attacker_gid() -> Gid {
     Gid(g)
 }
 
+/// An impostor on the segment (`Event::Impostor`): from then on it
+/// answers every query for the names it steals it receives (to the groups:
+/// a claim; to its address: a confirmation) with the attacker's GID. It
+/// has no key.
+#[derive(Default)]
+pub(crate) struct Impostor {
+    stolen: Vec<Address>,
+}
+
+impl Impostor {
+    /// Whether it steals host name `name`.
+    pub(crate) fn steals(&self, name: &str) -> bool {
+        self.stolen.iter().any(|a| a.to_string() == name)
+    }
+
+    /// It steals host name `name`: the announcement of it as its own to
+    /// send to the group from its own address, if it `announces`.
+    pub(crate) fn steal(&mut self, name: &str, announces: bool) -> Option<Vec<u8>> {
+        let name = Address::name(name)?;
+        let record = impostor_record(&name)?;
+        self.stolen.push(name);
+        if !announces {
+            return None;
+        }
+        let a = Announce::new(vec![record], false).ok()?;
+        Some(Message::from(a).encode())
+    }
+
+    /// What it answers a datagram it received: a query for a name it
+    /// steals gets FOUND with the attacker's GID.
+    fn answer(&self, bytes: &[u8]) -> Option<Vec<u8>> {
+        if self.stolen.is_empty() {
+            return None;
+        }
+        let Ok(Message::Query(q)) = Message::decode(bytes) else {
+            return None;
+        };
+        let target = q.target().address();
+        if !self.stolen.contains(target) {
+            return None;
+        }
+        let record = impostor_record(target)?;
+        let r = q.reply(Answer::Found(record)).ok()?;
+        Some(Message::from(r).encode())
+    }
+}
+
 impl Sim {
     /// Forged datagrams at `victim`, from `claimed`'s address, each saying
     /// the attacker's GID is `claimed`'s: an announcement, a reply to a
@@ -56,47 +103,12 @@ impl Sim {
         }
     }
 
-    /// An impostor on the segment answers, from then on, every query for
-    /// `claimed`'s name it receives (to the groups: a claim; to its
-    /// address: a confirmation) with the attacker's GID, and, if it
-    /// `announces`, first announces the name as its own on the group, from
-    /// its own address. It has no key.
-    pub(crate) fn impersonate(&mut self, claimed: usize, announces: bool) {
-        let Some(name) = Address::name(&self.hosts[claimed].name) else {
-            return;
-        };
-        let Some(record) = impostor_record(&name) else {
-            return;
-        };
-        self.stolen.push(name);
-        if !announces {
-            return;
-        }
-        let Ok(a) = Announce::new(vec![record], false) else {
-            return;
-        };
-        let bytes = Message::from(a).encode();
-        let from = SocketAddr::new(IpAddr::V4(IMPOSTOR_IP), PORT);
-        let group = IpAddr::V4(ibacm_urdma::discovery::wire::V4_GROUP);
-        self.send_to_group(None, from, group, &bytes);
-    }
-
-    /// A datagram the impostor received, from `from`: a query for a name
-    /// it steals is answered FOUND with the attacker's GID.
+    /// A datagram the impostor received, from `from`: what it answers is
+    /// routed back.
     pub(crate) fn impostor_hears(&mut self, from: SocketAddr, bytes: &[u8]) {
-        let Ok(Message::Query(q)) = Message::decode(bytes) else {
-            return;
-        };
-        let target = q.target().address();
-        if !self.stolen.contains(target) {
-            return;
-        }
-        let Some(record) = impostor_record(target) else {
-            return;
-        };
-        if let Ok(r) = q.reply(Answer::Found(record)) {
+        if let Some(reply) = self.impostor.answer(bytes) {
             let src = SocketAddr::new(IpAddr::V4(IMPOSTOR_IP), PORT);
-            self.route(None, src, from, Message::from(r).encode());
+            self.route(None, src, from, reply);
         }
     }
 
@@ -153,7 +165,7 @@ impl Sim {
             } if hosts.contains(host) && hosts.contains(dest) => {
                 eprintln!(
                     "{t} us: request {} from {host} for {dest} by_name {by_name}",
-                    self.next_id
+                    self.checker.next_id()
                 );
             }
             Event::Forge { victim, claimed }

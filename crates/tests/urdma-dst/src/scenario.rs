@@ -66,15 +66,15 @@ impl Outcome {
     fn of(sim: &Sim, seed: u64) -> Outcome {
         Outcome {
             seed,
-            violations: sim.violations.clone(),
-            answered: sim.answered,
-            succeeded: sim.succeeded,
-            timed_out: sim.timed_out,
+            violations: sim.checker.violations.clone(),
+            answered: sim.checker.answered,
+            succeeded: sim.checker.succeeded,
+            timed_out: sim.checker.timed_out,
             traffic: sim.traffic.clone(),
             virtual_ms: sim.now / MS,
-            replays_refused: sim.replays_refused(),
-            faults_injected: sim.faults_injected(),
-            resolved_while_down: sim.resolved_while_down,
+            replays_refused: sim.gone.replays_refused(&sim.hosts),
+            faults_injected: sim.gone.faults_injected(&sim.hosts),
+            resolved_while_down: sim.checker.resolved_while_down,
         }
     }
 
@@ -96,19 +96,19 @@ impl Outcome {
 pub fn mixed(m: &Mixed) -> Outcome {
     let mut sim = Sim::new(m.hosts, m.seed, m.net.clone(), m.tuning.clone());
     if let Some(ms) = m.staleness_ms {
-        sim.staleness_ns = ms * MS;
+        sim.checker.staleness_ns = ms * MS;
     }
     let n = m.hosts as u64;
     for h in 0..m.hosts {
-        let at = sim.rng().below(100 * MS);
+        let at = sim.rng.below(100 * MS);
         sim.schedule(at, Event::Start { host: h });
     }
     let mut t = 200 * MS;
     for _ in 0..m.events {
         t += m.spacing_ms * MS;
-        let r = sim.rng().below(100);
-        let a = sim.rng().below(n) as usize;
-        let b = sim.rng().below(n) as usize;
+        let r = sim.rng.below(100);
+        let a = sim.rng.below(n) as usize;
+        let b = sim.rng.below(n) as usize;
         let ev = match r {
             0..=79 if a != b => Event::Request {
                 host: a,
@@ -117,14 +117,14 @@ pub fn mixed(m: &Mixed) -> Outcome {
             },
             80..=84 => Event::Crash {
                 host: a,
-                down_ms: 500 + sim.rng().below(2_500),
+                down_ms: 500 + sim.rng.below(2_500),
             },
             85..=91 if a != b => Event::Forge {
                 victim: a,
                 claimed: b,
             },
             92 => Event::Partition {
-                heal_ms: 500 + sim.rng().below(1_500),
+                heal_ms: 500 + sim.rng.below(1_500),
             },
             _ => continue,
         };
@@ -239,7 +239,11 @@ pub fn scale(hosts: usize, seed: u64) -> Scale {
         lone_lookup(&mut sim, hosts, true),
         lone_lookup(&mut sim, hosts, false),
     );
-    assert!(sim.violations.is_empty(), "{:?}", sim.violations);
+    assert!(
+        sim.checker.violations.is_empty(),
+        "{:?}",
+        sim.checker.violations
+    );
     row
 }
 
@@ -248,12 +252,12 @@ pub fn scale(hosts: usize, seed: u64) -> Scale {
 fn mass_start(sim: &mut Sim, hosts: usize) -> Scale {
     let n = hosts as u64;
     for h in 0..hosts {
-        let at = sim.rng().below(100 * MS);
+        let at = sim.rng.below(100 * MS);
         sim.schedule(at, Event::Start { host: h });
     }
-    sim.record = true;
+    sim.checker.record = true;
     for h in 0..hosts {
-        let dest = (h + 1 + sim.rng().below(n - 1) as usize) % hosts;
+        let dest = (h + 1 + sim.rng.below(n - 1) as usize) % hosts;
         sim.schedule(
             150 * MS,
             Event::Request {
@@ -264,13 +268,17 @@ fn mass_start(sim: &mut Sim, hosts: usize) -> Scale {
         );
     }
     sim.run_until(10_000 * MS);
-    assert!(sim.violations.is_empty(), "{:?}", sim.violations);
-    let answers = std::mem::take(&mut sim.answers);
+    assert!(
+        sim.checker.violations.is_empty(),
+        "{:?}",
+        sim.checker.violations
+    );
+    let answers = std::mem::take(&mut sim.checker.answers);
     assert!(
         answers.iter().all(|a| a.3.is_some()),
         "every first lookup resolves"
     );
-    sim.record = false;
+    sim.checker.record = false;
     Scale {
         hosts,
         start_per_host: sent(sim) as f64 / hosts as f64,
@@ -312,7 +320,11 @@ fn restart_first(sim: &mut Sim, hosts: usize) -> (f64, u64) {
             followed = Some(at - restarted);
         }
     }
-    assert!(sim.violations.is_empty(), "{:?}", sim.violations);
+    assert!(
+        sim.checker.violations.is_empty(),
+        "{:?}",
+        sim.checker.violations
+    );
     let per_host = (sent(sim) - before) as f64 / hosts as f64;
     (per_host, followed.map_or(u64::MAX, |d| d / MS))
 }
@@ -363,7 +375,7 @@ pub fn impostor(seed: u64) -> Impostor {
         announces: true,
     };
     sim.schedule(5_600 * MS, ev);
-    sim.record = true;
+    sim.checker.record = true;
     for round in [6_800, 8_800] {
         for host in 0..9 {
             ask_for_3_and_5(&mut sim, host, (round + host as u64) * MS);
@@ -396,7 +408,7 @@ pub fn impostor_silent(seed: u64, window: Option<Duration>, jitter_us: u64) -> I
         announces: false,
     };
     sim.schedule(4_000 * MS, ev);
-    sim.record = true;
+    sim.checker.record = true;
     for host in 8..16 {
         let start = (5_000 + host as u64) * MS;
         sim.schedule(start, Event::Start { host });
@@ -437,19 +449,25 @@ impl Impostor {
     fn of(sim: &Sim) -> Impostor {
         let attacker = Some(crate::hostile::attacker_gid());
         let mut o = Impostor {
-            wrong: sim.answers.iter().filter(|a| a.3 == attacker).count() as u64,
+            wrong: sim
+                .checker
+                .answers
+                .iter()
+                .filter(|a| a.3 == attacker)
+                .count() as u64,
             ..Impostor::default()
         };
-        for &(_, dest, _, gid) in &sim.answers {
+        for &(_, dest, _, gid) in &sim.checker.answers {
             if dest == 3 {
                 o.stolen_answered += 1;
             } else if gid == Some(sim.gid_of(dest)) {
                 o.others_right += 1;
             }
         }
-        let pending = |dest| sim.pending.values().filter(|p| p.dest == dest).count() as u64;
+        let pending = |dest| sim.checker.pending_for(dest);
         o.stolen_asked = o.stolen_answered + pending(3);
-        o.others_asked = sim.answers.iter().filter(|a| a.1 == 5).count() as u64 + pending(5);
+        o.others_asked =
+            sim.checker.answers.iter().filter(|a| a.1 == 5).count() as u64 + pending(5);
         o
     }
 }

@@ -165,8 +165,8 @@ fn sent(sim: &Sim) -> u64 {
 /// by address.
 pub fn fleet_run(timeline: &Timeline, peers: usize, seed: u64) -> Fleet {
     let mut sim = timeline.sim(seed);
-    let hosts = sim.len();
-    sim.record = true;
+    let hosts = sim.hosts.len();
+    sim.checker.record = true;
     let job = timeline.job_at_ms;
     // Like one load generator per host: its requests a little apart.
     for (phase, by_name) in [(job, true), (job + 2_000, false)] {
@@ -183,13 +183,17 @@ pub fn fleet_run(timeline: &Timeline, peers: usize, seed: u64) -> Fleet {
         }
     }
     sim.run_until((job + 10_000) * MS);
-    assert!(sim.violations.is_empty(), "{:?}", sim.violations);
+    assert!(
+        sim.checker.violations.is_empty(),
+        "{:?}",
+        sim.checker.violations
+    );
     Fleet {
         hosts,
         sent_per_host: sent(&sim) as f64 / hosts as f64,
-        done_ms: sim.answers.iter().map(|a| a.2).max().unwrap_or(0) / MS,
-        resolved: sim.answers.iter().filter(|a| a.3.is_some()).count() as u64,
-        asked: sim.answers.len() as u64,
+        done_ms: sim.checker.answers.iter().map(|a| a.2).max().unwrap_or(0) / MS,
+        resolved: sim.checker.answers.iter().filter(|a| a.3.is_some()).count() as u64,
+        asked: sim.checker.answers.len() as u64,
     }
 }
 
@@ -235,7 +239,7 @@ pub fn segment(state: State, hosts: usize, seed: u64) -> Segment {
     let mut sim = timeline.sim(seed);
     let job = timeline.job_at_ms;
     sim.run_until(job * MS);
-    sim.record = true;
+    sim.checker.record = true;
     let groups_before = sim.traffic.group_queries;
     for h in 0..hosts {
         let dest = (h + 1 + rng.below(hosts as u64 - 1) as usize) % hosts;
@@ -249,14 +253,18 @@ pub fn segment(state: State, hosts: usize, seed: u64) -> Segment {
         }
     }
     sim.run_until((job + 10_000) * MS);
-    assert!(sim.violations.is_empty(), "{:?}", sim.violations);
-    let last = sim.answers.iter().map(|a| a.2).max().unwrap_or(0) / MS;
+    assert!(
+        sim.checker.violations.is_empty(),
+        "{:?}",
+        sim.checker.violations
+    );
+    let last = sim.checker.answers.iter().map(|a| a.2).max().unwrap_or(0) / MS;
     let (sent, received) = (
         sim.counts.mean(Direction::Sent),
         sim.counts.mean(Direction::Received),
     );
     let peaks = sim.counts.peak;
-    sim.record = false;
+    sim.checker.record = false;
     let quiet_for = timeline
         .addr_timeout
         .duration()
@@ -264,7 +272,11 @@ pub fn segment(state: State, hosts: usize, seed: u64) -> Segment {
     sim.run_until((job + QUIET_FROM_MS) * MS);
     let before = sim.counts.mean(Direction::Received);
     sim.run_until((job + QUIET_FROM_MS + quiet_for) * MS);
-    assert!(sim.violations.is_empty(), "{:?}", sim.violations);
+    assert!(
+        sim.checker.violations.is_empty(),
+        "{:?}",
+        sim.checker.violations
+    );
     let quiet = (sim.counts.mean(Direction::Received) - before) / (quiet_for as f64 / 1000.0);
     Segment {
         hosts,
@@ -274,8 +286,8 @@ pub fn segment(state: State, hosts: usize, seed: u64) -> Segment {
         peak_received_per_s: peaks[Direction::Received as usize] * 10,
         quiet_received_per_s: quiet,
         last_answer_ms: last.saturating_sub(job),
-        asked: sim.answers.len() as u64,
-        resolved: sim.answers.iter().filter(|a| a.3.is_some()).count() as u64,
+        asked: sim.checker.answers.len() as u64,
+        resolved: sim.checker.answers.iter().filter(|a| a.3.is_some()).count() as u64,
         group_queries: sim.traffic.group_queries - groups_before,
     }
 }

@@ -8,9 +8,6 @@
 //! the address's owner if the segment lets them meet, nothing otherwise.
 
 use super::{Event, Sim, MS};
-use ibacm_urdma::addr::Gid;
-use ibacm_urdma::config::Derivation;
-use ibacm_urdma::discovery::eui64_gid;
 use ibacm_urdma::discovery::NeighbourJob;
 
 /// How long the kernel takes to answer a neighbour lookup.
@@ -23,18 +20,10 @@ pub(crate) fn mac(n: usize) -> [u8; 6] {
 }
 
 impl Sim {
-    /// Host `host`'s GID by the configured derivation, if there is one.
-    pub(crate) fn derived_gid(&self, host: usize) -> Option<Gid> {
-        match self.tuning.derive? {
-            Derivation::Eui64 => Some(eui64_gid(mac(host))),
-            Derivation::Ipv4Mapped => Some(Gid(self.hosts[host].ip.to_ipv6_mapped().octets())),
-        }
-    }
-
     /// Queues the kernel's answers to host `h`'s neighbour lookups.
     pub(crate) fn neighbour_jobs(&mut self, h: usize, jobs: Vec<NeighbourJob>) {
         for job in jobs {
-            let at = job.at.saturating_duration_since(self.base).as_nanos() as u64;
+            let at = self.clock.ns(job.at);
             let at = at.max(self.now) + NEIGHBOUR_DELAY;
             self.queue.push(at, Event::Neighbour { host: h, job });
         }
@@ -43,8 +32,8 @@ impl Sim {
     /// Host `host`'s kernel answers its neighbour lookup.
     pub(crate) fn neighbour(&mut self, host: usize, job: NeighbourJob) {
         let owner = self.by_ip.get(&job.ip).copied();
-        let mac = owner.filter(|&o| self.reachable(host, o)).map(mac);
-        let now = self.instant(self.now);
+        let mac = owner.filter(|&o| self.partition.meet(host, o)).map(mac);
+        let now = self.clock.instant(self.now);
         if let Some(e) = self.hosts[host].engine.as_mut() {
             e.on_neighbour(job, mac, now);
             self.after(host);

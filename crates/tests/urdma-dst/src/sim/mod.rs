@@ -5,16 +5,20 @@
 
 use crate::net::{Conditions, Queue, Rng};
 pub mod adversary;
+mod clock;
 mod derive;
+mod gone;
 mod stack;
 mod traffic;
 mod tuning;
 mod worker;
 
+use crate::check::Checker;
+use crate::hostile::Impostor;
 use acm_prov_sys::{ACM_ADDRESS_IP, ACM_ADDRESS_IP6, ACM_ADDRESS_NAME, ACM_EP_FLAG_DEST};
+use clock::Clock;
+use gone::Gone;
 use ibacm_urdma::addr::{Address, Gid};
-use ibacm_urdma::buggify::Injected;
-use ibacm_urdma::config::{Config, NameLookup};
 use ibacm_urdma::daemon::NullDaemon;
 use ibacm_urdma::discovery::seal::Sealing;
 use ibacm_urdma::discovery::NeighbourJob;
@@ -24,12 +28,9 @@ use ibacm_urdma::handle::AddressId;
 use ibacm_urdma::request::msg::{addr_entry, request};
 use ibacm_urdma::runtime::schedule::Schedule;
 pub use stack::{Authenticated, Stack};
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::rc::Rc;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
-use std::time::{Duration, Instant};
 pub use traffic::{Counts, Direction, GroupBatch, Traffic};
 pub use tuning::{Faults, Tuning};
 
@@ -126,8 +127,6 @@ pub(crate) struct SimHost {
     pub(crate) schedule: Schedule,
     /// The worker's wake queued, if any.
     pub(crate) timer_at: Option<u64>,
-    /// Which half of a partition the host is in.
-    pub(crate) side: bool,
     /// Seals what it sends, when discovery is authenticated.
     pub(crate) sealing: Sealing,
 }
@@ -140,51 +139,45 @@ pub(crate) struct Pending {
     pub(crate) by_name: bool,
 }
 
+/// The segment: its hosts, the network between them and virtual time,
+/// with what checks every answer ([`Checker`]) and what attacks it.
 pub struct Sim {
-    pub(crate) base: Instant,
     pub now: u64,
-    pub(crate) rng: Rng,
+    /// Every draw of the run, in one sequence: a seed replays it.
+    pub rng: Rng,
     pub(crate) seed: u64,
     pub net: Conditions,
     pub(crate) tuning: Tuning,
     pub(crate) hosts: Vec<SimHost>,
     pub(crate) by_ip: HashMap<IpAddr, usize>,
     pub(crate) queue: Queue<Event>,
-    pub(crate) pending: BTreeMap<u64, Pending>,
-    pub(crate) next_id: u64,
-    /// Per host, the GIDs it held: (GID, from, until).
-    pub(crate) history: Vec<Vec<(Gid, u64, Option<u64>)>>,
-    pub partitioned: bool,
-    /// How long after it changed an old GID may still be answered.
-    pub staleness_ns: u64,
-    pub violations: Vec<Violation>,
+    pub(crate) clock: Clock,
+    pub(crate) partition: Partition,
+    /// The truth, the requests in flight and the verdicts.
+    pub checker: Checker,
     pub traffic: Traffic,
     /// Datagrams per host, sent and received.
     pub counts: Counts,
-    pub answered: u64,
-    pub succeeded: u64,
-    /// Requests answered ETIMEDOUT.
-    pub timed_out: u64,
-    /// Requests resolved while their destination's daemon was down.
-    pub resolved_while_down: u64,
-    /// Per request: the host that asked, the destination, when, and the
-    /// GID answered (`None`: an error), kept when `record` is on.
-    pub answers: Vec<(usize, usize, u64, Option<Gid>)>,
-    pub record: bool,
-    /// Names the impostor answers for (`hostile.rs`).
-    pub(crate) stolen: Vec<Address>,
+    pub(crate) impostor: Impostor,
     /// The adversary beside the honest hosts, and its checker, if any.
     pub adversary: Option<Box<adversary::Adversary>>,
     /// Hosts whose events are printed (`URDMA_DST_TRACE`).
     pub(crate) trace: Option<Vec<usize>>,
-    /// Virtual time in ns, for the hosts' wall clocks.
-    pub(crate) clock: Arc<AtomicU64>,
-    /// Replays refused by engines since gone (crashed).
-    pub(crate) replayed_by_the_gone: u64,
-    /// Each host's wall-clock error, in µs, once drawn.
-    pub(crate) skews: HashMap<usize, i64>,
-    /// Faults injected by engines since gone (crashed).
-    pub(crate) injected_by_the_gone: Injected,
+    /// What engines since gone (crashed) counted.
+    pub(crate) gone: Gone,
+}
+
+/// Whether the segment is split in two halves, and each host's half.
+pub(crate) struct Partition {
+    split: bool,
+    sides: Vec<bool>,
+}
+
+impl Partition {
+    /// Whether hosts `a` and `b` can reach each other.
+    pub(crate) fn meet(&self, a: usize, b: usize) -> bool {
+        !self.split || self.sides[a] == self.sides[b]
+    }
 }
 
 pub(crate) fn gid(n: usize, generation: u16) -> Gid {
@@ -210,7 +203,6 @@ impl Sim {
                 source: None,
                 schedule: Schedule::new(None),
                 timer_at: None,
-                side: i % 2 == 1,
                 sealing: Sealing::default(),
             })
             .collect();
@@ -228,72 +220,40 @@ impl Sim {
             _ => u64::MAX / 4,
         };
         Sim {
-            base: Instant::now(),
             now: 0,
             rng: Rng::new(seed),
             seed,
             net,
             tuning,
-            history: vec![Vec::new(); n],
             hosts,
             by_ip,
             queue: Queue::default(),
-            pending: BTreeMap::new(),
-            next_id: 1,
-            partitioned: false,
-            staleness_ns,
-            violations: Vec::new(),
+            clock: Clock::new(),
+            partition: Partition {
+                split: false,
+                sides: (0..n).map(|i| i % 2 == 1).collect(),
+            },
+            checker: Checker::new(n, staleness_ns),
             traffic: Traffic::default(),
             counts: Counts::new(n),
-            answered: 0,
-            succeeded: 0,
-            timed_out: 0,
-            resolved_while_down: 0,
-            answers: Vec::new(),
-            record: false,
-            stolen: Vec::new(),
+            impostor: Impostor::default(),
             adversary: None,
-            clock: stack::clock(),
-            replayed_by_the_gone: 0,
-            skews: HashMap::new(),
-            injected_by_the_gone: Injected::default(),
+            gone: Gone::default(),
             trace: std::env::var("URDMA_DST_TRACE")
                 .ok()
                 .map(|t| t.split(',').filter_map(|h| h.parse().ok()).collect()),
         }
     }
 
-    pub fn len(&self) -> usize {
-        self.hosts.len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.hosts.is_empty()
-    }
-
-    pub fn rng(&mut self) -> &mut Rng {
-        &mut self.rng
-    }
-
-    pub(crate) fn instant(&self, t: u64) -> Instant {
-        self.base + Duration::from_nanos(t)
-    }
-
     pub fn schedule(&mut self, at: u64, event: Event) {
         self.queue.push(at, event);
     }
 
-    pub fn is_up(&self, host: usize) -> bool {
-        self.hosts[host].engine.is_some()
-    }
-
     pub fn gid_of(&self, host: usize) -> Gid {
-        self.derived_gid(host)
-            .unwrap_or_else(|| gid(host, self.hosts[host].generation))
-    }
-
-    pub fn ip_of(&self, host: usize) -> Ipv4Addr {
-        self.hosts[host].ip
+        let h = &self.hosts[host];
+        self.tuning
+            .derived_gid(host, h.ip)
+            .unwrap_or_else(|| gid(host, h.generation))
     }
 
     /// What host `asker` has bound `dest`'s address to.
@@ -305,31 +265,6 @@ impl Sim {
             .map(|l| l.gid)
     }
 
-    pub(crate) fn config(&self) -> Config {
-        Config {
-            hosts_file: "/nonexistent/urdma-dst-hosts".into(),
-            name_lookup: [
-                (!self.tuning.no_segment).then_some(NameLookup::Segment),
-                self.tuning.nss.then_some(NameLookup::Nss),
-            ]
-            .into_iter()
-            .flatten()
-            .collect(),
-            metrics_file: None,
-            timeout_ms: self.tuning.timeout_ms,
-            retries: self.tuning.retries,
-            claim_window: self.tuning.claim_window,
-            max_cached: self.tuning.max_cached,
-            max_learned: self.tuning.max_learned,
-            max_lookups: self.tuning.max_lookups,
-            reply_rate: self.tuning.reply_rate,
-            reconfirm: self.tuning.reconfirm,
-            addr_timeout: self.tuning.addr_timeout,
-            derive: self.tuning.derive.into_iter().collect(),
-            ..Config::default()
-        }
-    }
-
     /// Runs events until the queue is empty or virtual time passes `until`.
     pub fn run_until(&mut self, until: u64) {
         while let Some((at, ev)) = self.queue.pop() {
@@ -338,10 +273,10 @@ impl Sim {
                 break;
             }
             self.now = at;
-            self.clock.store(at, Ordering::Relaxed);
+            self.clock.set(at);
             self.step(ev);
-            self.check_deadlines();
-            if !self.violations.is_empty() {
+            self.checker.check_deadlines(at, self.tuning.bound());
+            if !self.checker.violations.is_empty() {
                 return;
             }
         }
@@ -352,10 +287,9 @@ impl Sim {
     pub fn settle(&mut self, limit: u64) {
         let end = self.now + limit;
         self.run_until(end);
-        self.check_deadlines();
-        let stuck: Vec<u64> = self.pending.keys().copied().collect();
-        if !stuck.is_empty() && self.queue.is_empty() {
-            self.violation(format!("requests never answered: {stuck:?}"));
+        self.checker.check_deadlines(self.now, self.tuning.bound());
+        if self.queue.is_empty() {
+            self.checker.stuck(self.now);
         }
     }
 
@@ -382,7 +316,7 @@ impl Sim {
                 self.deliver(to, batch.from, batch.group, &batch.bytes);
             }
             Event::Unreachable { to, dest, payload } => {
-                let now = self.instant(self.now);
+                let now = self.clock.instant(self.now);
                 if let Some(e) = self.hosts[to].engine.as_mut() {
                     e.on_unreachable(dest, &payload, now);
                     self.after(to);
@@ -396,10 +330,10 @@ impl Sim {
                 self.wake(host);
             }
             Event::Nss { host, key, name } => {
-                let now = self.instant(self.now);
+                let now = self.clock.instant(self.now);
                 let known = self.hosts.iter().position(|h| h.name == name);
                 let answer = match (self.tuning.dns, known) {
-                    (true, Some(d)) => Ok(self.dns_answer(d)),
+                    (true, Some(d)) => Ok(self.tuning.stack.dns_answer(d, self.hosts[d].ip)),
                     _ => Err(NssError::NoSuchName("Name or service not known".into())),
                 };
                 if let Some(e) = self.hosts[host].engine.as_mut() {
@@ -411,19 +345,10 @@ impl Sim {
             Event::Start { host } => self.start(host),
             Event::Crash { host, down_ms } => {
                 if let Some(e) = self.hosts[host].engine.take() {
-                    self.replayed_by_the_gone += e.discovery().counts().drops.replay_window();
-                    stack::add(
-                        &mut self.injected_by_the_gone,
-                        e.discovery().buggify().injected(),
-                    );
-                    let now = self.now;
-                    if let Some(last) = self.history[host].last_mut() {
-                        last.2 = Some(now);
-                    }
-                    // The daemon's clients lost their connection with it.
-                    self.pending.retain(|_, p| p.host != host);
+                    self.gone.keep(&e);
+                    self.checker.gone(host, self.now);
                     self.hosts[host].generation += 1;
-                    self.schedule(now + down_ms * MS, Event::Start { host });
+                    self.schedule(self.now + down_ms * MS, Event::Start { host });
                 }
             }
             Event::Request {
@@ -432,19 +357,26 @@ impl Sim {
                 by_name,
             } => self.request(host, dest, by_name),
             Event::Forge { victim, claimed } => self.forge(victim, claimed),
-            Event::Impostor { claimed, announces } => self.impersonate(claimed, announces),
+            Event::Impostor { claimed, announces } => {
+                let bytes = self.impostor.steal(&self.hosts[claimed].name, announces);
+                let from = SocketAddr::new(IpAddr::V4(IMPOSTOR_IP), PORT);
+                let group = IpAddr::V4(ibacm_urdma::discovery::wire::V4_GROUP);
+                if let Some(bytes) = bytes {
+                    self.send_to_group(None, from, group, &bytes);
+                }
+            }
             Event::Adversary(due) => adversary::step(self, due),
             Event::Partition { heal_ms } => {
-                self.partitioned = true;
+                self.partition.split = true;
                 self.schedule(self.now + heal_ms * MS, Event::Heal);
             }
-            Event::Heal => self.partitioned = false,
+            Event::Heal => self.partition.split = false,
         }
     }
 
     /// A datagram reaches host `to`, if its daemon is up.
     fn deliver(&mut self, to: usize, from: SocketAddr, to_ip: IpAddr, bytes: &[u8]) {
-        let now = self.instant(self.now);
+        let now = self.clock.instant(self.now);
         let watched = self.adversary.is_some() && self.hosts[to].engine.is_some();
         if watched {
             adversary::delivered(self, to, from, bytes);
@@ -452,7 +384,7 @@ impl Sim {
         if let Some(e) = self.hosts[to].engine.as_mut() {
             self.traffic.delivered += 1;
             e.on_datagram(from, Some(to_ip), bytes, now);
-            self.count(to, Direction::Received);
+            self.counts.count(to, Direction::Received, self.now);
             self.after(to);
         }
         if watched {
@@ -464,9 +396,12 @@ impl Sim {
         if self.hosts[host].engine.is_none() {
             return;
         }
-        let id = self.next_id;
-        self.next_id += 1;
-        let entry = match (by_name, self.address_of(dest)) {
+        let id = self.checker.ask(host, dest, by_name, self.now);
+        let asked = self
+            .tuning
+            .stack
+            .address(dest, self.hosts[dest].ip, &mut self.rng);
+        let entry = match (by_name, asked) {
             (true, _) => {
                 let name = self.hosts[dest].name.as_bytes();
                 addr_entry(ACM_EP_FLAG_DEST, ACM_ADDRESS_NAME, name)
@@ -475,15 +410,7 @@ impl Sim {
             (false, IpAddr::V6(ip)) => addr_entry(ACM_EP_FLAG_DEST, ACM_ADDRESS_IP6, &ip.octets()),
         };
         let req = request(&[entry], false, id);
-        let issued = self.now;
-        let pending = Pending {
-            host,
-            dest,
-            issued,
-            by_name,
-        };
-        self.pending.insert(id, pending);
-        let now = self.instant(self.now);
+        let now = self.clock.instant(self.now);
         let source = self.hosts[host]
             .source
             .expect("a started host has an address");
@@ -492,21 +419,6 @@ impl Sim {
             self.answer(id, &reply);
         }
         self.handed_over(host);
-    }
-
-    /// What the simulated DNS says host `d`'s name is.
-    fn dns_answer(&self, d: usize) -> Vec<IpAddr> {
-        let v4 = IpAddr::V4(self.hosts[d].ip);
-        let v6 = IpAddr::V6(stack::ip6(d));
-        match self.tuning.stack {
-            Stack::V4 => vec![v4],
-            Stack::V6 => vec![v6],
-            Stack::Dual => vec![v4, v6],
-        }
-    }
-
-    pub(crate) fn reachable(&self, a: usize, b: usize) -> bool {
-        !self.partitioned || self.hosts[a].side == self.hosts[b].side
     }
 
     /// Carries a unicast datagram from `sender` (`None`: the forger, which
@@ -528,7 +440,7 @@ impl Sim {
             // No host holds it: the adversary's, if anyone's.
             return adversary::unheld(self, sender, from, to, bytes);
         };
-        if to.port() != PORT || sender.is_some_and(|s| !self.reachable(s, dest)) {
+        if to.port() != PORT || sender.is_some_and(|s| !self.partition.meet(s, dest)) {
             return;
         }
         for delay in self.net.fate(&mut self.rng) {

@@ -3,14 +3,13 @@
 //! sends it), and discovery authenticated with each host's own skewed
 //! clock and a key rotated while the run goes on.
 
-use super::{Direction, Event, GroupBatch, Sim, MS, PORT};
+use super::{Direction, Event, GroupBatch, Sim, PORT};
+use crate::net::Rng;
 use ibacm_urdma::addr::Address;
-use ibacm_urdma::buggify::{Buggify, Injected};
+use ibacm_urdma::buggify::Buggify;
 use ibacm_urdma::config::hosts::Hosts;
-use ibacm_urdma::config::keyfile::KeyFile;
 use ibacm_urdma::daemon::NullDaemon;
-use ibacm_urdma::discovery::auth::Auth;
-use ibacm_urdma::discovery::seal::{Keyring, Sealing, WallClock};
+use ibacm_urdma::discovery::seal::Sealing;
 use ibacm_urdma::discovery::wire::{Message, V4_GROUP, V6_GROUP};
 use ibacm_urdma::discovery::{Datagram, Families, Family};
 use ibacm_urdma::engine::reconfigure::Change;
@@ -18,10 +17,8 @@ use ibacm_urdma::engine::Engine;
 use ibacm_urdma::entropy::Seed;
 use ibacm_urdma::local::PortInfo;
 use ibacm_urdma::runtime::schedule::Schedule;
-use std::net::{IpAddr, Ipv6Addr, SocketAddr};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::rc::Rc;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
 
 /// The address families of the segment.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -34,6 +31,29 @@ pub enum Stack {
 }
 
 impl Stack {
+    /// The address host `n` (IPv4 address `ip`) is asked by: either
+    /// family, drawn from `rng`, when it has both.
+    pub(crate) fn address(self, n: usize, ip: Ipv4Addr, rng: &mut Rng) -> IpAddr {
+        match self {
+            Stack::V4 => IpAddr::V4(ip),
+            Stack::V6 => IpAddr::V6(ip6(n)),
+            Stack::Dual => match rng.chance(0.5) {
+                true => IpAddr::V4(ip),
+                false => IpAddr::V6(ip6(n)),
+            },
+        }
+    }
+
+    /// What a DNS says host `n`'s (IPv4 address `ip`) name is.
+    pub(crate) fn dns_answer(self, n: usize, ip: Ipv4Addr) -> Vec<IpAddr> {
+        let (v4, v6) = (IpAddr::V4(ip), IpAddr::V6(ip6(n)));
+        match self {
+            Stack::V4 => vec![v4],
+            Stack::V6 => vec![v6],
+            Stack::Dual => vec![v4, v6],
+        }
+    }
+
     pub fn families(self) -> Families {
         match self {
             Stack::V4 => Families::V4,
@@ -52,11 +72,6 @@ pub struct Authenticated {
     /// key (both verify both all along: the rotation of docs/protocol.md).
     pub rotate_at_ms: Option<u64>,
 }
-
-const OLD_KEY: &str = "1 000102030405060708090a0b0c0d0e0f";
-const NEW_KEY: &str = "2 f0e0d0c0b0a090807060504030201000";
-/// The wall clock's reading at virtual time 0.
-const EPOCH_US: u64 = 1_800_000_000_000_000;
 
 /// Host `n`'s IPv6 address.
 pub(crate) fn ip6(n: usize) -> Ipv6Addr {
@@ -77,7 +92,13 @@ impl Sim {
             }
             None => Buggify::off(),
         };
-        let mut e = Engine::seeded(NullDaemon, self.config(), Hosts::default(), seed, buggify);
+        let mut e = Engine::seeded(
+            NullDaemon,
+            self.tuning.config(),
+            Hosts::default(),
+            seed,
+            buggify,
+        );
         let g = self.gid_of(host);
         let dev = e.open_device(0x5254_0000_0000_0000 | host as u64);
         let port = e
@@ -98,80 +119,27 @@ impl Sim {
             .expect("endpoint");
         self.hosts[host].sealing = match self.tuning.auth {
             Some(a) => {
-                let auth = self.auth_for(host, a);
+                let auth = self.clock.auth_for(host, a, self.now, &mut self.rng);
                 let sealing = Sealing::with(auth.sealer());
                 e.reconfigure(Change::Auth(auth));
                 sealing
             }
             None => Sealing::default(),
         };
-        e.set_discovery_up(stack.families(), self.instant(self.now));
+        e.set_discovery_up(stack.families(), self.clock.instant(self.now));
         // Every deadline the engine reports gets its Event::Timer.
-        e.set_timers_run(true, self.instant(self.now));
+        e.set_timers_run(true, self.clock.instant(self.now));
         self.hosts[host].source = Some(source.expect("an address"));
         self.hosts[host].engine = Some(e);
         self.hosts[host].schedule = Schedule::new(None);
         self.hosts[host].timer_at = None;
-        self.history[host].push((g, self.now, None));
+        self.checker.holds(host, g, self.now);
         self.handed_over(host);
-    }
-
-    /// Host `host`'s keys (which one signs depends on when it starts) and
-    /// its clock, off by a skew of its own.
-    fn auth_for(&mut self, host: usize, a: Authenticated) -> Auth {
-        let rotated = a.rotate_at_ms.is_some_and(|t| self.now >= t * MS);
-        let keys = match rotated {
-            true => format!("{NEW_KEY}\n{OLD_KEY}\n"),
-            false => format!("{OLD_KEY}\n{NEW_KEY}\n"),
-        };
-        let ring = Keyring::new(&KeyFile::parse(keys, "sim").expect("keys"));
-        // A host's clock keeps its error across restarts (one set back
-        // would be refused until it caught up: docs/protocol.md).
-        let span = 2 * a.skew_ms * 1000 + 1;
-        let skew = *self.skews.entry(host).or_insert_with(|| {
-            let draw = self.rng.below(span);
-            draw as i64 - (a.skew_ms * 1000) as i64
-        });
-        let clock = self.clock.clone();
-        Auth::new(
-            ring,
-            WallClock::new(move || {
-                let t = EPOCH_US + clock.load(Ordering::Relaxed) / 1000;
-                t.saturating_add_signed(skew)
-            }),
-        )
-    }
-
-    /// The address a host is asked by: either family when it has both.
-    pub(crate) fn address_of(&mut self, host: usize) -> IpAddr {
-        match self.tuning.stack {
-            Stack::V4 => IpAddr::V4(self.hosts[host].ip),
-            Stack::V6 => IpAddr::V6(ip6(host)),
-            Stack::Dual => match self.rng().chance(0.5) {
-                true => IpAddr::V4(self.hosts[host].ip),
-                false => IpAddr::V6(ip6(host)),
-            },
-        }
-    }
-
-    /// Counts a datagram host `h` sent or received, in all and in the
-    /// current 100 ms window.
-    pub(crate) fn count(&mut self, h: usize, d: Direction) {
-        let window = self.now / (100 * MS);
-        let c = &mut self.counts;
-        if window != c.window {
-            c.window = window;
-            c.in_window.iter_mut().for_each(|n| *n = [0; 2]);
-        }
-        let i = d as usize;
-        c.total[h][i] += 1;
-        c.in_window[h][i] += 1;
-        c.peak[i] = c.peak[i].max(c.in_window[h][i]);
     }
 
     /// Seals (authentication on) and sends one datagram of host `h`.
     pub(crate) fn send(&mut self, h: usize, d: Datagram) {
-        self.count(h, Direction::Sent);
+        self.counts.count(h, Direction::Sent, self.now);
         match d {
             Datagram::Unicast { to, from, bytes } => {
                 self.traffic.unicast += 1;
@@ -195,9 +163,7 @@ impl Sim {
                 };
                 let from = SocketAddr::new(from, PORT);
                 let bytes = self.hosts[h].sealing.copy(&bytes).into_owned();
-                if !self.stolen.is_empty() {
-                    self.impostor_hears(from, &bytes);
-                }
+                self.impostor_hears(from, &bytes);
                 self.send_to_group(Some(h), from, group, &bytes);
             }
         }
@@ -218,7 +184,7 @@ impl Sim {
         }
         let mut to = Vec::new();
         for h in 0..self.hosts.len() {
-            let reaches = sender.is_none_or(|s| h != s && self.reachable(s, h));
+            let reaches = sender.is_none_or(|s| h != s && self.partition.meet(s, h));
             if !reaches || self.hosts[h].engine.is_none() {
                 continue;
             }
@@ -249,42 +215,10 @@ impl Sim {
         };
         self.queue.push(first, ev);
     }
-
-    /// How many times each fault was injected, by every engine that ran.
-    pub fn faults_injected(&self) -> Injected {
-        let mut all = self.injected_by_the_gone;
-        for e in self.hosts.iter().filter_map(|h| h.engine.as_ref()) {
-            add(&mut all, e.discovery().buggify().injected());
-        }
-        all
-    }
-
-    /// Datagrams refused as replays, by every engine that ran.
-    pub fn replays_refused(&self) -> u64 {
-        let live: u64 = self
-            .hosts
-            .iter()
-            .filter_map(|h| h.engine.as_ref())
-            .map(|e| e.discovery().counts().drops.replay_window())
-            .sum();
-        live + self.replayed_by_the_gone
-    }
-}
-
-/// `more` faults counted into `total`, kind by kind.
-pub(crate) fn add(total: &mut Injected, more: Injected) {
-    for (t, n) in total.iter_mut().zip(more) {
-        *t += n;
-    }
 }
 
 /// Where an engine's faults fall: its own sequence per run, host and
 /// life.
 fn seed_of_faults(run: u64, host: usize, generation: u16) -> u64 {
     run.wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ ((host as u64) << 16) ^ u64::from(generation)
-}
-
-/// The shared virtual clock the hosts' wall clocks read.
-pub(crate) fn clock() -> Arc<AtomicU64> {
-    Arc::new(AtomicU64::new(0))
 }

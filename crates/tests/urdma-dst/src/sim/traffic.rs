@@ -1,6 +1,7 @@
 //! What the simulated network carried: in all, per host each way, and
 //! the group datagrams on their way.
 
+use super::MS;
 use std::net::{IpAddr, SocketAddr};
 
 /// A group datagram on its way: from, to which group, and to which hosts
@@ -54,6 +55,20 @@ impl Counts {
     pub fn mean(&self, d: Direction) -> f64 {
         let sum: u64 = self.total.iter().map(|t| t[d as usize]).sum();
         sum as f64 / self.total.len().max(1) as f64
+    }
+
+    /// Counts a datagram host `h` sent or received at `now`, in all and in
+    /// the current 100 ms window.
+    pub(crate) fn count(&mut self, h: usize, d: Direction, now: u64) {
+        let window = now / (100 * MS);
+        if window != self.window {
+            self.window = window;
+            self.in_window.iter_mut().for_each(|n| *n = [0; 2]);
+        }
+        let i = d as usize;
+        self.total[h][i] += 1;
+        self.in_window[h][i] += 1;
+        self.peak[i] = self.peak[i].max(self.in_window[h][i]);
     }
 
     /// Starts counting anew (the peaks too).

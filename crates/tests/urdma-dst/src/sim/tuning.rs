@@ -2,9 +2,12 @@
 //! stack of the segment, authentication, derivations and the faults they
 //! inject into themselves.
 
-use super::{Authenticated, Stack};
+use super::{derive, Authenticated, Stack, MS, NSS_DELAY};
+use ibacm_urdma::addr::Gid;
 use ibacm_urdma::buggify::Fault;
-use ibacm_urdma::config::{Config, Derivation, Lifetime};
+use ibacm_urdma::config::{Config, Derivation, Lifetime, NameLookup};
+use ibacm_urdma::discovery::eui64_gid;
+use std::net::Ipv4Addr;
 use std::time::Duration;
 
 /// The parts of the engine's configuration the simulation varies.
@@ -75,6 +78,57 @@ impl Default for Tuning {
             faults: None,
             derive: None,
             silent_when_down: false,
+        }
+    }
+}
+
+impl Tuning {
+    /// Every host's configuration.
+    pub(crate) fn config(&self) -> Config {
+        Config {
+            hosts_file: "/nonexistent/urdma-dst-hosts".into(),
+            name_lookup: [
+                (!self.no_segment).then_some(NameLookup::Segment),
+                self.nss.then_some(NameLookup::Nss),
+            ]
+            .into_iter()
+            .flatten()
+            .collect(),
+            metrics_file: None,
+            timeout_ms: self.timeout_ms,
+            retries: self.retries,
+            claim_window: self.claim_window,
+            max_cached: self.max_cached,
+            max_learned: self.max_learned,
+            max_lookups: self.max_lookups,
+            reply_rate: self.reply_rate,
+            reconfirm: self.reconfirm,
+            addr_timeout: self.addr_timeout,
+            derive: self.derive.into_iter().collect(),
+            ..Config::default()
+        }
+    }
+
+    /// Every request is answered within its lookup's time (each stage's,
+    /// at the longest try the replies' times can make, and one timeout for
+    /// a neighbour lookup), and a little.
+    pub fn bound(&self) -> u64 {
+        let stages = u64::from(!self.no_segment) + u64::from(self.nss);
+        let timeout = u64::from(self.timeout_ms) * MS;
+        let neighbour = u64::from(self.derive == Some(Derivation::Eui64));
+        let longest_try = timeout * u64::from(ibacm_urdma::discovery::RETRY_CEILING);
+        stages * longest_try * u64::from(self.retries + 1)
+            + stages * NSS_DELAY
+            + neighbour * timeout
+            + MS
+    }
+
+    /// Host `host`'s GID (its IPv4 address `ip`) by the configured
+    /// derivation, if there is one (`derive.rs`).
+    pub(crate) fn derived_gid(&self, host: usize, ip: Ipv4Addr) -> Option<Gid> {
+        match self.derive? {
+            Derivation::Eui64 => Some(eui64_gid(derive::mac(host))),
+            Derivation::Ipv4Mapped => Some(Gid(ip.to_ipv6_mapped().octets())),
         }
     }
 }

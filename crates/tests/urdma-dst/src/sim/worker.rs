@@ -8,7 +8,7 @@ use super::{Event, Sim, NSS_DELAY};
 use ibacm_urdma::daemon::NullDaemon;
 use ibacm_urdma::discovery::Datagram;
 use ibacm_urdma::discovery::{NeighbourJob, NssJob};
-use ibacm_urdma::engine::{Effects, Engine, Outgoing, Tables};
+use ibacm_urdma::engine::{Engine, Outgoing, Tables};
 use ibacm_urdma::runtime::round::{round, Neighbour, Wake, Worker};
 use ibacm_urdma::runtime::schedule::Schedule;
 use std::time::Instant;
@@ -19,7 +19,13 @@ impl Sim {
     /// rest is handed over to the host's worker, woken if it must act
     /// before it meant to.
     pub(crate) fn handed_over(&mut self, h: usize) {
-        let Some(fx) = self.polled(h) else {
+        let Some(e) = self.hosts[h].engine.as_mut() else {
+            return;
+        };
+        let tables = e.tables();
+        let polled = e.poll();
+        self.bounded(h, &tables);
+        let Some(fx) = polled else {
             return;
         };
         let (replies, wake) = self.hosts[h].schedule.hand_over(fx);
@@ -35,22 +41,13 @@ impl Sim {
     /// table what is due, runs the engine's timers and carries out the
     /// round.
     pub(crate) fn wake(&mut self, h: usize) {
-        let now = self.instant(self.now);
+        let now = self.clock.instant(self.now);
         round(
             &mut HostWorker { sim: self, h },
             now,
             Wake::Deadline,
             |_| {},
         );
-    }
-
-    /// Host `h`'s engine, polled; a table over its bound is a violation.
-    fn polled(&mut self, h: usize) -> Option<Effects> {
-        let e = self.hosts[h].engine.as_mut()?;
-        let tables = e.tables();
-        let polled = e.poll();
-        self.bounded(h, &tables);
-        polled
     }
 
     /// A table of host `h` over its bound is a violation.
@@ -67,7 +64,7 @@ impl Sim {
     /// Host `h`'s worker received an input (given to its engine): it
     /// carries out its round and sleeps until the schedule says.
     pub(crate) fn after(&mut self, h: usize) {
-        let now = self.instant(self.now);
+        let now = self.clock.instant(self.now);
         round(&mut HostWorker { sim: self, h }, now, Wake::Input, |_| {});
     }
 }
@@ -124,8 +121,7 @@ impl Worker<NullDaemon> for HostWorker<'_> {
 
     fn sleep_until(&mut self, at: Option<Instant>) {
         let (sim, h) = (&mut *self.sim, self.h);
-        let next =
-            at.map(|t| (t.saturating_duration_since(sim.base).as_nanos() as u64).max(sim.now));
+        let next = at.map(|t| sim.clock.ns(t).max(sim.now));
         if let Some(t) = next {
             if sim.hosts[h].timer_at.is_none_or(|q| t < q) {
                 sim.hosts[h].timer_at = Some(t);

@@ -342,7 +342,7 @@ pub(crate) fn quiet(sim: &mut Sim, sent: Option<u64>) {
         let due = Due::Quiet { sent: Some(now) };
         return sim.schedule(sim.now + QUIET, Event::Adversary(due));
     };
-    let n = sim.len() as u64;
+    let n = sim.hosts.len() as u64;
     if now - before > n {
         let full = sim
             .hosts
