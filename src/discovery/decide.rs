@@ -3,8 +3,7 @@
 //! it once every holder had its chance to claim it (the claim window);
 //! two that disagree get no answer, as a wrong answer is worse than none.
 
-use super::inflight::Doing;
-use super::state::{Purpose, Stage, NO, UNKNOWN};
+use super::inflight::{Doing, Purpose, Stage, NO, UNKNOWN};
 use super::Discovery;
 use crate::addr::Address;
 use crate::local::Local;

@@ -15,8 +15,9 @@
 
 use super::auth::Rejection;
 use super::counts::DropReason;
+use super::inflight::{Probe, Purpose, MAX_CHECKS, MAX_CLAIMS};
 use super::lookup::Try;
-use super::state::{Learned, Probe, Purpose, MAX_CHECKS, MAX_CLAIMS};
+use super::state::Learned;
 use super::wire::{Announce, Answer, Message, Query, Reply};
 use super::{Datagram, Discovery, Outcome, CHECK_HOLDOFF};
 use crate::addr::Address;

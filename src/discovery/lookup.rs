@@ -11,9 +11,9 @@
 //! error, a stage cut short) it fails ETIMEDOUT, which is never
 //! remembered: the next request asks again.
 
-use super::inflight::{Doing, Lookup, SoFar};
+use super::inflight::{Doing, Lookup, Probe, Purpose, SoFar, Stage, NO, UNKNOWN};
 use super::rto;
-use super::state::{Learned, Probe, Purpose, Source, Stage, NO, UNKNOWN};
+use super::state::{Learned, Source};
 use super::why;
 use super::wire::{Message, Query, WireAddress};
 use super::{Datagram, Discovery, NeighbourJob, NssJob, Outcome, Refused};

@@ -421,7 +421,7 @@ impl Discovery {
                 self.settle(local, &key, now);
             } else {
                 why::stage_over(&mut self.inflight, &key, now);
-                self.next_stage(local, &key, state::UNKNOWN, now);
+                self.next_stage(local, &key, inflight::UNKNOWN, now);
             }
         }
         let sent =

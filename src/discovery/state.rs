@@ -1,31 +1,18 @@
-//! What discovery knows about remote hosts and what it is asking them:
-//! bindings learned, recently failed destinations, the lookups in flight
-//! and the probes (queries) that work for them. The requests waiting for a
+//! What discovery knows about remote hosts: bindings learned, recently
+//! failed destinations, and when each binding was last checked. What it
+//! is asking them is in flight (`inflight/`); the requests waiting for a
 //! lookup are the request path's, not discovery's.
 //!
 //! Plain data with explicit time, so discovery's asynchronous behaviour is
 //! unit-testable without sockets or threads. Every table has a bound.
 
+use super::inflight::MAX_CHECKS;
 use super::wire::EndpointRecord;
 use super::Binding;
 use crate::addr::{Address, Gid};
 use crate::bounded::Expiring;
-use crate::handle::EndpointId;
 use std::net::SocketAddr;
-use std::num::NonZeroU64;
 use std::time::{Duration, Instant};
-
-/// How a stage ends if nothing binds: told no (ENODATA), or could not
-/// find out (ETIMEDOUT).
-pub const NO: u8 = acm_prov_sys::ACM_STATUS_ENODATA as u8;
-pub const UNKNOWN: u8 = acm_prov_sys::ACM_STATUS_ETIMEDOUT as u8;
-
-/// Hosts that may claim one name in answer to a group query and be asked
-/// to confirm it; more claimants than this are dropped.
-pub const MAX_CLAIMS: usize = 4;
-/// Checks of learned bindings in flight at once; hints beyond it wait for
-/// a later hint.
-pub const MAX_CHECKS: usize = 1024;
 
 /// A remote endpoint as discovery describes it.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -127,70 +114,6 @@ impl Learned {
     pub fn differs_from(&self, record: &EndpointRecord) -> bool {
         !self.same_endpoint(&Learned::described_by(record))
     }
-}
-
-/// Where a lookup is.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Stage {
-    /// Asking by discovery: an IP address by unicast, a name of the
-    /// segment's groups.
-    Discover,
-    /// A name: asking the system's resolver, then the addresses it gave.
-    Nss,
-    /// Trying the derivation at this index of the configured list.
-    Derive(usize),
-}
-
-/// Why a query is out.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Purpose {
-    /// A lookup's own query: by unicast to an IP address, or to the
-    /// discovery groups for a name. Only a reply from the queried address
-    /// binds it; an answer to a group query is a claim to confirm.
-    Lookup,
-    /// Asks a host that answered a group query, by unicast, whether it
-    /// holds the name: its reply, which nobody else can see to forge,
-    /// binds the name.
-    Claim,
-    /// Asks the holder of a learned binding again, because a query or an
-    /// announcement said something else about it. Only the holder's
-    /// reply changes the binding; no answer removes it.
-    Check,
-    /// Asks an address the system's resolver gave for a name whether its
-    /// host is there: the reply binds the address, and confirms the name
-    /// as a claim does.
-    Address,
-}
-
-/// A query in flight, by its transaction id.
-#[derive(Clone, Debug)]
-pub struct Probe {
-    /// The address asked about.
-    pub target: Address,
-    /// The lookup it works for (for a check: the target).
-    pub key: Address,
-    /// Where the query went; `None`: the discovery groups. A reply must
-    /// come from there.
-    pub to: Option<SocketAddr>,
-    pub purpose: Purpose,
-    /// Sends so far, and when the first and the last one left.
-    pub tries: u32,
-    pub first_sent_at: Option<Instant>,
-    pub sent_at: Option<Instant>,
-    /// The transaction ids of the tries after the first (the first is the
-    /// probe's own): each try has its own, so that a reply says which try
-    /// it answers and how long it took (`rto.rs`).
-    pub retry_txids: Vec<NonZeroU64>,
-    /// The endpoint whose record the query carries.
-    pub endpoint: EndpointId,
-    /// A group query that some host answered: it is not sent again.
-    pub answered: bool,
-    /// Sent once more, at once, because the host it asks said it had just
-    /// started (`InFlight::asked_of_restarted`).
-    pub asked_again: bool,
-    /// A claimant's confirmation: the host answered the lookup's group
-    /// query. Its silence leaves the name undecided (`decide.rs`).
-    pub claimed: bool,
 }
 
 /// A number for each of [`State`]'s two tables.

@@ -4,7 +4,7 @@
 //! whom it asked, how often and how it ended without turning on tracing.
 
 use super::inflight::InFlight;
-use super::state::{Probe, UNKNOWN};
+use super::inflight::{Probe, UNKNOWN};
 use crate::addr::Address;
 use crate::summary::Throttle;
 use std::time::{Duration, Instant};
