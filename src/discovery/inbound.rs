@@ -17,21 +17,16 @@ use super::auth::Rejection;
 use super::counts::DropReason;
 use super::inflight::{Probe, Purpose, MAX_CHECKS, MAX_CLAIMS};
 use super::lookup::Try;
+use super::responder::Answered;
 use super::state::Learned;
 use super::wire::{Announce, Answer, Message, Query, Reply};
-use super::{Datagram, Discovery, Outcome, CHECK_HOLDOFF};
+use super::{Discovery, Outcome, CHECK_HOLDOFF};
 use crate::addr::Address;
-use crate::buggify::Fault;
 use crate::local::{ip_of, Local};
 use acm_prov_sys::{ACM_STATUS_ENODATA, ACM_STATUS_ETIMEDOUT};
 use std::net::{IpAddr, SocketAddr};
 use std::num::NonZeroU64;
-use std::time::{Duration, Instant};
-
-/// How long the copies of one group query are taken for one: they arrive
-/// together (one per family); a try sent again comes `urdma_timeout`
-/// later and is answered again.
-const SAME_QUERY: Duration = Duration::from_millis(20);
+use std::time::Instant;
 
 /// Whether a reply came from where its query went (the port too: a reply
 /// from another port of the host is not the provider's).
@@ -102,9 +97,9 @@ impl Discovery {
         }
     }
 
-    /// Counts a dropped datagram under `reason` and says why at trace
-    /// level; `why` is formatted only when tracing is on, so a flood of
-    /// garbage costs a count, not a string, per datagram.
+    /// A query from another host: a hint about the address it asked from,
+    /// a start query to welcome, and a question that only the holder of
+    /// its target answers (`responder.rs`).
     fn on_query(
         &mut self,
         local: &Local,
@@ -153,77 +148,47 @@ impl Discovery {
                 }
             );
             self.welcome(local, q.sender(), from.ip(), now);
-            // What was asked of it before it was first heard may have found
-            // nobody listening, and would wait out its try (2 s for a last
-            // one) before asking again: a lookup across a peer's restart
-            // would fail. Asked once more now; the reply still binds only
-            // as a reply does. What left after it was heard reached it, and
-            // asked again would double what a restarted host answers.
             if lists_source {
-                let ips: Vec<IpAddr> = q
-                    .sender()
-                    .addresses()
-                    .iter()
-                    .filter_map(|w| ip_of(w.address()))
-                    .collect();
-                let since = self.welcomes.arrived_at(q.sender().gid(), now);
-                let before = since.unwrap_or(now);
-                for txid in self.inflight.asked_of_restarted(&ips, before) {
-                    log::trace!("discovery: asking {from} again: it has just started");
-                    self.transmit(local, txid, Try::Extra, now);
-                }
+                self.ask_again(local, &q, from, now);
             }
         }
-        let target = q.target().address().clone();
-        let answer = match local
-            .holder(&target)
-            .and_then(|ep| super::record_for(local, ep, Some(&target)))
+        match self
+            .responder
+            .answer(local, &q, (from, to), &mut self.buggify, now)
         {
-            Some(record) => Answer::Found(record),
-            // Every host of the segment gets a group query: only the
-            // holder answers, or one query would bring a reply from each.
-            None if group => return,
-            None if starting(self.up_at, local, now) => {
-                log::trace!("discovery: {from} asked for {target}: not ours yet, starting");
-                return;
+            Answered::Reply(d) => {
+                self.counts.traffic.replies += 1;
+                self.out.work.datagrams.push(d);
             }
-            None => Answer::Refused,
-        };
-        let found = matches!(answer, Answer::Found(_));
-        if group {
-            let copy = (q.txid().get(), q.sender().gid());
-            if !self.state.first_copy(copy, now, now + SAME_QUERY) {
-                // The same query through the other family's group.
-                return;
+            Answered::RateLimited => {
+                self.counts
+                    .drops
+                    .count(|d| &mut d.rate_limited, from, "over urdma_reply_rate")
             }
+            Answered::Nothing => {}
         }
-        // Group queries unlimited: forged in an asker's name they would
-        // silence the holder's claims to it (trust table: group query).
-        if !group && !self.reply_limit.allow(from.ip(), now) {
-            return self
-                .counts
-                .drops
-                .count(|d| &mut d.rate_limited, from, "over urdma_reply_rate");
+    }
+
+    /// The host that sent start query `q` from `from` has just started:
+    /// what was asked of it before it was first heard may have found
+    /// nobody listening, and would wait out its try (2 s for a last one)
+    /// before asking again: a lookup across a peer's restart would fail.
+    /// Asked once more now; the reply still binds only as a reply does.
+    /// What left after it was heard reached it, and asked again would
+    /// double what a restarted host answers.
+    fn ask_again(&mut self, local: &Local, q: &Query, from: SocketAddr, now: Instant) {
+        let ips: Vec<IpAddr> = q
+            .sender()
+            .addresses()
+            .iter()
+            .filter_map(|w| ip_of(w.address()))
+            .collect();
+        let since = self.welcomes.arrived_at(q.sender().gid(), now);
+        let before = since.unwrap_or(now);
+        for txid in self.inflight.asked_of_restarted(&ips, before) {
+            log::trace!("discovery: asking {from} again: it has just started");
+            self.transmit(local, txid, Try::Extra, now);
         }
-        if self.buggify.fires(Fault::ReplyWithheld) {
-            return;
-        }
-        let Ok(reply) = q.reply(answer) else {
-            return;
-        };
-        log::trace!(
-            "discovery: {from} asked for {target}: {}",
-            if found { "ours" } else { "refused" }
-        );
-        // A reply to a unicast query comes from the queried address, the
-        // only source the asker accepts.
-        let from_addr = to.filter(|ip| !ip.is_multicast());
-        self.counts.traffic.replies += 1;
-        self.out.work.datagrams.push(Datagram::Unicast {
-            to: from,
-            from: from_addr,
-            bytes: Message::from(reply).encode(),
-        });
     }
 
     fn on_reply(&mut self, local: &Local, r: Reply, from: SocketAddr, now: Instant) {
@@ -521,14 +486,4 @@ impl Discovery {
             self.check(local, &key, now);
         }
     }
-}
-
-/// Whether a host whose sockets opened at `up_at` may not hold all its
-/// addresses yet: within [`super::STARTING`] of that, or holding none.
-fn starting(up_at: Option<Instant>, local: &Local, now: Instant) -> bool {
-    let recent = up_at.is_none_or(|t| now < t + super::STARTING);
-    recent
-        || local
-            .endpoint_ids()
-            .all(|ep| local.addresses_of(ep).next().is_none())
 }

@@ -32,6 +32,7 @@ pub mod inspect;
 mod lookup;
 mod names;
 pub mod ratelimit;
+mod responder;
 mod rto;
 pub mod seal;
 pub mod state;
@@ -199,7 +200,8 @@ pub struct Discovery {
     drops_logged: Summary<DropCounts>,
     /// Opens discovery datagrams when authentication is on.
     auth: Option<Auth>,
-    reply_limit: ratelimit::RateLimiter,
+    /// Answers the queries of other hosts.
+    responder: responder::Responder,
     /// What it wants done, until the engine's next poll takes it.
     out: Output,
     /// Faults to inject into itself (off but in simulations).
@@ -207,9 +209,6 @@ pub struct Discovery {
     /// Hosts that joined and were welcomed (`welcome.rs`).
     welcomes: Welcomes,
     failures_logged: why::FailureLog,
-    /// When the sockets opened: a host refuses no address before
-    /// [`STARTING`] has passed since (`inbound.rs`).
-    up_at: Option<Instant>,
 }
 
 /// The record of endpoint `ep`: its port's GID, LID, MTU and rate, its
@@ -247,7 +246,7 @@ impl Discovery {
             state: State::new(cfg),
             inflight: InFlight::new(cfg, seed.clone()),
             retry: rto::RetryTimers::new(cfg.timeout()),
-            reply_limit: ratelimit::RateLimiter::new(cfg.reply_rate),
+            responder: responder::Responder::new(cfg),
             cfg: cfg.clone(),
             families: Families::NONE,
             announcer: Announcer::new(cfg.addr_timeout.duration(), seed.clone()),
@@ -259,7 +258,6 @@ impl Discovery {
             buggify,
             welcomes: Welcomes::new(),
             failures_logged: why::FailureLog::default(),
-            up_at: None,
         }
     }
 
@@ -274,7 +272,7 @@ impl Discovery {
         self.families = families;
         match (was_up, families.any()) {
             (false, true) => {
-                self.up_at = Some(now);
+                self.responder.opened(now);
                 self.announcer.start()
             }
             (true, true) => self.schedule_announce(),
@@ -437,6 +435,7 @@ impl Discovery {
     /// dropped, now and then.
     pub fn sweep(&mut self, now: Instant) {
         self.state.sweep(now);
+        self.responder.sweep(now);
         self.hints.sweep(now);
         self.welcomes.sweep(now);
         self.retry.refresh(now);
@@ -452,6 +451,7 @@ impl Discovery {
     pub fn sweep_due(&self, now: Instant) -> Option<Instant> {
         [
             self.state.sweep_due(),
+            self.responder.sweep_due(),
             self.hints.sweep_due(),
             self.welcomes.sweep_due(),
             self.inflight.sweep_due(),

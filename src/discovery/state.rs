@@ -131,10 +131,6 @@ pub struct State {
     /// only after [`super::CHECK_HOLDOFF`], so hints cannot
     /// turn into a stream of queries to one host.
     checked: Expiring<Address, ()>,
-    /// Group queries answered lately, by transaction id and asker: the
-    /// asker sends each one to the IPv4 and the IPv6 group, and one answer
-    /// is enough (a second one costs a second confirmation).
-    answered_groups: Expiring<(u64, Gid), ()>,
     /// How long a binding lasts: `urdma_addr_timeout`, and
     /// `urdma_reconfirm` for what a peer confirmed.
     addr_timeout: Option<Duration>,
@@ -155,7 +151,6 @@ impl State {
             learned: Expiring::new(max_learned),
             failed: Expiring::new(max_learned),
             checked: Expiring::new(MAX_CHECKS * 4),
-            answered_groups: Expiring::new(MAX_CHECKS * 4),
             addr_timeout: cfg.addr_timeout.duration(),
             reconfirm: cfg.reconfirm,
         }
@@ -319,12 +314,6 @@ impl State {
         self.checked.insert(key.clone(), (), Some(until));
     }
 
-    /// Whether group query `copy` is heard for the first time (not its
-    /// copy on the other family's group); it is remembered until `until`.
-    pub(super) fn first_copy(&mut self, copy: (u64, Gid), now: Instant, until: Instant) -> bool {
-        self.answered_groups.mark(copy, now, until)
-    }
-
     /// Bindings and failures held.
     pub fn sizes(&self) -> Tables<usize> {
         Tables {
@@ -351,7 +340,6 @@ impl State {
         self.learned.sweep(now, |_, _| {});
         self.failed.sweep(now, |_, _| {});
         self.checked.sweep(now, |_, _| {});
-        self.answered_groups.sweep(now, |_, _| {});
     }
 
     /// When an entry may expire first.
@@ -360,7 +348,6 @@ impl State {
             self.learned.sweep_due(),
             self.failed.sweep_due(),
             self.checked.sweep_due(),
-            self.answered_groups.sweep_due(),
         ]
         .into_iter()
         .fold(None, crate::bounded::earliest)
