@@ -88,7 +88,7 @@ impl Discovery {
         let Some(txid) = Message::query_txid(payload) else {
             return;
         };
-        let Some(p) = self.inflight.probe(txid) else {
+        let Some(p) = self.inflight.probes().get(txid) else {
             return;
         };
         if p.to.is_some_and(|to| same_place(to, dest)) {
@@ -185,19 +185,19 @@ impl Discovery {
             .collect();
         let since = self.welcomes.arrived_at(q.sender().gid(), now);
         let before = since.unwrap_or(now);
-        for txid in self.inflight.asked_of_restarted(&ips, before) {
+        for txid in self.inflight.probes_mut().asked_of_restarted(&ips, before) {
             log::trace!("discovery: asking {from} again: it has just started");
             self.transmit(local, txid, Try::Extra, now);
         }
     }
 
     fn on_reply(&mut self, local: &Local, r: Reply, from: SocketAddr, now: Instant) {
-        let (txid, try_sent) = match self.inflight.try_of(r.txid()) {
+        let (txid, try_sent) = match self.inflight.probes().try_of(r.txid()) {
             Some(t) => t,
             None => (r.txid(), None),
         };
-        let Some(p) = self.inflight.probe(txid) else {
-            if self.inflight.is_late(txid, now) {
+        let Some(p) = self.inflight.probes().get(txid) else {
+            if self.inflight.probes_mut().is_late(txid, now) {
                 return self
                     .counts
                     .drops
@@ -287,7 +287,7 @@ impl Discovery {
         let claims: Vec<&Probe> = l
             .probes()
             .iter()
-            .filter_map(|t| self.inflight.probe(*t))
+            .filter_map(|t| self.inflight.probes().get(*t))
             .filter(|p| p.purpose == Purpose::Claim)
             .collect();
         if claims
@@ -305,7 +305,7 @@ impl Discovery {
             );
         }
         let ep = l.endpoint;
-        if let Some(p) = self.inflight.probe_mut(group) {
+        if let Some(p) = self.inflight.probes_mut().get_mut(group) {
             p.answered = true;
         }
         log::trace!("lookup {key}: claimed by {from}; asking it to confirm");
@@ -318,7 +318,7 @@ impl Discovery {
             ep,
             now,
         );
-        if let Some(p) = sent.and_then(|t| self.inflight.probe_mut(t)) {
+        if let Some(p) = sent.and_then(|t| self.inflight.probes_mut().get_mut(t)) {
             p.claimed = true;
         }
     }

@@ -210,7 +210,7 @@ impl Discovery {
         ep: EndpointId,
         now: Instant,
     ) -> Option<NonZeroU64> {
-        let txid = self.inflight.new_txid();
+        let txid = self.inflight.probes_mut().new_txid();
         let probe = Probe {
             key: key.clone(),
             target,
@@ -244,7 +244,7 @@ impl Discovery {
         send: Try,
         now: Instant,
     ) -> bool {
-        let Some(p) = self.inflight.probe(txid) else {
+        let Some(p) = self.inflight.probes().get(txid) else {
             return false;
         };
         // The try time of whom it asks, once for this try's wait and the
@@ -261,7 +261,7 @@ impl Discovery {
         let Some(this_try) = (if first {
             Some(txid)
         } else {
-            self.inflight.add_try(txid, now)
+            self.inflight.probes_mut().add_try(txid, now)
         }) else {
             return false;
         };
@@ -286,14 +286,16 @@ impl Discovery {
         if send == Try::Extra {
             return true;
         }
-        let Some(p) = self.inflight.probe_mut(txid) else {
+        let Some(p) = self.inflight.probes_mut().get_mut(txid) else {
             return false;
         };
         p.tries += 1;
         p.first_sent_at.get_or_insert(now);
         p.sent_at = Some(now);
         let (key, purpose) = (p.key.clone(), p.purpose);
-        self.inflight.set_probe_deadline(txid, now + this_wait);
+        self.inflight
+            .probes_mut()
+            .set_deadline(txid, now + this_wait);
         // A try that grew since the stage began (`rto.rs`) lengthens the
         // stage as if it had been planned with it, so that it does not cut
         // the last tries short: at most every try at the longest.
@@ -404,7 +406,7 @@ impl Discovery {
     /// A probe whose try timed out: sent again while it has tries left
     /// (and its lookup time), else given up.
     pub(super) fn probe_due(&mut self, local: &Local, txid: NonZeroU64, now: Instant) {
-        let Some(p) = self.inflight.probe(txid) else {
+        let Some(p) = self.inflight.probes().get(txid) else {
             return;
         };
         let in_time = match p.purpose {
@@ -436,7 +438,7 @@ impl Discovery {
             let key = p.key.clone();
             self.ask_groups(local, &key, now);
         }
-        let Some(p) = self.inflight.probe(txid) else {
+        let Some(p) = self.inflight.probes().get(txid) else {
             return;
         };
         if p.tries <= self.cfg.retries && in_time {

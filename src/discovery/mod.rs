@@ -398,7 +398,7 @@ impl Discovery {
 
     /// Retries, stage changes and announcements that are due.
     pub fn on_timers(&mut self, local: &Local, now: Instant) {
-        for txid in self.inflight.due_probes(now) {
+        for txid in self.inflight.probes().due(now) {
             self.probe_due(local, txid, now);
         }
         for key in self.inflight.due_lookups(now) {
@@ -409,7 +409,8 @@ impl Discovery {
             let confirmed = self.inflight.lookup(&key).is_some_and(|l| {
                 let silent = l.probes().iter().any(|t| {
                     self.inflight
-                        .probe(*t)
+                        .probes()
+                        .get(*t)
                         .is_some_and(|p| p.claimed && p.tries > 0)
                 });
                 decide::asks(l.stage) && !l.confirmed.is_empty() && !silent
@@ -439,7 +440,7 @@ impl Discovery {
         self.hints.sweep(now);
         self.welcomes.sweep(now);
         self.retry.refresh(now);
-        self.inflight.sweep(now);
+        self.inflight.probes_mut().sweep(now);
         if self.drops_logged.due(&self.counts.drops, now) {
             log::info!("discovery: datagrams dropped so far: {}", self.counts.drops);
         }
@@ -454,7 +455,7 @@ impl Discovery {
             self.responder.sweep_due(),
             self.hints.sweep_due(),
             self.welcomes.sweep_due(),
-            self.inflight.sweep_due(),
+            self.inflight.probes().sweep_due(),
             self.retry.refresh_due(),
             self.drops_logged.due_at(&self.counts.drops, now),
         ]

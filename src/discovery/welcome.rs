@@ -162,7 +162,7 @@ impl Discovery {
             return;
         }
         let (within, every) = welcome_pace(self.hints.endpoints_heard());
-        let after = self.inflight.jitter(within);
+        let after = self.inflight.probes_mut().jitter(within);
         let pace = (every, UNICAST_WELCOMES);
         // Without a key a newcomer takes no hint from a welcome sent to it
         // alone, and an address heard in an announcement may be anyone's:
@@ -229,8 +229,8 @@ impl Discovery {
         ) else {
             return false;
         };
-        let txid = self.inflight.new_txid();
-        self.inflight.remember_sent(txid, now);
+        let txid = self.inflight.probes_mut().new_txid();
+        self.inflight.probes_mut().remember_sent(txid, now);
         self.welcomes.listen_until = Some(now + WELCOME_LISTEN);
         let bytes = Message::from(Query::new(txid, wire, record)).encode();
         self.counts.traffic.start_queries += 1;

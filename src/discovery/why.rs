@@ -33,7 +33,7 @@ pub(super) fn stage_over(inflight: &mut InFlight, key: &Address, now: Instant) {
     let waiting: Vec<String> = l
         .probes()
         .iter()
-        .filter_map(|t| inflight.probe(*t))
+        .filter_map(|t| inflight.probes().get(*t))
         .map(|p| asked(p, now))
         .collect();
     let why = match (waiting.is_empty(), l.why.last()) {
