@@ -19,9 +19,9 @@ use super::inflight::{Probe, Purpose, MAX_CHECKS, MAX_CLAIMS};
 use super::lookup::Try;
 use super::responder::Answered;
 use super::state::Learned;
-use super::wire::{Announce, Answer, Message, Query, Reply};
+use super::wire::{Announce, Answer, EndpointRecord, Message, Query, Reply};
 use super::{Discovery, Outcome, CHECK_HOLDOFF};
-use crate::addr::Address;
+use crate::addr::{Address, Gid};
 use crate::local::{ip_of, Local};
 use acm_prov_sys::{ACM_STATUS_ENODATA, ACM_STATUS_ETIMEDOUT};
 use std::net::{IpAddr, SocketAddr};
@@ -424,21 +424,12 @@ impl Discovery {
             if local.is_own_gid(record.gid()) {
                 // This host's GID at an address it does not hold, which
                 // the record lists: whoever hears it would ask that
-                // address for the record's names (`hints.rs`). Answered as
-                // another endpoint announcing one of its names is.
+                // address for the record's names (`hints.rs`).
                 let forged = group
                     && !a.withdrawn()
                     && listed.contains(&record.gid())
                     && local.holder(&source).is_none();
-                if forged && self.announcer.defend(record.gid(), now) {
-                    log::info!(
-                        "discovery: our GID {} announced from {from}; announcing ours",
-                        record.gid()
-                    );
-                }
-                self.counts
-                    .drops
-                    .count(|d| &mut d.own, from, "our own announcement");
+                self.own_heard(record.gid(), forged, from, now);
                 continue;
             }
             let from_record = (group || welcome) && listed.contains(&record.gid());
@@ -464,26 +455,54 @@ impl Discovery {
                 if hint {
                     hints.push(key.clone());
                 }
-                if !matches!(key, Address::Name(_)) || !from_record {
-                    continue;
-                }
-                if a.withdrawn() {
-                    self.hints.withdrawn(key, record.gid());
-                    continue;
-                }
-                if self.hints.heard(key, record.gid(), from.ip(), now) {
-                    self.counts.disputed_names += 1;
-                }
-                if local.holder(key).is_some() && self.announcer.defend(record.gid(), now) {
-                    log::info!(
-                        "discovery: {key} is ours, but {} at {from} announced it; announcing ours",
-                        record.gid()
-                    );
-                }
+            }
+            if from_record {
+                self.names_heard(local, record, a.withdrawn(), from, now);
             }
         }
         for key in hints {
             self.check(local, &key, now);
         }
+    }
+
+    /// The names of `record`, announced (or withdrawn) on a group from an
+    /// address of its endpoint: whom to ask for them (`hints.rs`); one of
+    /// this host's, announced by another endpoint, is defended.
+    fn names_heard(
+        &mut self,
+        local: &Local,
+        record: &EndpointRecord,
+        withdrawn: bool,
+        from: SocketAddr,
+        now: Instant,
+    ) {
+        let names = record.addresses().iter().map(|w| w.address());
+        for key in names.filter(|a| matches!(a, Address::Name(_))) {
+            if withdrawn {
+                self.hints.withdrawn(key, record.gid());
+                continue;
+            }
+            if self.hints.heard(key, record.gid(), from.ip(), now) {
+                self.counts.disputed_names += 1;
+            }
+            if local.holder(key).is_some() && self.announcer.defend(record.gid(), now) {
+                log::info!(
+                    "discovery: {key} is ours, but {} at {from} announced it; announcing ours",
+                    record.gid()
+                );
+            }
+        }
+    }
+
+    /// An announcement of this host's GID `gid` arrived from `from`;
+    /// `forged` if from an address this host does not hold, on a group:
+    /// answered as another endpoint announcing one of its names is.
+    fn own_heard(&mut self, gid: Gid, forged: bool, from: SocketAddr, now: Instant) {
+        if forged && self.announcer.defend(gid, now) {
+            log::info!("discovery: our GID {gid} announced from {from}; announcing ours");
+        }
+        self.counts
+            .drops
+            .count(|d| &mut d.own, from, "our own announcement");
     }
 }

@@ -92,73 +92,8 @@ impl Discovery {
         };
         let (ep, so_far) = (l.endpoint, l.so_far);
         match stage {
-            Stage::Discover => {
-                let port = self.cfg.discovery_port;
-                let hinted = match key {
-                    Address::Name(_) => self.hints.whom(&key, now),
-                    _ => None,
-                };
-                // Every try at the time a try to whom it asks takes now
-                // (`rto.rs`).
-                let try_time = self.retry.timeout(hinted.or(ip_of(&key)), now);
-                if let Some(l) = self.inflight.lookup_mut(&key) {
-                    l.try_time = try_time;
-                }
-                let (to, purpose) = match hinted {
-                    // The one host that announced the name: its reply binds
-                    // the name as a confirmed claim does.
-                    Some(ip) => (Some(SocketAddr::new(ip, port)), Purpose::Claim),
-                    None => (
-                        ip_of(&key).map(|ip| SocketAddr::new(ip, port)),
-                        Purpose::Lookup,
-                    ),
-                };
-                let sent = self.send_probe(local, &key, key.clone(), to, purpose, ep, now);
-                if sent.is_none() {
-                    // Not asked: the stage could not find out.
-                    log::debug!("lookup {key}: no record of the source endpoint to send");
-                    if let Some(l) = self.inflight.lookup_mut(&key) {
-                        l.stage = Stage::Discover;
-                    }
-                    why::note(
-                        &mut self.inflight,
-                        &key,
-                        "no record of the source endpoint to send".into(),
-                    );
-                    return self.next_stage(local, &key, UNKNOWN, now);
-                }
-                let disputed = hinted.is_none() && self.hints.disputed(&key, now);
-                if let Some(l) = self.inflight.lookup_mut(&key) {
-                    l.stage = Stage::Discover;
-                    l.doing = match (hinted, disputed) {
-                        (Some(_), _) => Doing::AskingAnnouncer,
-                        (None, true) => Doing::AskingDisputed,
-                        (None, false) => Doing::Asking,
-                    };
-                }
-                let discovery_time =
-                    rto::stage_time(try_time, self.cfg.retries + 1, self.retry.ceiling());
-                self.inflight
-                    .set_lookup_deadline(&key, now + discovery_time);
-            }
-            Stage::Nss => {
-                let Address::Name(name) = &key else {
-                    return self.run_stage(local, key.clone(), Stage::Derive(0), now);
-                };
-                let tries = self.cfg.retries + 1;
-                let deadline =
-                    now + rto::stage_time(self.cfg.timeout(), tries, self.retry.ceiling());
-                self.out.work.resolver_jobs.push(NssJob {
-                    key: key.clone(),
-                    name: name.to_string(),
-                    deadline,
-                });
-                if let Some(l) = self.inflight.lookup_mut(&key) {
-                    l.stage = Stage::Nss;
-                    l.doing = Doing::Resolving;
-                }
-                self.inflight.set_lookup_deadline(&key, deadline);
-            }
+            Stage::Discover => self.discover(local, key, ep, now),
+            Stage::Nss => self.ask_resolver(local, key, now),
             Stage::Derive(i) => match self.cfg.derive.get(i).copied() {
                 None => {
                     let status = match so_far {
@@ -194,6 +129,76 @@ impl Discovery {
                 },
             },
         }
+    }
+
+    /// The discovery stage: an IP address asked of itself by unicast, a
+    /// name of the host that announced it (`hints.rs`) or of the groups.
+    fn discover(&mut self, local: &Local, key: Address, ep: EndpointId, now: Instant) {
+        let port = self.cfg.discovery_port;
+        let hinted = match key {
+            Address::Name(_) => self.hints.whom(&key, now),
+            _ => None,
+        };
+        // Every try at the time a try to whom it asks takes now
+        // (`rto.rs`).
+        let try_time = self.retry.timeout(hinted.or(ip_of(&key)), now);
+        if let Some(l) = self.inflight.lookup_mut(&key) {
+            l.try_time = try_time;
+        }
+        let (to, purpose) = match hinted {
+            // The one host that announced the name: its reply binds
+            // the name as a confirmed claim does.
+            Some(ip) => (Some(SocketAddr::new(ip, port)), Purpose::Claim),
+            None => (
+                ip_of(&key).map(|ip| SocketAddr::new(ip, port)),
+                Purpose::Lookup,
+            ),
+        };
+        let sent = self.send_probe(local, &key, key.clone(), to, purpose, ep, now);
+        if sent.is_none() {
+            // Not asked: the stage could not find out.
+            log::debug!("lookup {key}: no record of the source endpoint to send");
+            if let Some(l) = self.inflight.lookup_mut(&key) {
+                l.stage = Stage::Discover;
+            }
+            why::note(
+                &mut self.inflight,
+                &key,
+                "no record of the source endpoint to send".into(),
+            );
+            return self.next_stage(local, &key, UNKNOWN, now);
+        }
+        let disputed = hinted.is_none() && self.hints.disputed(&key, now);
+        if let Some(l) = self.inflight.lookup_mut(&key) {
+            l.stage = Stage::Discover;
+            l.doing = match (hinted, disputed) {
+                (Some(_), _) => Doing::AskingAnnouncer,
+                (None, true) => Doing::AskingDisputed,
+                (None, false) => Doing::Asking,
+            };
+        }
+        let discovery_time = rto::stage_time(try_time, self.cfg.retries + 1, self.retry.ceiling());
+        self.inflight
+            .set_lookup_deadline(&key, now + discovery_time);
+    }
+
+    /// The system resolver's stage (names only): the runtime asks it.
+    fn ask_resolver(&mut self, local: &Local, key: Address, now: Instant) {
+        let Address::Name(name) = &key else {
+            return self.run_stage(local, key.clone(), Stage::Derive(0), now);
+        };
+        let tries = self.cfg.retries + 1;
+        let deadline = now + rto::stage_time(self.cfg.timeout(), tries, self.retry.ceiling());
+        self.out.work.resolver_jobs.push(NssJob {
+            key: key.clone(),
+            name: name.to_string(),
+            deadline,
+        });
+        if let Some(l) = self.inflight.lookup_mut(&key) {
+            l.stage = Stage::Nss;
+            l.doing = Doing::Resolving;
+        }
+        self.inflight.set_lookup_deadline(&key, deadline);
     }
 
     /// Sends a new query for `target`, to `to` (the groups if `None`),
