@@ -183,6 +183,19 @@ pub struct Deadlines {
     pub announcements: Option<Instant>,
 }
 
+/// What discovery holds ([`Discovery::footprint`]).
+#[cfg(test)]
+#[derive(Debug)]
+pub(crate) struct Footprint {
+    pub in_flight: inflight::InFlightSizes,
+    /// What the engine has not yet taken.
+    pub datagrams: usize,
+    pub resolver_jobs: usize,
+    pub neighbour_jobs: usize,
+    pub outcomes: usize,
+    pub announcer: announce::AnnouncerSizes,
+}
+
 pub struct Discovery {
     cfg: Config,
     /// The sockets are open.
@@ -461,6 +474,26 @@ impl Discovery {
         ]
         .into_iter()
         .fold(None, earliest)
+    }
+
+    /// What it holds, table by table, for the tests of their bounds.
+    #[cfg(test)]
+    pub(crate) fn footprint(&self) -> Footprint {
+        let o = &self.out;
+        Footprint {
+            in_flight: self.inflight.sizes(),
+            datagrams: o.work.datagrams.len(),
+            resolver_jobs: o.work.resolver_jobs.len(),
+            neighbour_jobs: o.work.neighbour_jobs.len(),
+            outcomes: o.outcomes.len(),
+            announcer: self.announcer.sizes(),
+        }
+    }
+
+    /// The drops the log said last (`sweep`).
+    #[cfg(test)]
+    pub(crate) fn drops_said(&self) -> &DropCounts {
+        &self.drops_logged.said
     }
 
     /// What discovery wants done since the last call: the engine takes it
