@@ -168,7 +168,7 @@ impl Discovery {
         l.doing = Doing::Asking;
         let ep = l.endpoint;
         if l.failure == NO && l.probes().is_empty() {
-            self.hints.forget(key);
+            self.presence.hints_mut().forget(key);
         }
         log::trace!("lookup {key}: its announcer did not confirm it; asking the groups");
         let sent = self.send_probe(local, key, key.clone(), None, Purpose::Lookup, ep, now);

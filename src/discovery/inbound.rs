@@ -17,11 +17,12 @@ use super::auth::Rejection;
 use super::counts::DropReason;
 use super::inflight::{Probe, Purpose, MAX_CHECKS, MAX_CLAIMS};
 use super::lookup::Try;
+use super::presence::Around;
 use super::responder::Answered;
 use super::state::Learned;
 use super::wire::{Announce, Answer, EndpointRecord, Message, Query, Reply};
 use super::{Discovery, Outcome, CHECK_HOLDOFF};
-use crate::addr::{Address, Gid};
+use crate::addr::Address;
 use crate::local::{ip_of, Local};
 use acm_prov_sys::{ACM_STATUS_ENODATA, ACM_STATUS_ETIMEDOUT};
 use std::net::{IpAddr, SocketAddr};
@@ -183,12 +184,24 @@ impl Discovery {
             .iter()
             .filter_map(|w| ip_of(w.address()))
             .collect();
-        let since = self.welcomes.arrived_at(q.sender().gid(), now);
+        let since = self.presence.arrived_at(q.sender().gid(), now);
         let before = since.unwrap_or(now);
         for txid in self.inflight.probes_mut().asked_of_restarted(&ips, before) {
             log::trace!("discovery: asking {from} again: it has just started");
             self.transmit(local, txid, Try::Extra, now);
         }
+    }
+
+    /// The endpoint of `record`, at `from`, joined the segment: this host
+    /// announces itself to it (`welcome.rs`).
+    fn welcome(&mut self, local: &Local, record: &EndpointRecord, from: IpAddr, now: Instant) {
+        let mut around = Around {
+            keyed: self.auth.is_some(),
+            port: self.cfg.discovery_port,
+            state: &self.state,
+            probes: self.inflight.probes_mut(),
+        };
+        (self.presence).welcome(local, record, from, &mut around, now);
     }
 
     fn on_reply(&mut self, local: &Local, r: Reply, from: SocketAddr, now: Instant) {
@@ -408,7 +421,7 @@ impl Discovery {
         // Without a key anyone could send one naming any name, and nothing
         // would contradict it (docs/protocol.md, trust table: announcement
         // to this host alone).
-        let welcome = !group && self.auth.is_some() && self.welcomes.listening(now);
+        let welcome = !group && self.auth.is_some() && self.presence.listening(now);
         let source = Address::from(from.ip());
         // An endpoint whose addresses fill several records lists them in
         // the first (an address appears once per announcement): the
@@ -429,7 +442,10 @@ impl Discovery {
                     && !a.withdrawn()
                     && listed.contains(&record.gid())
                     && local.holder(&source).is_none();
-                self.own_heard(record.gid(), forged, from, now);
+                self.presence.own_heard(record.gid(), forged, from, now);
+                self.counts
+                    .drops
+                    .count(|d| &mut d.own, from, "our own announcement");
                 continue;
             }
             let from_record = (group || welcome) && listed.contains(&record.gid());
@@ -441,68 +457,19 @@ impl Discovery {
                 && from_record
                 && names
                 && !a.withdrawn()
-                && self.hints.endpoint_heard(record.gid(), now)
+                && self.presence.hints_mut().endpoint_heard(record.gid(), now)
             {
                 self.welcome(local, record, from.ip(), now);
             }
-            for w in record.addresses() {
-                let key = w.address();
-                let hint = match self.state.binding(key) {
-                    Some(l) if a.withdrawn() => l.gid == record.gid(),
-                    Some(l) => l.differs_from(record),
-                    None => false,
-                };
-                if hint {
-                    hints.push(key.clone());
-                }
-            }
+            hints.extend(self.state.contradicted_by(record, a.withdrawn()));
             if from_record {
-                self.names_heard(local, record, a.withdrawn(), from, now);
+                let withdrawn = a.withdrawn();
+                let disputed = (self.presence).names_heard(local, record, withdrawn, from, now);
+                self.counts.disputed_names += disputed;
             }
         }
         for key in hints {
             self.check(local, &key, now);
         }
-    }
-
-    /// The names of `record`, announced (or withdrawn) on a group from an
-    /// address of its endpoint: whom to ask for them (`hints.rs`); one of
-    /// this host's, announced by another endpoint, is defended.
-    fn names_heard(
-        &mut self,
-        local: &Local,
-        record: &EndpointRecord,
-        withdrawn: bool,
-        from: SocketAddr,
-        now: Instant,
-    ) {
-        let names = record.addresses().iter().map(|w| w.address());
-        for key in names.filter(|a| matches!(a, Address::Name(_))) {
-            if withdrawn {
-                self.hints.withdrawn(key, record.gid());
-                continue;
-            }
-            if self.hints.heard(key, record.gid(), from.ip(), now) {
-                self.counts.disputed_names += 1;
-            }
-            if local.holder(key).is_some() && self.announcer.defend(record.gid(), now) {
-                log::info!(
-                    "discovery: {key} is ours, but {} at {from} announced it; announcing ours",
-                    record.gid()
-                );
-            }
-        }
-    }
-
-    /// An announcement of this host's GID `gid` arrived from `from`;
-    /// `forged` if from an address this host does not hold, on a group:
-    /// answered as another endpoint announcing one of its names is.
-    fn own_heard(&mut self, gid: Gid, forged: bool, from: SocketAddr, now: Instant) {
-        if forged && self.announcer.defend(gid, now) {
-            log::info!("discovery: our GID {gid} announced from {from}; announcing ours");
-        }
-        self.counts
-            .drops
-            .count(|d| &mut d.own, from, "our own announcement");
     }
 }

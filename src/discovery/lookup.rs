@@ -136,7 +136,7 @@ impl Discovery {
     fn discover(&mut self, local: &Local, key: Address, ep: EndpointId, now: Instant) {
         let port = self.cfg.discovery_port;
         let hinted = match key {
-            Address::Name(_) => self.hints.whom(&key, now),
+            Address::Name(_) => self.presence.hints_mut().whom(&key, now),
             _ => None,
         };
         // Every try at the time a try to whom it asks takes now
@@ -168,7 +168,7 @@ impl Discovery {
             );
             return self.next_stage(local, &key, UNKNOWN, now);
         }
-        let disputed = hinted.is_none() && self.hints.disputed(&key, now);
+        let disputed = hinted.is_none() && self.presence.hints_mut().disputed(&key, now);
         if let Some(l) = self.inflight.lookup_mut(&key) {
             l.stage = Stage::Discover;
             l.doing = match (hinted, disputed) {

@@ -31,12 +31,12 @@ mod inflight;
 pub mod inspect;
 mod lookup;
 mod names;
+mod presence;
 pub mod ratelimit;
 mod responder;
 mod rto;
 pub mod seal;
 pub mod state;
-mod welcome;
 mod why;
 pub mod wire;
 mod work;
@@ -49,13 +49,12 @@ use crate::entropy::Seed;
 use crate::handle::EndpointId;
 use crate::local::Local;
 use crate::summary::Summary;
-use announce::Announcer;
 use auth::Auth;
 use counts::{Counts, DropCounts};
 use inflight::InFlight;
+use presence::welcome;
 use state::{Learned, State};
 use std::time::{Duration, Instant};
-use welcome::Welcomes;
 use wire::{EndpointRecord, WireAddress, MAX_ADDRESSES};
 
 pub use announce::welcome_pace;
@@ -206,9 +205,9 @@ pub struct Discovery {
     inflight: InFlight,
     /// How long a try of a query waits (`rto.rs`).
     retry: rto::RetryTimers,
-    announcer: Announcer,
-    /// Whom to ask for a name, from the announcements heard.
-    hints: hints::Hints,
+    /// Its announcements, the names others announced, the hosts that
+    /// join (`presence.rs`).
+    presence: presence::Presence,
     counts: Counts,
     drops_logged: Summary<DropCounts>,
     /// Opens discovery datagrams when authentication is on.
@@ -219,8 +218,6 @@ pub struct Discovery {
     out: Output,
     /// Faults to inject into itself (off but in simulations).
     buggify: Buggify,
-    /// Hosts that joined and were welcomed (`welcome.rs`).
-    welcomes: Welcomes,
     failures_logged: why::FailureLog,
 }
 
@@ -262,14 +259,12 @@ impl Discovery {
             responder: responder::Responder::new(cfg),
             cfg: cfg.clone(),
             families: Families::NONE,
-            announcer: Announcer::new(cfg.addr_timeout.duration(), seed.clone()),
-            hints: hints::Hints::new(cfg.max_learned, cfg.addr_timeout.duration()),
+            presence: presence::Presence::new(cfg, seed.clone()),
             counts: Counts::default(),
             drops_logged: Summary::default(),
             auth: None,
             out: Output::default(),
             buggify,
-            welcomes: Welcomes::new(),
             failures_logged: why::FailureLog::default(),
         }
     }
@@ -286,7 +281,7 @@ impl Discovery {
         match (was_up, families.any()) {
             (false, true) => {
                 self.responder.opened(now);
-                self.announcer.start()
+                self.presence.start()
             }
             (true, true) => self.schedule_announce(),
             _ => {}
@@ -355,7 +350,7 @@ impl Discovery {
     pub fn status(&self) -> Status {
         let (held, evicted) = (self.state.sizes(), self.state.evicted());
         let in_flight = self.inflight.sizes();
-        let hints = self.hints.sizes();
+        let hints = self.presence.hints().sizes();
         Status {
             up: self.families.any(),
             bindings: held.bindings,
@@ -371,8 +366,8 @@ impl Discovery {
             try_time: self.retry.current(),
             hints: hints.names,
             hint_queue: hints.queue,
-            max_hints: self.hints.capacity(),
-            hints_refused: self.hints.refused,
+            max_hints: self.presence.hints().capacity(),
+            hints_refused: self.presence.hints().refused,
         }
     }
 
@@ -384,14 +379,14 @@ impl Discovery {
     /// Announces this host's endpoints soon (they changed): from the next
     /// timer on, which [`Discovery::deadlines`] makes due at once.
     pub fn schedule_announce(&mut self) {
-        self.announcer.schedule();
+        self.presence.schedule();
     }
 
     /// Withdraws addresses of endpoint `ep` (`only` one, or all): call
     /// before they leave `local`.
     pub fn withdraw(&mut self, local: &Local, ep: EndpointId, only: Option<&Address>) {
         if self.families.any() {
-            self.announcer.withdraw(local, ep, only);
+            self.presence.withdraw(local, ep, only);
         }
     }
 
@@ -405,7 +400,7 @@ impl Discovery {
         };
         Deadlines {
             lookups,
-            announcements: self.announcer.next_wake(asap),
+            announcements: self.presence.next_wake(asap),
         }
     }
 
@@ -436,13 +431,11 @@ impl Discovery {
                 self.next_stage(local, &key, inflight::UNKNOWN, now);
             }
         }
-        let sent =
-            self.announcer
-                .on_timers(local, self.families, now, &mut self.out.work.datagrams);
-        self.counts.traffic.announcements += sent as u64;
-        if self.announcer.take_start_query() && !self.send_start_query(local, now) {
-            self.announcer.start_query_unsent();
-        }
+        let around = (self.families, self.inflight.probes_mut());
+        let out = &mut self.out.work.datagrams;
+        let sent = self.presence.on_timers(local, around, now, out);
+        self.counts.traffic.announcements += sent.announcements as u64;
+        self.counts.traffic.start_queries += u64::from(sent.start_query);
     }
 
     /// Forgets what expired from the tables, and says in the log what was
@@ -450,8 +443,7 @@ impl Discovery {
     pub fn sweep(&mut self, now: Instant) {
         self.state.sweep(now);
         self.responder.sweep(now);
-        self.hints.sweep(now);
-        self.welcomes.sweep(now);
+        self.presence.sweep(now);
         self.retry.refresh(now);
         self.inflight.probes_mut().sweep(now);
         if self.drops_logged.due(&self.counts.drops, now) {
@@ -466,8 +458,7 @@ impl Discovery {
         [
             self.state.sweep_due(),
             self.responder.sweep_due(),
-            self.hints.sweep_due(),
-            self.welcomes.sweep_due(),
+            self.presence.sweep_due(),
             self.inflight.probes().sweep_due(),
             self.retry.refresh_due(),
             self.drops_logged.due_at(&self.counts.drops, now),
@@ -486,7 +477,7 @@ impl Discovery {
             resolver_jobs: o.work.resolver_jobs.len(),
             neighbour_jobs: o.work.neighbour_jobs.len(),
             outcomes: o.outcomes.len(),
-            announcer: self.announcer.sizes(),
+            announcer: self.presence.announcer_sizes(),
         }
     }
 

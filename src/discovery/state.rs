@@ -304,6 +304,20 @@ impl State {
         gone
     }
 
+    /// The addresses bound here that `record`, announced (or `withdrawn`),
+    /// says something else about: hints, each to be checked.
+    pub(super) fn contradicted_by(&self, record: &EndpointRecord, withdrawn: bool) -> Vec<Address> {
+        let addresses = record.addresses().iter().map(|w| w.address());
+        addresses
+            .filter(|key| match self.learned.get(key) {
+                Some(l) if withdrawn => l.gid == record.gid(),
+                Some(l) => l.differs_from(record),
+                None => false,
+            })
+            .cloned()
+            .collect()
+    }
+
     /// Whether `key` may be checked: not checked lately.
     pub(super) fn check_due(&mut self, key: &Address, now: Instant) -> bool {
         self.checked.get_live(key, now).is_none()
