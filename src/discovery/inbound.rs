@@ -371,7 +371,7 @@ impl Discovery {
             self.state.checked(key, now + CHECK_HOLDOFF);
             // In doubt until its holder answers: requests wait for the
             // reply rather than take a GID that may have gone
-            // (`Discovery::learned`).
+            // (`Discovery::resolve`).
             self.out.outcomes.push(Outcome::Changed(key.clone()));
         }
     }
@@ -413,7 +413,7 @@ impl Discovery {
         // something new about that this host has a binding for is checked
         // with its holder. Addresses never asked about are ignored. Names
         // heard on a group, from an address of the record, become hints of
-        // whom to ask (`hints.rs`); one announced to a single host is not
+        // whom to ask (`hints/`); one announced to a single host is not
         // heard by the name's holder, who could not contradict it.
         let group = to.is_some_and(|ip| ip.is_multicast());
         // Sent to this host alone, in the seconds after its start query: a
@@ -437,7 +437,7 @@ impl Discovery {
             if local.is_own_gid(record.gid()) {
                 // This host's GID at an address it does not hold, which
                 // the record lists: whoever hears it would ask that
-                // address for the record's names (`hints.rs`).
+                // address for the record's names (`hints/`).
                 let forged = group
                     && !a.withdrawn()
                     && listed.contains(&record.gid())

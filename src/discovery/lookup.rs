@@ -132,7 +132,7 @@ impl Discovery {
     }
 
     /// The discovery stage: an IP address asked of itself by unicast, a
-    /// name of the host that announced it (`hints.rs`) or of the groups.
+    /// name of the host that announced it (`hints/`) or of the groups.
     fn discover(&mut self, local: &Local, key: Address, ep: EndpointId, now: Instant) {
         let port = self.cfg.discovery_port;
         let hinted = match key {

@@ -1,13 +1,21 @@
 //! Resolution between hosts (docs/protocol.md): a component with its own
 //! state behind a narrow interface to the request path.
 //!
-//! In: a miss to look up ([`Discovery::start_lookup`]), a datagram
+//! In: a miss ([`Discovery::resolve`]: what a destination resolves to
+//! now, a lookup started if nothing knows), a datagram
 //! ([`Discovery::on_datagram`]), the time ([`Discovery::on_timers`]), and
-//! a read-only view of this host's endpoints ([`Local`]). Out: datagrams
-//! to send, and [`Outcome`]s for the request path: a lookup resolved or
-//! failed, a binding that changed. What it learned is read through
-//! [`Discovery::learned`]. The requests waiting for a lookup stay with the
-//! request path; discovery never sees one.
+//! a read-only view of this host's endpoints ([`Local`]). Out: one
+//! [`Output`], its [`Work`] (datagrams, jobs for the resolvers and the
+//! neighbour table) and [`Outcome`]s for the request path: a lookup
+//! resolved (with its [`Binding`]) or failed, a binding that changed. The
+//! requests waiting for a lookup stay with the request path; discovery
+//! never sees one.
+//!
+//! Its parts keep their fields to themselves: what is in flight
+//! (`inflight/`: lookups and checks, and their `Probes`), the bindings
+//! (`state.rs`), this host's presence and what it heard of the others'
+//! (`presence/`: announcements, name hints, welcomes), the answers to
+//! other hosts' queries (`responder.rs`).
 //!
 //! A miss that only another host can answer becomes a lookup: a QUERY
 //! (unicast to an IP destination, to the discovery groups for a name),
@@ -133,7 +141,7 @@ impl Output {
     }
 }
 
-/// Why a lookup cannot start ([`Discovery::lookup_room`]).
+/// Why a lookup cannot start ([`Resolution::Refused`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Refused {
     /// Nothing could find it: no discovery sockets for a name, nor a
@@ -165,7 +173,7 @@ pub struct Status {
     /// How long a try of a query waits now (`rto.rs`).
     pub try_time: Duration,
     /// Name hints kept, places in their order's queue, and the most
-    /// hints kept (`hints.rs`).
+    /// hints kept (`hints/`).
     pub hints: usize,
     pub hint_queue: usize,
     pub max_hints: usize,
@@ -201,7 +209,7 @@ pub struct Discovery {
     /// The families the sockets are open for (none: discovery is down).
     families: Families,
     state: State,
-    /// Lookups, their probes and checks, linked (`inflight.rs`).
+    /// Lookups, their probes and checks, linked (`inflight/`).
     inflight: InFlight,
     /// How long a try of a query waits (`rto.rs`).
     retry: rto::RetryTimers,

@@ -41,7 +41,7 @@ pub enum Doing {
     /// Asking hosts (an IP address of itself, a name of the groups, the
     /// addresses the system's resolver gave), or deriving.
     Asking,
-    /// A name asked of the one host its announcements named (`hints.rs`),
+    /// A name asked of the one host its announcements named (`hints/`),
     /// not yet of the groups.
     AskingAnnouncer,
     /// A name two endpoints announced, asked of the groups: its group

@@ -58,7 +58,7 @@ pub struct Probe {
     /// A group query that some host answered: it is not sent again.
     pub answered: bool,
     /// Sent once more, at once, because the host it asks said it had just
-    /// started (`InFlight::asked_of_restarted`).
+    /// started (`Probes::asked_of_restarted`).
     pub asked_again: bool,
     /// A claimant's confirmation: the host answered the lookup's group
     /// query. Its silence leaves the name undecided (`decide.rs`).

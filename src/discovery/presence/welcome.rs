@@ -1,7 +1,7 @@
 //! How a host that joins a running segment learns whom to ask for its
 //! names, and why one that has run for a week still knows.
 //!
-//! Names are asked of the host that announced them (`hints.rs`); a host
+//! Names are asked of the host that announced them (`hints/`); a host
 //! announces itself when it starts and when its endpoints change, and
 //! renews its announcements every two fifths of `urdma_addr_timeout`
 //! (`announce.rs`), so what its peers heard never expires while it runs.
@@ -15,7 +15,7 @@
 //! answers does not grow with the number of hosts.
 //!
 //! Whatever this teaches is a hint, heard on a group, where the name's
-//! holder hears a forgery too and contradicts it (`hints.rs`); a forged
+//! holder hears a forgery too and contradicts it (`hints/`); a forged
 //! start query costs the segment one announcement per host, paced. Only
 //! with a key is a host welcomed by unicast, and only then does it take
 //! the names of announcements sent to it alone: without one, anyone could
