@@ -365,7 +365,7 @@ impl Announcer {
     /// within [`DEFEND_DELAY`], so that whoever heard the other also hears
     /// this one and asks the groups. Once per endpoint in
     /// [`DEFEND_AGAIN`], and again once a host joined since (it would hear
-    /// the other alone, and take its word within a second: `hints.rs`);
+    /// the other alone, and take its word within a second: `hints/`);
     /// true if this one is answered.
     pub fn defend(&mut self, gid: Gid, now: Instant) -> bool {
         let newcomers = self.newcomers;

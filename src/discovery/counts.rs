@@ -109,7 +109,7 @@ pub struct Counts {
     pub drops: DropCounts,
     pub traffic: Traffic,
     pub lookups: LookupStats,
-    /// Hints not checked because [`super::state::MAX_CHECKS`] checks were
+    /// Hints not checked because `MAX_CHECKS` (`inflight/probe.rs`) checks were
     /// in flight.
     pub checks_skipped: u64,
     /// Checks whose holder never answered: the binding was kept.

@@ -3,8 +3,7 @@
 //! it once every holder had its chance to claim it (the claim window);
 //! two that disagree get no answer, as a wrong answer is worse than none.
 
-use super::inflight::Doing;
-use super::state::{Purpose, Stage, NO, UNKNOWN};
+use super::inflight::{Doing, Purpose, Stage, NO, UNKNOWN};
 use super::Discovery;
 use crate::addr::Address;
 use crate::local::Local;
@@ -84,14 +83,15 @@ impl Discovery {
         let claims_pending = l
             .probes()
             .iter()
-            .filter_map(|t| self.inflight.probe(*t))
+            .filter_map(|t| self.inflight.probes().get(*t))
             .any(|p| matches!(p.purpose, Purpose::Claim | Purpose::Address));
         if claims_pending {
             return;
         }
         let group = l.probes().iter().copied().find(|t| {
             self.inflight
-                .probe(*t)
+                .probes()
+                .get(*t)
                 .is_some_and(|p| p.purpose == Purpose::Lookup && p.to.is_none())
         });
         if let (Some(g), false) = (group, l.confirmed.is_empty()) {
@@ -103,17 +103,18 @@ impl Discovery {
             let timeout = self.retry.timeout(None, now);
             let disputed = l.doing == Doing::AskingDisputed;
             let window = claim_window(disputed, authenticated, self.cfg.claim_window, timeout);
-            let sent = self.inflight.probe(g).and_then(|p| p.sent_at);
+            let sent = self.inflight.probes().get(g).and_then(|p| p.sent_at);
             let decide_at = sent.map_or(now, |t| t + window);
             if now < decide_at {
-                if let Some(p) = self.inflight.probe_mut(g) {
+                if let Some(p) = self.inflight.probes_mut().get_mut(g) {
                     p.answered = true;
                 }
                 let due = self
                     .inflight
-                    .probe_deadline(g)
+                    .probes()
+                    .deadline(g)
                     .map_or(decide_at, |d| d.min(decide_at));
-                self.inflight.set_probe_deadline(g, due);
+                self.inflight.probes_mut().set_deadline(g, due);
                 return;
             }
             self.inflight.end_probe(g, now);
@@ -167,7 +168,7 @@ impl Discovery {
         l.doing = Doing::Asking;
         let ep = l.endpoint;
         if l.failure == NO && l.probes().is_empty() {
-            self.hints.forget(key);
+            self.presence.hints_mut().forget(key);
         }
         log::trace!("lookup {key}: its announcer did not confirm it; asking the groups");
         let sent = self.send_probe(local, key, key.clone(), None, Purpose::Lookup, ep, now);

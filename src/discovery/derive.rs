@@ -1,7 +1,8 @@
 //! The derivations (`urdma_derive`) that need the neighbour table: a GID
 //! computed from a peer's MAC, for peers that do not run the provider.
 
-use super::state::{Learned, Stage};
+use super::inflight::Stage;
+use super::state::Learned;
 use super::{Datagram, Discovery, NeighbourJob};
 use crate::addr::Gid;
 use crate::config::Derivation;

@@ -15,22 +15,19 @@
 
 use super::auth::Rejection;
 use super::counts::DropReason;
+use super::inflight::{Probe, Purpose, MAX_CHECKS, MAX_CLAIMS};
 use super::lookup::Try;
-use super::state::{Learned, Probe, Purpose, MAX_CHECKS, MAX_CLAIMS};
-use super::wire::{Announce, Answer, Message, Query, Reply};
-use super::{Datagram, Discovery, Outcome, CHECK_HOLDOFF};
+use super::presence::Around;
+use super::responder::Answered;
+use super::state::Learned;
+use super::wire::{Announce, Answer, EndpointRecord, Message, Query, Reply};
+use super::{Discovery, Outcome, CHECK_HOLDOFF};
 use crate::addr::Address;
-use crate::buggify::Fault;
 use crate::local::{ip_of, Local};
 use acm_prov_sys::{ACM_STATUS_ENODATA, ACM_STATUS_ETIMEDOUT};
 use std::net::{IpAddr, SocketAddr};
 use std::num::NonZeroU64;
-use std::time::{Duration, Instant};
-
-/// How long the copies of one group query are taken for one: they arrive
-/// together (one per family); a try sent again comes `urdma_timeout`
-/// later and is answered again.
-const SAME_QUERY: Duration = Duration::from_millis(20);
+use std::time::Instant;
 
 /// Whether a reply came from where its query went (the port too: a reply
 /// from another port of the host is not the provider's).
@@ -92,7 +89,7 @@ impl Discovery {
         let Some(txid) = Message::query_txid(payload) else {
             return;
         };
-        let Some(p) = self.inflight.probe(txid) else {
+        let Some(p) = self.inflight.probes().get(txid) else {
             return;
         };
         if p.to.is_some_and(|to| same_place(to, dest)) {
@@ -101,9 +98,9 @@ impl Discovery {
         }
     }
 
-    /// Counts a dropped datagram under `reason` and says why at trace
-    /// level; `why` is formatted only when tracing is on, so a flood of
-    /// garbage costs a count, not a string, per datagram.
+    /// A query from another host: a hint about the address it asked from,
+    /// a start query to welcome, and a question that only the holder of
+    /// its target answers (`responder.rs`).
     fn on_query(
         &mut self,
         local: &Local,
@@ -152,86 +149,68 @@ impl Discovery {
                 }
             );
             self.welcome(local, q.sender(), from.ip(), now);
-            // What was asked of it before it was first heard may have found
-            // nobody listening, and would wait out its try (2 s for a last
-            // one) before asking again: a lookup across a peer's restart
-            // would fail. Asked once more now; the reply still binds only
-            // as a reply does. What left after it was heard reached it, and
-            // asked again would double what a restarted host answers.
             if lists_source {
-                let ips: Vec<IpAddr> = q
-                    .sender()
-                    .addresses()
-                    .iter()
-                    .filter_map(|w| ip_of(w.address()))
-                    .collect();
-                let since = self.welcomes.arrived_at(q.sender().gid(), now);
-                let before = since.unwrap_or(now);
-                for txid in self.inflight.asked_of_restarted(&ips, before) {
-                    log::trace!("discovery: asking {from} again: it has just started");
-                    self.transmit(local, txid, Try::Extra, now);
-                }
+                self.ask_again(local, &q, from, now);
             }
         }
-        let target = q.target().address().clone();
-        let answer = match local
-            .holder(&target)
-            .and_then(|ep| super::record_for(local, ep, Some(&target)))
+        match self
+            .responder
+            .answer(local, &q, (from, to), &mut self.buggify, now)
         {
-            Some(record) => Answer::Found(record),
-            // Every host of the segment gets a group query: only the
-            // holder answers, or one query would bring a reply from each.
-            None if group => return,
-            None if starting(self.up_at, local, now) => {
-                log::trace!("discovery: {from} asked for {target}: not ours yet, starting");
-                return;
+            Answered::Reply(d) => {
+                self.counts.traffic.replies += 1;
+                self.out.work.datagrams.push(d);
             }
-            None => Answer::Refused,
-        };
-        let found = matches!(answer, Answer::Found(_));
-        if group {
-            let copy = (q.txid().get(), q.sender().gid());
-            if !self.state.first_copy(copy, now, now + SAME_QUERY) {
-                // The same query through the other family's group.
-                return;
+            Answered::RateLimited => {
+                self.counts
+                    .drops
+                    .count(|d| &mut d.rate_limited, from, "over urdma_reply_rate")
             }
+            Answered::Nothing => {}
         }
-        // Group queries unlimited: forged in an asker's name they would
-        // silence the holder's claims to it (trust table: group query).
-        if !group && !self.reply_limit.allow(from.ip(), now) {
-            return self
-                .counts
-                .drops
-                .count(|d| &mut d.rate_limited, from, "over urdma_reply_rate");
+    }
+
+    /// The host that sent start query `q` from `from` has just started:
+    /// what was asked of it before it was first heard may have found
+    /// nobody listening, and would wait out its try (2 s for a last one)
+    /// before asking again: a lookup across a peer's restart would fail.
+    /// Asked once more now; the reply still binds only as a reply does.
+    /// What left after it was heard reached it, and asked again would
+    /// double what a restarted host answers.
+    fn ask_again(&mut self, local: &Local, q: &Query, from: SocketAddr, now: Instant) {
+        let ips: Vec<IpAddr> = q
+            .sender()
+            .addresses()
+            .iter()
+            .filter_map(|w| ip_of(w.address()))
+            .collect();
+        let since = self.presence.arrived_at(q.sender().gid(), now);
+        let before = since.unwrap_or(now);
+        for txid in self.inflight.probes_mut().asked_of_restarted(&ips, before) {
+            log::trace!("discovery: asking {from} again: it has just started");
+            self.transmit(local, txid, Try::Extra, now);
         }
-        if self.buggify.fires(Fault::ReplyWithheld) {
-            return;
-        }
-        let Ok(reply) = q.reply(answer) else {
-            return;
+    }
+
+    /// The endpoint of `record`, at `from`, joined the segment: this host
+    /// announces itself to it (`welcome.rs`).
+    fn welcome(&mut self, local: &Local, record: &EndpointRecord, from: IpAddr, now: Instant) {
+        let mut around = Around {
+            keyed: self.auth.is_some(),
+            port: self.cfg.discovery_port,
+            state: &self.state,
+            probes: self.inflight.probes_mut(),
         };
-        log::trace!(
-            "discovery: {from} asked for {target}: {}",
-            if found { "ours" } else { "refused" }
-        );
-        // A reply to a unicast query comes from the queried address, the
-        // only source the asker accepts.
-        let from_addr = to.filter(|ip| !ip.is_multicast());
-        self.counts.traffic.replies += 1;
-        self.out.work.datagrams.push(Datagram::Unicast {
-            to: from,
-            from: from_addr,
-            bytes: Message::from(reply).encode(),
-        });
+        (self.presence).welcome(local, record, from, &mut around, now);
     }
 
     fn on_reply(&mut self, local: &Local, r: Reply, from: SocketAddr, now: Instant) {
-        let (txid, try_sent) = match self.inflight.try_of(r.txid()) {
+        let (txid, try_sent) = match self.inflight.probes().try_of(r.txid()) {
             Some(t) => t,
             None => (r.txid(), None),
         };
-        let Some(p) = self.inflight.probe(txid) else {
-            if self.inflight.is_late(txid, now) {
+        let Some(p) = self.inflight.probes().get(txid) else {
+            if self.inflight.probes_mut().is_late(txid, now) {
                 return self
                     .counts
                     .drops
@@ -321,7 +300,7 @@ impl Discovery {
         let claims: Vec<&Probe> = l
             .probes()
             .iter()
-            .filter_map(|t| self.inflight.probe(*t))
+            .filter_map(|t| self.inflight.probes().get(*t))
             .filter(|p| p.purpose == Purpose::Claim)
             .collect();
         if claims
@@ -339,7 +318,7 @@ impl Discovery {
             );
         }
         let ep = l.endpoint;
-        if let Some(p) = self.inflight.probe_mut(group) {
+        if let Some(p) = self.inflight.probes_mut().get_mut(group) {
             p.answered = true;
         }
         log::trace!("lookup {key}: claimed by {from}; asking it to confirm");
@@ -352,7 +331,7 @@ impl Discovery {
             ep,
             now,
         );
-        if let Some(p) = sent.and_then(|t| self.inflight.probe_mut(t)) {
+        if let Some(p) = sent.and_then(|t| self.inflight.probes_mut().get_mut(t)) {
             p.claimed = true;
         }
     }
@@ -392,7 +371,7 @@ impl Discovery {
             self.state.checked(key, now + CHECK_HOLDOFF);
             // In doubt until its holder answers: requests wait for the
             // reply rather than take a GID that may have gone
-            // (`Discovery::learned`).
+            // (`Discovery::resolve`).
             self.out.outcomes.push(Outcome::Changed(key.clone()));
         }
     }
@@ -434,7 +413,7 @@ impl Discovery {
         // something new about that this host has a binding for is checked
         // with its holder. Addresses never asked about are ignored. Names
         // heard on a group, from an address of the record, become hints of
-        // whom to ask (`hints.rs`); one announced to a single host is not
+        // whom to ask (`hints/`); one announced to a single host is not
         // heard by the name's holder, who could not contradict it.
         let group = to.is_some_and(|ip| ip.is_multicast());
         // Sent to this host alone, in the seconds after its start query: a
@@ -442,7 +421,7 @@ impl Discovery {
         // Without a key anyone could send one naming any name, and nothing
         // would contradict it (docs/protocol.md, trust table: announcement
         // to this host alone).
-        let welcome = !group && self.auth.is_some() && self.welcomes.listening(now);
+        let welcome = !group && self.auth.is_some() && self.presence.listening(now);
         let source = Address::from(from.ip());
         // An endpoint whose addresses fill several records lists them in
         // the first (an address appears once per announcement): the
@@ -458,18 +437,12 @@ impl Discovery {
             if local.is_own_gid(record.gid()) {
                 // This host's GID at an address it does not hold, which
                 // the record lists: whoever hears it would ask that
-                // address for the record's names (`hints.rs`). Answered as
-                // another endpoint announcing one of its names is.
+                // address for the record's names (`hints/`).
                 let forged = group
                     && !a.withdrawn()
                     && listed.contains(&record.gid())
                     && local.holder(&source).is_none();
-                if forged && self.announcer.defend(record.gid(), now) {
-                    log::info!(
-                        "discovery: our GID {} announced from {from}; announcing ours",
-                        record.gid()
-                    );
-                }
+                self.presence.own_heard(record.gid(), forged, from, now);
                 self.counts
                     .drops
                     .count(|d| &mut d.own, from, "our own announcement");
@@ -484,50 +457,19 @@ impl Discovery {
                 && from_record
                 && names
                 && !a.withdrawn()
-                && self.hints.endpoint_heard(record.gid(), now)
+                && self.presence.hints_mut().endpoint_heard(record.gid(), now)
             {
                 self.welcome(local, record, from.ip(), now);
             }
-            for w in record.addresses() {
-                let key = w.address();
-                let hint = match self.state.binding(key) {
-                    Some(l) if a.withdrawn() => l.gid == record.gid(),
-                    Some(l) => l.differs_from(record),
-                    None => false,
-                };
-                if hint {
-                    hints.push(key.clone());
-                }
-                if !matches!(key, Address::Name(_)) || !from_record {
-                    continue;
-                }
-                if a.withdrawn() {
-                    self.hints.withdrawn(key, record.gid());
-                    continue;
-                }
-                if self.hints.heard(key, record.gid(), from.ip(), now) {
-                    self.counts.disputed_names += 1;
-                }
-                if local.holder(key).is_some() && self.announcer.defend(record.gid(), now) {
-                    log::info!(
-                        "discovery: {key} is ours, but {} at {from} announced it; announcing ours",
-                        record.gid()
-                    );
-                }
+            hints.extend(self.state.contradicted_by(record, a.withdrawn()));
+            if from_record {
+                let withdrawn = a.withdrawn();
+                let disputed = (self.presence).names_heard(local, record, withdrawn, from, now);
+                self.counts.disputed_names += disputed;
             }
         }
         for key in hints {
             self.check(local, &key, now);
         }
     }
-}
-
-/// Whether a host whose sockets opened at `up_at` may not hold all its
-/// addresses yet: within [`super::STARTING`] of that, or holding none.
-fn starting(up_at: Option<Instant>, local: &Local, now: Instant) -> bool {
-    let recent = up_at.is_none_or(|t| now < t + super::STARTING);
-    recent
-        || local
-            .endpoint_ids()
-            .all(|ep| local.addresses_of(ep).next().is_none())
 }

@@ -54,7 +54,7 @@ pub fn view(
             expires_in: seconds_until(expires, now),
         })
         .collect();
-    (bindings, d.hints.view(only, now), failures)
+    (bindings, d.presence.hints().view(only, now), failures)
 }
 
 /// Forgets what discovery learned about `which` (`None`: everything):
@@ -63,7 +63,7 @@ pub fn view(
 /// how many entries went.
 pub fn forget(d: &mut Discovery, which: Option<&Address>, now: Instant) -> usize {
     let Some(a) = which else {
-        return d.state.forget_all() + d.hints.clear();
+        return d.state.forget_all() + d.presence.hints_mut().clear();
     };
     let mut n = 0;
     if let Some(l) = d.state.binding(a) {
@@ -83,8 +83,8 @@ pub fn forget(d: &mut Discovery, which: Option<&Address>, now: Instant) -> usize
     let failures = d.state.failures();
     d.state.forget_failures(Some(std::slice::from_ref(a)));
     n += failures - d.state.failures();
-    if !d.hints.view(Some(a), now).is_empty() {
-        d.hints.forget(a);
+    if !d.presence.hints().view(Some(a), now).is_empty() {
+        d.presence.hints_mut().forget(a);
         n += 1;
     }
     n

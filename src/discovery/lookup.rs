@@ -11,9 +11,9 @@
 //! error, a stage cut short) it fails ETIMEDOUT, which is never
 //! remembered: the next request asks again.
 
-use super::inflight::{Doing, Lookup, SoFar};
+use super::inflight::{Doing, Lookup, Probe, Purpose, SoFar, Stage, NO, UNKNOWN};
 use super::rto;
-use super::state::{Learned, Probe, Purpose, Source, Stage, NO, UNKNOWN};
+use super::state::{Learned, Source};
 use super::why;
 use super::wire::{Message, Query, WireAddress};
 use super::{Datagram, Discovery, NeighbourJob, NssJob, Outcome, Refused};
@@ -92,73 +92,8 @@ impl Discovery {
         };
         let (ep, so_far) = (l.endpoint, l.so_far);
         match stage {
-            Stage::Discover => {
-                let port = self.cfg.discovery_port;
-                let hinted = match key {
-                    Address::Name(_) => self.hints.whom(&key, now),
-                    _ => None,
-                };
-                // Every try at the time a try to whom it asks takes now
-                // (`rto.rs`).
-                let try_time = self.retry.timeout(hinted.or(ip_of(&key)), now);
-                if let Some(l) = self.inflight.lookup_mut(&key) {
-                    l.try_time = try_time;
-                }
-                let (to, purpose) = match hinted {
-                    // The one host that announced the name: its reply binds
-                    // the name as a confirmed claim does.
-                    Some(ip) => (Some(SocketAddr::new(ip, port)), Purpose::Claim),
-                    None => (
-                        ip_of(&key).map(|ip| SocketAddr::new(ip, port)),
-                        Purpose::Lookup,
-                    ),
-                };
-                let sent = self.send_probe(local, &key, key.clone(), to, purpose, ep, now);
-                if sent.is_none() {
-                    // Not asked: the stage could not find out.
-                    log::debug!("lookup {key}: no record of the source endpoint to send");
-                    if let Some(l) = self.inflight.lookup_mut(&key) {
-                        l.stage = Stage::Discover;
-                    }
-                    why::note(
-                        &mut self.inflight,
-                        &key,
-                        "no record of the source endpoint to send".into(),
-                    );
-                    return self.next_stage(local, &key, UNKNOWN, now);
-                }
-                let disputed = hinted.is_none() && self.hints.disputed(&key, now);
-                if let Some(l) = self.inflight.lookup_mut(&key) {
-                    l.stage = Stage::Discover;
-                    l.doing = match (hinted, disputed) {
-                        (Some(_), _) => Doing::AskingAnnouncer,
-                        (None, true) => Doing::AskingDisputed,
-                        (None, false) => Doing::Asking,
-                    };
-                }
-                let discovery_time =
-                    rto::stage_time(try_time, self.cfg.retries + 1, self.retry.ceiling());
-                self.inflight
-                    .set_lookup_deadline(&key, now + discovery_time);
-            }
-            Stage::Nss => {
-                let Address::Name(name) = &key else {
-                    return self.run_stage(local, key.clone(), Stage::Derive(0), now);
-                };
-                let tries = self.cfg.retries + 1;
-                let deadline =
-                    now + rto::stage_time(self.cfg.timeout(), tries, self.retry.ceiling());
-                self.out.work.resolver_jobs.push(NssJob {
-                    key: key.clone(),
-                    name: name.to_string(),
-                    deadline,
-                });
-                if let Some(l) = self.inflight.lookup_mut(&key) {
-                    l.stage = Stage::Nss;
-                    l.doing = Doing::Resolving;
-                }
-                self.inflight.set_lookup_deadline(&key, deadline);
-            }
+            Stage::Discover => self.discover(local, key, ep, now),
+            Stage::Nss => self.ask_resolver(local, key, now),
             Stage::Derive(i) => match self.cfg.derive.get(i).copied() {
                 None => {
                     let status = match so_far {
@@ -196,6 +131,76 @@ impl Discovery {
         }
     }
 
+    /// The discovery stage: an IP address asked of itself by unicast, a
+    /// name of the host that announced it (`hints/`) or of the groups.
+    fn discover(&mut self, local: &Local, key: Address, ep: EndpointId, now: Instant) {
+        let port = self.cfg.discovery_port;
+        let hinted = match key {
+            Address::Name(_) => self.presence.hints_mut().whom(&key, now),
+            _ => None,
+        };
+        // Every try at the time a try to whom it asks takes now
+        // (`rto.rs`).
+        let try_time = self.retry.timeout(hinted.or(ip_of(&key)), now);
+        if let Some(l) = self.inflight.lookup_mut(&key) {
+            l.try_time = try_time;
+        }
+        let (to, purpose) = match hinted {
+            // The one host that announced the name: its reply binds
+            // the name as a confirmed claim does.
+            Some(ip) => (Some(SocketAddr::new(ip, port)), Purpose::Claim),
+            None => (
+                ip_of(&key).map(|ip| SocketAddr::new(ip, port)),
+                Purpose::Lookup,
+            ),
+        };
+        let sent = self.send_probe(local, &key, key.clone(), to, purpose, ep, now);
+        if sent.is_none() {
+            // Not asked: the stage could not find out.
+            log::debug!("lookup {key}: no record of the source endpoint to send");
+            if let Some(l) = self.inflight.lookup_mut(&key) {
+                l.stage = Stage::Discover;
+            }
+            why::note(
+                &mut self.inflight,
+                &key,
+                "no record of the source endpoint to send".into(),
+            );
+            return self.next_stage(local, &key, UNKNOWN, now);
+        }
+        let disputed = hinted.is_none() && self.presence.hints_mut().disputed(&key, now);
+        if let Some(l) = self.inflight.lookup_mut(&key) {
+            l.stage = Stage::Discover;
+            l.doing = match (hinted, disputed) {
+                (Some(_), _) => Doing::AskingAnnouncer,
+                (None, true) => Doing::AskingDisputed,
+                (None, false) => Doing::Asking,
+            };
+        }
+        let discovery_time = rto::stage_time(try_time, self.cfg.retries + 1, self.retry.ceiling());
+        self.inflight
+            .set_lookup_deadline(&key, now + discovery_time);
+    }
+
+    /// The system resolver's stage (names only): the runtime asks it.
+    fn ask_resolver(&mut self, local: &Local, key: Address, now: Instant) {
+        let Address::Name(name) = &key else {
+            return self.run_stage(local, key.clone(), Stage::Derive(0), now);
+        };
+        let tries = self.cfg.retries + 1;
+        let deadline = now + rto::stage_time(self.cfg.timeout(), tries, self.retry.ceiling());
+        self.out.work.resolver_jobs.push(NssJob {
+            key: key.clone(),
+            name: name.to_string(),
+            deadline,
+        });
+        if let Some(l) = self.inflight.lookup_mut(&key) {
+            l.stage = Stage::Nss;
+            l.doing = Doing::Resolving;
+        }
+        self.inflight.set_lookup_deadline(&key, deadline);
+    }
+
     /// Sends a new query for `target`, to `to` (the groups if `None`),
     /// carrying endpoint `ep`'s record, with a transaction id of its own,
     /// for the lookup of `key` (a check: of `target`), which lists it.
@@ -210,7 +215,7 @@ impl Discovery {
         ep: EndpointId,
         now: Instant,
     ) -> Option<NonZeroU64> {
-        let txid = self.inflight.new_txid();
+        let txid = self.inflight.probes_mut().new_txid();
         let probe = Probe {
             key: key.clone(),
             target,
@@ -244,7 +249,7 @@ impl Discovery {
         send: Try,
         now: Instant,
     ) -> bool {
-        let Some(p) = self.inflight.probe(txid) else {
+        let Some(p) = self.inflight.probes().get(txid) else {
             return false;
         };
         // The try time of whom it asks, once for this try's wait and the
@@ -261,7 +266,7 @@ impl Discovery {
         let Some(this_try) = (if first {
             Some(txid)
         } else {
-            self.inflight.add_try(txid, now)
+            self.inflight.probes_mut().add_try(txid, now)
         }) else {
             return false;
         };
@@ -286,14 +291,16 @@ impl Discovery {
         if send == Try::Extra {
             return true;
         }
-        let Some(p) = self.inflight.probe_mut(txid) else {
+        let Some(p) = self.inflight.probes_mut().get_mut(txid) else {
             return false;
         };
         p.tries += 1;
         p.first_sent_at.get_or_insert(now);
         p.sent_at = Some(now);
         let (key, purpose) = (p.key.clone(), p.purpose);
-        self.inflight.set_probe_deadline(txid, now + this_wait);
+        self.inflight
+            .probes_mut()
+            .set_deadline(txid, now + this_wait);
         // A try that grew since the stage began (`rto.rs`) lengthens the
         // stage as if it had been planned with it, so that it does not cut
         // the last tries short: at most every try at the longest.
@@ -404,7 +411,7 @@ impl Discovery {
     /// A probe whose try timed out: sent again while it has tries left
     /// (and its lookup time), else given up.
     pub(super) fn probe_due(&mut self, local: &Local, txid: NonZeroU64, now: Instant) {
-        let Some(p) = self.inflight.probe(txid) else {
+        let Some(p) = self.inflight.probes().get(txid) else {
             return;
         };
         let in_time = match p.purpose {
@@ -436,7 +443,7 @@ impl Discovery {
             let key = p.key.clone();
             self.ask_groups(local, &key, now);
         }
-        let Some(p) = self.inflight.probe(txid) else {
+        let Some(p) = self.inflight.probes().get(txid) else {
             return;
         };
         if p.tries <= self.cfg.retries && in_time {

@@ -1,13 +1,21 @@
 //! Resolution between hosts (docs/protocol.md): a component with its own
 //! state behind a narrow interface to the request path.
 //!
-//! In: a miss to look up ([`Discovery::start_lookup`]), a datagram
+//! In: a miss ([`Discovery::resolve`]: what a destination resolves to
+//! now, a lookup started if nothing knows), a datagram
 //! ([`Discovery::on_datagram`]), the time ([`Discovery::on_timers`]), and
-//! a read-only view of this host's endpoints ([`Local`]). Out: datagrams
-//! to send, and [`Outcome`]s for the request path: a lookup resolved or
-//! failed, a binding that changed. What it learned is read through
-//! [`Discovery::learned`]. The requests waiting for a lookup stay with the
-//! request path; discovery never sees one.
+//! a read-only view of this host's endpoints ([`Local`]). Out: one
+//! [`Output`], its [`Work`] (datagrams, jobs for the resolvers and the
+//! neighbour table) and [`Outcome`]s for the request path: a lookup
+//! resolved (with its [`Binding`]) or failed, a binding that changed. The
+//! requests waiting for a lookup stay with the request path; discovery
+//! never sees one.
+//!
+//! Its parts keep their fields to themselves: what is in flight
+//! (`inflight/`: lookups and checks, and their `Probes`), the bindings
+//! (`state.rs`), this host's presence and what it heard of the others'
+//! (`presence/`: announcements, name hints, welcomes), the answers to
+//! other hosts' queries (`responder.rs`).
 //!
 //! A miss that only another host can answer becomes a lookup: a QUERY
 //! (unicast to an IP destination, to the discovery groups for a name),
@@ -31,11 +39,12 @@ mod inflight;
 pub mod inspect;
 mod lookup;
 mod names;
+mod presence;
 pub mod ratelimit;
+mod responder;
 mod rto;
 pub mod seal;
 pub mod state;
-mod welcome;
 mod why;
 pub mod wire;
 mod work;
@@ -48,13 +57,12 @@ use crate::entropy::Seed;
 use crate::handle::EndpointId;
 use crate::local::Local;
 use crate::summary::Summary;
-use announce::Announcer;
 use auth::Auth;
 use counts::{Counts, DropCounts};
 use inflight::InFlight;
+use presence::welcome;
 use state::{Learned, State};
 use std::time::{Duration, Instant};
-use welcome::Welcomes;
 use wire::{EndpointRecord, WireAddress, MAX_ADDRESSES};
 
 pub use announce::welcome_pace;
@@ -133,7 +141,7 @@ impl Output {
     }
 }
 
-/// Why a lookup cannot start ([`Discovery::lookup_room`]).
+/// Why a lookup cannot start ([`Resolution::Refused`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Refused {
     /// Nothing could find it: no discovery sockets for a name, nor a
@@ -165,7 +173,7 @@ pub struct Status {
     /// How long a try of a query waits now (`rto.rs`).
     pub try_time: Duration,
     /// Name hints kept, places in their order's queue, and the most
-    /// hints kept (`hints.rs`).
+    /// hints kept (`hints/`).
     pub hints: usize,
     pub hint_queue: usize,
     pub max_hints: usize,
@@ -182,34 +190,43 @@ pub struct Deadlines {
     pub announcements: Option<Instant>,
 }
 
+/// What discovery holds ([`Discovery::footprint`]).
+#[cfg(test)]
+#[derive(Debug)]
+pub(crate) struct Footprint {
+    pub in_flight: inflight::InFlightSizes,
+    /// What the engine has not yet taken.
+    pub datagrams: usize,
+    pub resolver_jobs: usize,
+    pub neighbour_jobs: usize,
+    pub outcomes: usize,
+    pub announcer: announce::AnnouncerSizes,
+}
+
 pub struct Discovery {
     cfg: Config,
     /// The sockets are open.
     /// The families the sockets are open for (none: discovery is down).
     families: Families,
     state: State,
-    /// Lookups, their probes and checks, linked (`inflight.rs`).
+    /// Lookups, their probes and checks, linked (`inflight/`).
     inflight: InFlight,
     /// How long a try of a query waits (`rto.rs`).
     retry: rto::RetryTimers,
-    announcer: Announcer,
-    /// Whom to ask for a name, from the announcements heard.
-    hints: hints::Hints,
+    /// Its announcements, the names others announced, the hosts that
+    /// join (`presence.rs`).
+    presence: presence::Presence,
     counts: Counts,
     drops_logged: Summary<DropCounts>,
     /// Opens discovery datagrams when authentication is on.
     auth: Option<Auth>,
-    reply_limit: ratelimit::RateLimiter,
+    /// Answers the queries of other hosts.
+    responder: responder::Responder,
     /// What it wants done, until the engine's next poll takes it.
     out: Output,
     /// Faults to inject into itself (off but in simulations).
     buggify: Buggify,
-    /// Hosts that joined and were welcomed (`welcome.rs`).
-    welcomes: Welcomes,
     failures_logged: why::FailureLog,
-    /// When the sockets opened: a host refuses no address before
-    /// [`STARTING`] has passed since (`inbound.rs`).
-    up_at: Option<Instant>,
 }
 
 /// The record of endpoint `ep`: its port's GID, LID, MTU and rate, its
@@ -247,19 +264,16 @@ impl Discovery {
             state: State::new(cfg),
             inflight: InFlight::new(cfg, seed.clone()),
             retry: rto::RetryTimers::new(cfg.timeout()),
-            reply_limit: ratelimit::RateLimiter::new(cfg.reply_rate),
+            responder: responder::Responder::new(cfg),
             cfg: cfg.clone(),
             families: Families::NONE,
-            announcer: Announcer::new(cfg.addr_timeout.duration(), seed.clone()),
-            hints: hints::Hints::new(cfg.max_learned, cfg.addr_timeout.duration()),
+            presence: presence::Presence::new(cfg, seed.clone()),
             counts: Counts::default(),
             drops_logged: Summary::default(),
             auth: None,
             out: Output::default(),
             buggify,
-            welcomes: Welcomes::new(),
             failures_logged: why::FailureLog::default(),
-            up_at: None,
         }
     }
 
@@ -274,8 +288,8 @@ impl Discovery {
         self.families = families;
         match (was_up, families.any()) {
             (false, true) => {
-                self.up_at = Some(now);
-                self.announcer.start()
+                self.responder.opened(now);
+                self.presence.start()
             }
             (true, true) => self.schedule_announce(),
             _ => {}
@@ -344,7 +358,7 @@ impl Discovery {
     pub fn status(&self) -> Status {
         let (held, evicted) = (self.state.sizes(), self.state.evicted());
         let in_flight = self.inflight.sizes();
-        let hints = self.hints.sizes();
+        let hints = self.presence.hints().sizes();
         Status {
             up: self.families.any(),
             bindings: held.bindings,
@@ -360,8 +374,8 @@ impl Discovery {
             try_time: self.retry.current(),
             hints: hints.names,
             hint_queue: hints.queue,
-            max_hints: self.hints.capacity(),
-            hints_refused: self.hints.refused,
+            max_hints: self.presence.hints().capacity(),
+            hints_refused: self.presence.hints().refused,
         }
     }
 
@@ -373,14 +387,14 @@ impl Discovery {
     /// Announces this host's endpoints soon (they changed): from the next
     /// timer on, which [`Discovery::deadlines`] makes due at once.
     pub fn schedule_announce(&mut self) {
-        self.announcer.schedule();
+        self.presence.schedule();
     }
 
     /// Withdraws addresses of endpoint `ep` (`only` one, or all): call
     /// before they leave `local`.
     pub fn withdraw(&mut self, local: &Local, ep: EndpointId, only: Option<&Address>) {
         if self.families.any() {
-            self.announcer.withdraw(local, ep, only);
+            self.presence.withdraw(local, ep, only);
         }
     }
 
@@ -394,13 +408,13 @@ impl Discovery {
         };
         Deadlines {
             lookups,
-            announcements: self.announcer.next_wake(asap),
+            announcements: self.presence.next_wake(asap),
         }
     }
 
     /// Retries, stage changes and announcements that are due.
     pub fn on_timers(&mut self, local: &Local, now: Instant) {
-        for txid in self.inflight.due_probes(now) {
+        for txid in self.inflight.probes().due(now) {
             self.probe_due(local, txid, now);
         }
         for key in self.inflight.due_lookups(now) {
@@ -411,7 +425,8 @@ impl Discovery {
             let confirmed = self.inflight.lookup(&key).is_some_and(|l| {
                 let silent = l.probes().iter().any(|t| {
                     self.inflight
-                        .probe(*t)
+                        .probes()
+                        .get(*t)
                         .is_some_and(|p| p.claimed && p.tries > 0)
                 });
                 decide::asks(l.stage) && !l.confirmed.is_empty() && !silent
@@ -421,26 +436,24 @@ impl Discovery {
                 self.settle(local, &key, now);
             } else {
                 why::stage_over(&mut self.inflight, &key, now);
-                self.next_stage(local, &key, state::UNKNOWN, now);
+                self.next_stage(local, &key, inflight::UNKNOWN, now);
             }
         }
-        let sent =
-            self.announcer
-                .on_timers(local, self.families, now, &mut self.out.work.datagrams);
-        self.counts.traffic.announcements += sent as u64;
-        if self.announcer.take_start_query() && !self.send_start_query(local, now) {
-            self.announcer.start_query_unsent();
-        }
+        let around = (self.families, self.inflight.probes_mut());
+        let out = &mut self.out.work.datagrams;
+        let sent = self.presence.on_timers(local, around, now, out);
+        self.counts.traffic.announcements += sent.announcements as u64;
+        self.counts.traffic.start_queries += u64::from(sent.start_query);
     }
 
     /// Forgets what expired from the tables, and says in the log what was
     /// dropped, now and then.
     pub fn sweep(&mut self, now: Instant) {
         self.state.sweep(now);
-        self.hints.sweep(now);
-        self.welcomes.sweep(now);
+        self.responder.sweep(now);
+        self.presence.sweep(now);
         self.retry.refresh(now);
-        self.inflight.sweep(now);
+        self.inflight.probes_mut().sweep(now);
         if self.drops_logged.due(&self.counts.drops, now) {
             log::info!("discovery: datagrams dropped so far: {}", self.counts.drops);
         }
@@ -452,14 +465,34 @@ impl Discovery {
     pub fn sweep_due(&self, now: Instant) -> Option<Instant> {
         [
             self.state.sweep_due(),
-            self.hints.sweep_due(),
-            self.welcomes.sweep_due(),
-            self.inflight.sweep_due(),
+            self.responder.sweep_due(),
+            self.presence.sweep_due(),
+            self.inflight.probes().sweep_due(),
             self.retry.refresh_due(),
             self.drops_logged.due_at(&self.counts.drops, now),
         ]
         .into_iter()
         .fold(None, earliest)
+    }
+
+    /// What it holds, table by table, for the tests of their bounds.
+    #[cfg(test)]
+    pub(crate) fn footprint(&self) -> Footprint {
+        let o = &self.out;
+        Footprint {
+            in_flight: self.inflight.sizes(),
+            datagrams: o.work.datagrams.len(),
+            resolver_jobs: o.work.resolver_jobs.len(),
+            neighbour_jobs: o.work.neighbour_jobs.len(),
+            outcomes: o.outcomes.len(),
+            announcer: self.presence.announcer_sizes(),
+        }
+    }
+
+    /// The drops the log said last (`sweep`).
+    #[cfg(test)]
+    pub(crate) fn drops_said(&self) -> &DropCounts {
+        &self.drops_logged.said
     }
 
     /// What discovery wants done since the last call: the engine takes it

@@ -3,8 +3,7 @@
 //! addresses, and each is asked by unicast; the hosts that answer decide
 //! as claimants of a name on the segment do.
 
-use super::inflight::Doing;
-use super::state::{Purpose, Stage, MAX_CLAIMS};
+use super::inflight::{Doing, Purpose, Stage, MAX_CLAIMS};
 use super::Discovery;
 use crate::addr::Address;
 use crate::buggify::Fault;

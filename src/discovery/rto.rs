@@ -14,7 +14,7 @@
 //! Samples come only from replies that bind (the unicast reply from the
 //! queried address to a fresh transaction id: an off-path forger cannot
 //! make one), timed from the try they answer: every try of a query has a
-//! transaction id of its own (`inflight.rs`), so a reply that comes after
+//! transaction id of its own (`inflight/probes.rs`), so a reply that comes after
 //! a second try still says which it answers. Loss and delay then look
 //! different, as they must: a lost first try answered at once on the
 //! second is a short sample and leaves the timer as it is, a reply to the

@@ -1,31 +1,18 @@
-//! What discovery knows about remote hosts and what it is asking them:
-//! bindings learned, recently failed destinations, the lookups in flight
-//! and the probes (queries) that work for them. The requests waiting for a
+//! What discovery knows about remote hosts: bindings learned, recently
+//! failed destinations, and when each binding was last checked. What it
+//! is asking them is in flight (`inflight/`); the requests waiting for a
 //! lookup are the request path's, not discovery's.
 //!
 //! Plain data with explicit time, so discovery's asynchronous behaviour is
 //! unit-testable without sockets or threads. Every table has a bound.
 
+use super::inflight::MAX_CHECKS;
 use super::wire::EndpointRecord;
 use super::Binding;
 use crate::addr::{Address, Gid};
 use crate::bounded::Expiring;
-use crate::handle::EndpointId;
 use std::net::SocketAddr;
-use std::num::NonZeroU64;
 use std::time::{Duration, Instant};
-
-/// How a stage ends if nothing binds: told no (ENODATA), or could not
-/// find out (ETIMEDOUT).
-pub const NO: u8 = acm_prov_sys::ACM_STATUS_ENODATA as u8;
-pub const UNKNOWN: u8 = acm_prov_sys::ACM_STATUS_ETIMEDOUT as u8;
-
-/// Hosts that may claim one name in answer to a group query and be asked
-/// to confirm it; more claimants than this are dropped.
-pub const MAX_CLAIMS: usize = 4;
-/// Checks of learned bindings in flight at once; hints beyond it wait for
-/// a later hint.
-pub const MAX_CHECKS: usize = 1024;
 
 /// A remote endpoint as discovery describes it.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -129,70 +116,6 @@ impl Learned {
     }
 }
 
-/// Where a lookup is.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Stage {
-    /// Asking by discovery: an IP address by unicast, a name of the
-    /// segment's groups.
-    Discover,
-    /// A name: asking the system's resolver, then the addresses it gave.
-    Nss,
-    /// Trying the derivation at this index of the configured list.
-    Derive(usize),
-}
-
-/// Why a query is out.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Purpose {
-    /// A lookup's own query: by unicast to an IP address, or to the
-    /// discovery groups for a name. Only a reply from the queried address
-    /// binds it; an answer to a group query is a claim to confirm.
-    Lookup,
-    /// Asks a host that answered a group query, by unicast, whether it
-    /// holds the name: its reply, which nobody else can see to forge,
-    /// binds the name.
-    Claim,
-    /// Asks the holder of a learned binding again, because a query or an
-    /// announcement said something else about it. Only the holder's
-    /// reply changes the binding; no answer removes it.
-    Check,
-    /// Asks an address the system's resolver gave for a name whether its
-    /// host is there: the reply binds the address, and confirms the name
-    /// as a claim does.
-    Address,
-}
-
-/// A query in flight, by its transaction id.
-#[derive(Clone, Debug)]
-pub struct Probe {
-    /// The address asked about.
-    pub target: Address,
-    /// The lookup it works for (for a check: the target).
-    pub key: Address,
-    /// Where the query went; `None`: the discovery groups. A reply must
-    /// come from there.
-    pub to: Option<SocketAddr>,
-    pub purpose: Purpose,
-    /// Sends so far, and when the first and the last one left.
-    pub tries: u32,
-    pub first_sent_at: Option<Instant>,
-    pub sent_at: Option<Instant>,
-    /// The transaction ids of the tries after the first (the first is the
-    /// probe's own): each try has its own, so that a reply says which try
-    /// it answers and how long it took (`rto.rs`).
-    pub retry_txids: Vec<NonZeroU64>,
-    /// The endpoint whose record the query carries.
-    pub endpoint: EndpointId,
-    /// A group query that some host answered: it is not sent again.
-    pub answered: bool,
-    /// Sent once more, at once, because the host it asks said it had just
-    /// started (`InFlight::asked_of_restarted`).
-    pub asked_again: bool,
-    /// A claimant's confirmation: the host answered the lookup's group
-    /// query. Its silence leaves the name undecided (`decide.rs`).
-    pub claimed: bool,
-}
-
 /// A number for each of [`State`]'s two tables.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Tables<T> {
@@ -208,10 +131,6 @@ pub struct State {
     /// only after [`super::CHECK_HOLDOFF`], so hints cannot
     /// turn into a stream of queries to one host.
     checked: Expiring<Address, ()>,
-    /// Group queries answered lately, by transaction id and asker: the
-    /// asker sends each one to the IPv4 and the IPv6 group, and one answer
-    /// is enough (a second one costs a second confirmation).
-    answered_groups: Expiring<(u64, Gid), ()>,
     /// How long a binding lasts: `urdma_addr_timeout`, and
     /// `urdma_reconfirm` for what a peer confirmed.
     addr_timeout: Option<Duration>,
@@ -232,7 +151,6 @@ impl State {
             learned: Expiring::new(max_learned),
             failed: Expiring::new(max_learned),
             checked: Expiring::new(MAX_CHECKS * 4),
-            answered_groups: Expiring::new(MAX_CHECKS * 4),
             addr_timeout: cfg.addr_timeout.duration(),
             reconfirm: cfg.reconfirm,
         }
@@ -386,6 +304,20 @@ impl State {
         gone
     }
 
+    /// The addresses bound here that `record`, announced (or `withdrawn`),
+    /// says something else about: hints, each to be checked.
+    pub(super) fn contradicted_by(&self, record: &EndpointRecord, withdrawn: bool) -> Vec<Address> {
+        let addresses = record.addresses().iter().map(|w| w.address());
+        addresses
+            .filter(|key| match self.learned.get(key) {
+                Some(l) if withdrawn => l.gid == record.gid(),
+                Some(l) => l.differs_from(record),
+                None => false,
+            })
+            .cloned()
+            .collect()
+    }
+
     /// Whether `key` may be checked: not checked lately.
     pub(super) fn check_due(&mut self, key: &Address, now: Instant) -> bool {
         self.checked.get_live(key, now).is_none()
@@ -394,12 +326,6 @@ impl State {
     /// Notes that `key` was checked; not again before `until`.
     pub(super) fn checked(&mut self, key: &Address, until: Instant) {
         self.checked.insert(key.clone(), (), Some(until));
-    }
-
-    /// Whether group query `copy` is heard for the first time (not its
-    /// copy on the other family's group); it is remembered until `until`.
-    pub(super) fn first_copy(&mut self, copy: (u64, Gid), now: Instant, until: Instant) -> bool {
-        self.answered_groups.mark(copy, now, until)
     }
 
     /// Bindings and failures held.
@@ -428,7 +354,6 @@ impl State {
         self.learned.sweep(now, |_, _| {});
         self.failed.sweep(now, |_, _| {});
         self.checked.sweep(now, |_, _| {});
-        self.answered_groups.sweep(now, |_, _| {});
     }
 
     /// When an entry may expire first.
@@ -437,7 +362,6 @@ impl State {
             self.learned.sweep_due(),
             self.failed.sweep_due(),
             self.checked.sweep_due(),
-            self.answered_groups.sweep_due(),
         ]
         .into_iter()
         .fold(None, crate::bounded::earliest)

@@ -4,7 +4,7 @@
 //! whom it asked, how often and how it ended without turning on tracing.
 
 use super::inflight::InFlight;
-use super::state::{Probe, UNKNOWN};
+use super::inflight::{Probe, UNKNOWN};
 use crate::addr::Address;
 use crate::summary::Throttle;
 use std::time::{Duration, Instant};
@@ -33,7 +33,7 @@ pub(super) fn stage_over(inflight: &mut InFlight, key: &Address, now: Instant) {
     let waiting: Vec<String> = l
         .probes()
         .iter()
-        .filter_map(|t| inflight.probe(*t))
+        .filter_map(|t| inflight.probes().get(*t))
         .map(|p| asked(p, now))
         .collect();
     let why = match (waiting.is_empty(), l.why.last()) {

@@ -2,6 +2,33 @@
 
 use super::*;
 
+/// A group query reaches every host: only the holder answers, or one
+/// forged query would bring a reply from each.
+fn only_the_holder_answers_a_group(f: &mut Fixture) {
+    for to in [group(), IpAddr::V6(crate::discovery::wire::V6_GROUP)] {
+        for target in [
+            Address::Ip4([10, 0, 0, 50].into()),
+            Address::name("node-z").unwrap(),
+        ] {
+            query_from_peer(&mut f.e, target, peer_record(PEER), to, f.t0);
+            assert!(polled(&mut f.e).work.datagrams.is_empty(), "silence");
+        }
+    }
+    query_from_peer(
+        &mut f.e,
+        Address::name("node-a").unwrap(),
+        peer_record(PEER),
+        group(),
+        f.t0,
+    );
+    let (_, from, answer) = sent_reply(&polled(&mut f.e));
+    assert_eq!(
+        from, None,
+        "a group's reply leaves from the kernel's choice"
+    );
+    assert!(matches!(answer, Answer::Found(_)));
+}
+
 #[test]
 fn queries_are_answered_by_the_owner_only_and_group_queries_never_refused() {
     let mut f = fixture(Config::default());
@@ -47,30 +74,7 @@ fn queries_are_answered_by_the_owner_only_and_group_queries_never_refused() {
         assert_eq!(from, Some(own_ip()));
         assert!(matches!(answer, Answer::Refused));
     }
-    // A group query reaches every host: only the holder answers, or
-    // one forged query would bring a reply from each.
-    for to in [group(), IpAddr::V6(crate::discovery::wire::V6_GROUP)] {
-        for target in [
-            Address::Ip4([10, 0, 0, 50].into()),
-            Address::name("node-z").unwrap(),
-        ] {
-            query_from_peer(&mut f.e, target, peer_record(PEER), to, f.t0);
-            assert!(polled(&mut f.e).work.datagrams.is_empty(), "silence");
-        }
-    }
-    query_from_peer(
-        &mut f.e,
-        Address::name("node-a").unwrap(),
-        peer_record(PEER),
-        group(),
-        f.t0,
-    );
-    let (_, from, answer) = sent_reply(&polled(&mut f.e));
-    assert_eq!(
-        from, None,
-        "a group's reply leaves from the kernel's choice"
-    );
-    assert!(matches!(answer, Answer::Found(_)));
+    only_the_holder_answers_a_group(&mut f);
 
     let mine = Message::from(Query::new(
         std::num::NonZeroU64::new(7).unwrap(),

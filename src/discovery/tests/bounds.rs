@@ -7,20 +7,20 @@ fn footprint(e: &Engine<FakeDaemon>) -> Vec<usize> {
     let d = e.discovery();
     let t = d.status();
     let mut sizes = e.local().sizes().to_vec();
-    let f = d.inflight.sizes();
+    let held = d.footprint();
+    let f = held.in_flight;
     sizes.extend([f.lookups, f.probes, f.checks]);
     sizes.extend([e.tables().cached, e.waiting(), t.bindings, t.failures]);
     // The hints' queue is bounded, not constant: it is compacted when it
     // holds twice the names (`Hints::compact`).
     sizes.push(t.hints);
-    let o = &d.out;
     sizes.extend([
-        o.work.datagrams.len(),
-        o.work.resolver_jobs.len(),
-        o.work.neighbour_jobs.len(),
-        o.outcomes.len(),
+        held.datagrams,
+        held.resolver_jobs,
+        held.neighbour_jobs,
+        held.outcomes,
     ]);
-    let a = d.announcer.sizes();
+    let a = held.announcer;
     sizes.extend([a.scheduled, a.withdrawals, a.queued]);
     sizes
 }
@@ -95,19 +95,19 @@ fn drops_are_summed_up_in_the_log_now_and_then() {
     }
     f.e.on_timers(f.t0);
     assert_eq!(
-        f.e.discovery().drops_logged.said.malformed,
+        f.e.discovery().drops_said().malformed,
         3,
         "the first drops at once"
     );
     f.e.on_datagram(peer(), None, b"garbage", f.t0);
     f.e.on_timers(f.t0 + Duration::from_secs(1));
     assert_eq!(
-        f.e.discovery().drops_logged.said.malformed,
+        f.e.discovery().drops_said().malformed,
         3,
         "then once per interval"
     );
     f.e.on_timers(f.t0 + DROP_SUMMARY_EVERY);
-    assert_eq!(f.e.discovery().drops_logged.said.malformed, 4);
+    assert_eq!(f.e.discovery().drops_said().malformed, 4);
     assert_eq!(
         f.e.discovery().counts().drops.to_string(),
         "4 (malformed 4, unsolicited 0, late 0, wrong source 0, own 0, unauthenticated 0, \

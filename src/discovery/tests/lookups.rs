@@ -2,20 +2,15 @@
 
 use super::*;
 
-#[test]
-fn a_miss_asks_the_address_once_and_answers_every_waiter_once() {
-    let mut f = fixture(Config::default());
-    assert_eq!(
-        f.e.resolve_at(f.addr, &ip_request(PEER_IP, 0, 1), 11, Instant::now()),
-        None,
-        "waits for the peer"
-    );
-    let fx = polled(&mut f.e);
+/// The query of a lookup of the peer's address, as it must leave: by
+/// unicast to the peer from the asking endpoint's own address, with a
+/// deadline for the worker.
+fn asked_of_the_peer(fx: &Effects) -> Query {
     assert!(
         fx.deadline.is_some(),
         "the worker must learn of the new deadline"
     );
-    let (q, to) = sent_query(&fx);
+    let (q, to) = sent_query(fx);
     assert_eq!(to, Some(peer()));
     assert_eq!(q.target().address(), &peer_ip());
     assert_eq!(
@@ -31,6 +26,18 @@ fn a_miss_asks_the_address_once_and_answers_every_waiter_once() {
         Some(IpAddr::V4([10, 0, 0, 1].into())),
         "sent from the asking endpoint's own address"
     );
+    q
+}
+
+#[test]
+fn a_miss_asks_the_address_once_and_answers_every_waiter_once() {
+    let mut f = fixture(Config::default());
+    assert_eq!(
+        f.e.resolve_at(f.addr, &ip_request(PEER_IP, 0, 1), 11, Instant::now()),
+        None,
+        "waits for the peer"
+    );
+    let q = asked_of_the_peer(&polled(&mut f.e));
     assert_eq!(
         f.e.resolve_at(f.addr, &ip_request(PEER_IP, 0, 2), 12, Instant::now()),
         None

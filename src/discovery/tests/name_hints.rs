@@ -92,6 +92,40 @@ fn a_name_announced_by_two_endpoints_is_asked_of_the_groups() {
     );
 }
 
+/// A host joins at `t`: it may have heard the forger just before it said
+/// so, and would settle on it within a second. Answered again at once, and
+/// the forger's next announcement too.
+fn a_newcomer_is_defended_against_the_forger(f: &mut Fixture, t: Instant) {
+    let newcomer = holding("fe80::77", [10, 0, 0, 77], "node-n");
+    let start = Message::from(Query::new(
+        std::num::NonZeroU64::new(5).unwrap(),
+        WireAddress::new(Address::name("node-n").unwrap()).unwrap(),
+        newcomer,
+    ))
+    .encode();
+    let at = SocketAddr::new(IpAddr::V4([10, 0, 0, 77].into()), 6126);
+    f.e.on_datagram(at, Some(group()), &start, t);
+    f.e.on_timers(t);
+    assert_eq!(
+        sent_announcements(&polled(&mut f.e)).len(),
+        1,
+        "for the newcomer"
+    );
+    let t = t + hints::DEFEND_DELAY;
+    heard_on_group(
+        f,
+        holding(ATTACKER, [10, 0, 0, 66], "node-a"),
+        attacker(),
+        t,
+    );
+    f.e.on_timers(t + hints::DEFEND_DELAY);
+    assert_eq!(
+        sent_announcements(&polled(&mut f.e)).len(),
+        1,
+        "again since"
+    );
+}
+
 #[test]
 fn a_host_that_hears_its_name_announced_by_another_announces_itself() {
     let mut f = fixture(Config::default());
@@ -150,38 +184,7 @@ fn a_host_that_hears_its_name_announced_by_another_announces_itself() {
         assert_eq!(sent_announcements(&polled(&mut f.e)).len(), answered);
         t += hints::DEFEND_DELAY * 2;
     }
-    // A host joins: it may have heard the forger just before it said so,
-    // and would settle on it within a second. Answered again at once, and
-    // the forger's next announcement too.
-    let t = t0 + Duration::from_secs(5);
-    let newcomer = holding("fe80::77", [10, 0, 0, 77], "node-n");
-    let start = Message::from(Query::new(
-        std::num::NonZeroU64::new(5).unwrap(),
-        WireAddress::new(Address::name("node-n").unwrap()).unwrap(),
-        newcomer,
-    ))
-    .encode();
-    let at = SocketAddr::new(IpAddr::V4([10, 0, 0, 77].into()), 6126);
-    f.e.on_datagram(at, Some(group()), &start, t);
-    f.e.on_timers(t);
-    assert_eq!(
-        sent_announcements(&polled(&mut f.e)).len(),
-        1,
-        "for the newcomer"
-    );
-    let t = t + hints::DEFEND_DELAY;
-    heard_on_group(
-        &mut f,
-        holding(ATTACKER, [10, 0, 0, 66], "node-a"),
-        attacker(),
-        t,
-    );
-    f.e.on_timers(t + hints::DEFEND_DELAY);
-    assert_eq!(
-        sent_announcements(&polled(&mut f.e)).len(),
-        1,
-        "again since"
-    );
+    a_newcomer_is_defended_against_the_forger(&mut f, t0 + Duration::from_secs(5));
 }
 
 #[test]

@@ -460,7 +460,7 @@ fn names_are_asked_of_the_groups_and_this_host_announces_itself() {
     assert_eq!(a.records()[0].gid(), OWN.parse().unwrap());
     assert_eq!(a.records()[0].addresses().len(), 2);
     assert_eq!(
-        f.e.discovery().announcer.sizes().scheduled,
+        f.e.discovery().footprint().announcer.scheduled,
         2,
         "repeated twice more"
     );

@@ -104,60 +104,71 @@ impl Message {
             return Err(WireError::BadFlags(flags & !allowed));
         }
         match kind {
-            TYPE_QUERY => {
-                if buf.len() < QUERY_LEN {
-                    return Err(WireError::UnpaddedQuery(buf.len()));
-                }
-                let txid = NonZeroU64::new(txid).ok_or(WireError::ZeroTxid)?;
-                // Parsing within QUERY_LEN keeps the body from reaching into
-                // whatever follows; what it leaves is the padding.
-                let mut r = Reader {
-                    buf: &buf[..QUERY_LEN],
-                    pos: HEADER_LEN,
-                };
-                let target = r.address("query target")?;
-                let sender = r.record("query sender")?;
-                if r.rest().iter().any(|&b| b != 0) {
-                    return Err(WireError::NonZeroPadding);
-                }
-                if buf.len() > QUERY_LEN {
-                    return Err(WireError::TrailingBytes(buf.len() - QUERY_LEN));
-                }
-                Ok(Message::Query(Query::new(txid, target, sender)))
-            }
-            TYPE_REPLY => {
-                let txid = NonZeroU64::new(txid).ok_or(WireError::ZeroTxid)?;
-                let status = r.u8("reply status")?;
-                if status != STATUS_FOUND && status != STATUS_REFUSED {
-                    return Err(WireError::BadStatus(status));
-                }
-                let target = r.address("reply target")?;
-                let answer = if status == STATUS_FOUND {
-                    Answer::Found(r.record("reply record")?)
-                } else {
-                    Answer::Refused
-                };
-                r.finish()?;
-                Ok(Message::Reply(Reply::new(txid, target, answer)?))
-            }
-            _ => {
-                if txid != 0 {
-                    return Err(WireError::AnnounceTxid(txid));
-                }
-                let n = usize::from(r.u8("announce count")?);
-                if !(1..=MAX_ANNOUNCE_RECORDS).contains(&n) {
-                    return Err(WireError::BadRecordCount(n));
-                }
-                let mut records = Vec::with_capacity(n);
-                for _ in 0..n {
-                    records.push(r.record("announce record")?);
-                }
-                r.finish()?;
-                let withdrawn = flags & FLAG_WITHDRAWN != 0;
-                Ok(Message::Announce(Announce::new(records, withdrawn)?))
-            }
+            TYPE_QUERY => query_body(buf, txid),
+            TYPE_REPLY => reply_body(r, txid),
+            _ => announce_body(r, txid, flags),
         }
     }
+}
+
+/// A QUERY's body: its target and its sender's record, then zeros to
+/// [`QUERY_LEN`].
+fn query_body(buf: &[u8], txid: u64) -> Result<Message, WireError> {
+    if buf.len() < QUERY_LEN {
+        return Err(WireError::UnpaddedQuery(buf.len()));
+    }
+    let txid = NonZeroU64::new(txid).ok_or(WireError::ZeroTxid)?;
+    // Parsing within QUERY_LEN keeps the body from reaching into
+    // whatever follows; what it leaves is the padding.
+    let mut r = Reader {
+        buf: &buf[..QUERY_LEN],
+        pos: HEADER_LEN,
+    };
+    let target = r.address("query target")?;
+    let sender = r.record("query sender")?;
+    if r.rest().iter().any(|&b| b != 0) {
+        return Err(WireError::NonZeroPadding);
+    }
+    if buf.len() > QUERY_LEN {
+        return Err(WireError::TrailingBytes(buf.len() - QUERY_LEN));
+    }
+    Ok(Message::Query(Query::new(txid, target, sender)))
+}
+
+/// A REPLY's body, past the header `r` read: its status, target and,
+/// when found, the record.
+fn reply_body(mut r: Reader<'_>, txid: u64) -> Result<Message, WireError> {
+    let txid = NonZeroU64::new(txid).ok_or(WireError::ZeroTxid)?;
+    let status = r.u8("reply status")?;
+    if status != STATUS_FOUND && status != STATUS_REFUSED {
+        return Err(WireError::BadStatus(status));
+    }
+    let target = r.address("reply target")?;
+    let answer = if status == STATUS_FOUND {
+        Answer::Found(r.record("reply record")?)
+    } else {
+        Answer::Refused
+    };
+    r.finish()?;
+    Ok(Message::Reply(Reply::new(txid, target, answer)?))
+}
+
+/// An ANNOUNCE's body, past the header `r` read: its records.
+fn announce_body(mut r: Reader<'_>, txid: u64, flags: u16) -> Result<Message, WireError> {
+    if txid != 0 {
+        return Err(WireError::AnnounceTxid(txid));
+    }
+    let n = usize::from(r.u8("announce count")?);
+    if !(1..=MAX_ANNOUNCE_RECORDS).contains(&n) {
+        return Err(WireError::BadRecordCount(n));
+    }
+    let mut records = Vec::with_capacity(n);
+    for _ in 0..n {
+        records.push(r.record("announce record")?);
+    }
+    r.finish()?;
+    let withdrawn = flags & FLAG_WITHDRAWN != 0;
+    Ok(Message::Announce(Announce::new(records, withdrawn)?))
 }
 
 fn put_header(b: &mut Vec<u8>, kind: u8, flags: u16, txid: u64) {

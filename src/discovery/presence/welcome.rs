@@ -1,7 +1,7 @@
 //! How a host that joins a running segment learns whom to ask for its
 //! names, and why one that has run for a week still knows.
 //!
-//! Names are asked of the host that announced them (`hints.rs`); a host
+//! Names are asked of the host that announced them (`hints/`); a host
 //! announces itself when it starts and when its endpoints change, and
 //! renews its announcements every two fifths of `urdma_addr_timeout`
 //! (`announce.rs`), so what its peers heard never expires while it runs.
@@ -15,7 +15,7 @@
 //! answers does not grow with the number of hosts.
 //!
 //! Whatever this teaches is a hint, heard on a group, where the name's
-//! holder hears a forgery too and contradicts it (`hints.rs`); a forged
+//! holder hears a forgery too and contradicts it (`hints/`); a forged
 //! start query costs the segment one announcement per host, paced. Only
 //! with a key is a host welcomed by unicast, and only then does it take
 //! the names of announcements sent to it alone: without one, anyone could
@@ -24,31 +24,33 @@
 //! be anyone's, so nothing is aimed there (docs/protocol.md, trust table:
 //! start query, announcement to this host alone).
 
-use super::announce::welcome_pace;
-use super::hints::Hints;
-use super::ratelimit::RateLimiter;
-use super::state::State;
-use super::wire::{EndpointRecord, Message, Query, WireAddress};
-use super::{record_for, Discovery, Families};
+use super::{Around, Presence};
 use crate::addr::{Address, Gid};
 use crate::bounded::{earliest, Expiring};
+use crate::discovery::announce::welcome_pace;
+use crate::discovery::hints::Hints;
+use crate::discovery::inflight::Probes;
+use crate::discovery::ratelimit::RateLimiter;
+use crate::discovery::state::State;
+use crate::discovery::wire::{EndpointRecord, Message, Query, WireAddress};
+use crate::discovery::{record_for, Datagram, Families};
 use crate::local::Local;
 use std::net::{IpAddr, SocketAddr};
 use std::time::{Duration, Instant};
 
 /// A host that joined is answered once in this long: it sends its start
 /// query twice, a second apart, and also announces itself.
-pub(super) const WELCOMED_FOR: Duration = Duration::from_secs(5);
+pub(in crate::discovery) const WELCOMED_FOR: Duration = Duration::from_secs(5);
 /// A host answers at most this many hosts that joined by unicast per
 /// welcome period; more in one period (half a cluster joining) are
 /// answered on the groups, by one announcement for all. A rack restarting
 /// (32 of 256 hosts) stays within it: its hosts are welcomed one by one,
 /// and the hosts that stayed do not each receive every other's welcome.
-pub(super) const UNICAST_WELCOMES: usize = 64;
+pub(in crate::discovery) const UNICAST_WELCOMES: usize = 64;
 /// For this long after its start query, a host takes announcements sent
 /// to it alone as hints: the welcomes of the segment's hosts, which leave
 /// one to two welcome windows (at most 10 s each) after they heard it.
-pub(super) const WELCOME_LISTEN: Duration = Duration::from_secs(22);
+pub(in crate::discovery) const WELCOME_LISTEN: Duration = Duration::from_secs(22);
 /// Hosts remembered as welcomed; more (a flood of forged start queries)
 /// are welcomed again, at the welcomes' pace.
 const MAX_WELCOMED: usize = 1024;
@@ -98,6 +100,28 @@ impl Welcomes {
         self.welcomed.get_live(&gid, now).copied()
     }
 
+    /// Marks endpoint `gid` welcomed, heard first at `now`, until `until`;
+    /// false if it was welcomed lately.
+    pub(super) fn first_heard(&mut self, gid: Gid, now: Instant, until: Instant) -> bool {
+        self.welcomed.mark_with(gid, now, now, until)
+    }
+
+    /// Marks address `ip` welcomed by unicast until `until`; false if it
+    /// was lately.
+    pub(super) fn first_at(&mut self, ip: IpAddr, now: Instant, until: Instant) -> bool {
+        self.welcomed_at.mark(ip, now, until)
+    }
+
+    /// Whether a look through every endpoint heard is within its pace.
+    pub(super) fn may_scan(&mut self, from: IpAddr, now: Instant) -> bool {
+        self.scans.allow(from, now)
+    }
+
+    /// Announcements sent to this host alone are welcomes until `until`.
+    pub(super) fn listen(&mut self, until: Instant) {
+        self.listen_until = Some(until);
+    }
+
     pub(super) fn sweep(&mut self, now: Instant) {
         self.welcomed.sweep(now, |_, _| {});
         self.welcomed_at.sweep(now, |_, _| {});
@@ -136,17 +160,18 @@ fn bound_at(state: &State, ip: IpAddr) -> bool {
         .is_some_and(|via| via.ip() == ip)
 }
 
-impl Discovery {
+impl Presence {
     /// The endpoint `gid`, at `from`, joined the segment: this host
     /// announces itself to it, once for all it sends, at a time of its own
     /// within a window that grows with the segment
     /// (`announce::welcome_pace`): by unicast while few join, or to the
     /// groups, at most once a welcome period, when many do.
-    pub(super) fn welcome(
+    pub(in crate::discovery) fn welcome(
         &mut self,
         local: &Local,
         record: &EndpointRecord,
         from: IpAddr,
+        around: &mut Around<'_>,
         now: Instant,
     ) {
         let gid = record.gid();
@@ -154,7 +179,7 @@ impl Discovery {
         // Marked first, since the mark also says when the endpoint was
         // first heard (`arrived_at`); while this host's own announcements
         // are still to come, they are the welcome.
-        if !self.welcomes.welcomed.mark_with(gid, now, now, until) {
+        if !self.welcomes.first_heard(gid, now, until) {
             return;
         }
         self.announcer.newcomer(now);
@@ -162,24 +187,24 @@ impl Discovery {
             return;
         }
         let (within, every) = welcome_pace(self.hints.endpoints_heard());
-        let after = self.inflight.jitter(within);
+        let after = around.probes.jitter(within);
         let pace = (every, UNICAST_WELCOMES);
         // Without a key a newcomer takes no hint from a welcome sent to it
         // alone, and an address heard in an announcement may be anyone's:
         // a host is welcomed on the groups (docs/protocol.md, trust
         // table: start query).
-        let keyed = self.auth.is_some();
+        let keyed = around.keyed;
         let unicast = welcome_address(record, from).filter(|&ip| {
             keyed
                 && (known_at(&mut self.hints, record, ip, now)
-                    || bound_at(&self.state, ip)
-                    || (self.welcomes.scans.allow(from, now) && self.hints.heard_from(ip, now)))
+                    || bound_at(around.state, ip)
+                    || (self.welcomes.may_scan(from, now) && self.hints.heard_from(ip, now)))
         });
         if let Some(ip) = unicast {
-            if !self.welcomes.welcomed_at.mark(ip, now, until) {
+            if !self.welcomes.first_at(ip, now, until) {
                 return;
             }
-            let to = SocketAddr::new(ip, self.cfg.discovery_port);
+            let to = SocketAddr::new(ip, around.port);
             let source = local
                 .endpoint_for(ip)
                 .and_then(|ep| local.source_for(ep, ip));
@@ -208,10 +233,15 @@ impl Discovery {
     /// addresses (a name, if it has one), carrying that endpoint's record.
     /// A reply can only come from a host that holds the same address (a
     /// misconfiguration); it counts as late, like one to a probe that
-    /// ended. False if this host has no address yet: the daemon gives an
+    /// ended. None if this host has no address yet: the daemon gives an
     /// endpoint its addresses after it opens it, and this host's thread
     /// may come between.
-    pub(super) fn send_start_query(&mut self, local: &Local, now: Instant) -> bool {
+    pub(super) fn start_query(
+        &mut self,
+        local: &Local,
+        (families, probes): (Families, &mut Probes),
+        now: Instant,
+    ) -> Option<impl Iterator<Item = Datagram>> {
         let pick = |name: bool| {
             local.endpoint_ids().find_map(|ep| {
                 local
@@ -220,28 +250,24 @@ impl Discovery {
                     .map(|a| (ep, a.clone()))
             })
         };
-        let Some((ep, target)) = pick(true).or_else(|| pick(false)) else {
-            return false;
-        };
+        let (ep, target) = pick(true).or_else(|| pick(false))?;
         let (Ok(wire), Some(record)) = (
             WireAddress::new(target.clone()),
             record_for(local, ep, Some(&target)),
         ) else {
-            return false;
+            return None;
         };
-        let txid = self.inflight.new_txid();
-        self.inflight.remember_sent(txid, now);
-        self.welcomes.listen_until = Some(now + WELCOME_LISTEN);
+        let txid = probes.new_txid();
+        probes.remember_sent(txid, now);
+        self.welcomes.listen(now + WELCOME_LISTEN);
         let bytes = Message::from(Query::new(txid, wire, record)).encode();
-        self.counts.traffic.start_queries += 1;
         log::debug!("discovery: start query for {target} on the groups");
         // One family is enough: every host listens on both groups.
-        let one = match self.families {
+        let one = match families {
             Families { v4: true, .. } => Families::V4,
             other => other,
         };
-        self.out.work.datagrams.extend(one.multicast(bytes));
-        true
+        Some(one.multicast(bytes))
     }
 }
 
@@ -261,6 +287,6 @@ fn welcome_address(record: &EndpointRecord, from: IpAddr) -> Option<IpAddr> {
 
 /// Whether a query that arrived on a group is a start query: its asker
 /// asks for an address its own record lists.
-pub(super) fn is_start_query(q: &Query) -> bool {
+pub(in crate::discovery) fn is_start_query(q: &Query) -> bool {
     q.sender().addresses().contains(q.target())
 }

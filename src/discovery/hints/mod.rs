@@ -24,11 +24,14 @@
 //! answered wrong (a host asked for a name it does not hold refuses it).
 
 use crate::addr::{Address, Gid};
+mod endpoints;
+
 use crate::bounded::{earliest, Expiring};
 use crate::fastmap::{Map, Seeded};
+use endpoints::{Endpoint, Endpoints};
 use std::collections::VecDeque;
 use std::hash::BuildHasher;
-use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+use std::net::IpAddr;
 use std::time::{Duration, Instant};
 
 /// How long a hint is kept before it is used: time for the name's holder
@@ -58,75 +61,6 @@ struct NameHint {
 
 const DISPUTED: u32 = u32::MAX;
 
-/// The addresses an endpoint announced from: it announces from one
-/// address per family; the first of each is kept, and the first heard is
-/// the one asked.
-#[derive(Clone, Copy, Debug, Default)]
-struct Sources {
-    v4: Option<Ipv4Addr>,
-    v6: Option<Ipv6Addr>,
-    v6_first: bool,
-}
-
-impl Sources {
-    fn add(&mut self, ip: IpAddr) {
-        match ip {
-            IpAddr::V4(a) if self.v4.is_none() => {
-                self.v6_first = self.v6.is_some();
-                self.v4 = Some(a);
-            }
-            IpAddr::V6(a) if self.v6.is_none() => {
-                self.v6_first = self.v4.is_none();
-                self.v6 = Some(a);
-            }
-            _ => {}
-        }
-    }
-
-    /// Whether `ip` is another address of a family this endpoint was
-    /// already heard from: an endpoint announces from one address per
-    /// family, so two are two hosts, one of them using the other's GID.
-    fn clashes(&self, ip: IpAddr) -> bool {
-        match ip {
-            IpAddr::V4(a) => self.v4.is_some_and(|v| v != a),
-            IpAddr::V6(a) => self.v6.is_some_and(|v| v != a),
-        }
-    }
-
-    fn contains(&self, ip: IpAddr) -> bool {
-        match ip {
-            IpAddr::V4(a) => self.v4 == Some(a),
-            IpAddr::V6(a) => self.v6 == Some(a),
-        }
-    }
-
-    fn first(&self) -> Option<IpAddr> {
-        let (v4, v6) = (self.v4.map(IpAddr::V4), self.v6.map(IpAddr::V6));
-        match self.v6_first {
-            true => v6.or(v4),
-            false => v4.or(v6),
-        }
-    }
-}
-
-/// An endpoint heard announcing names: its GID, the addresses it announced
-/// them from, and how many of the names it holds here.
-#[derive(Clone, Debug)]
-struct Endpoint {
-    gid: Gid,
-    at: Sources,
-    names: u32,
-    /// When it was first heard (or the endpoint it took its names over
-    /// from, at the same address) and last heard announcing one of them.
-    since: Tick,
-    heard: Tick,
-    /// Heard with its GID from two addresses of one family: one of them
-    /// is not the endpoint, and its names are asked of the groups (as if
-    /// disputed) for as long as it is kept (docs/protocol.md, trust
-    /// table: group announcement).
-    conflicted: bool,
-}
-
 /// What announcements said about names, bounded, each name kept for
 /// `urdma_addr_timeout` after it was last heard, each endpoint as long as
 /// one of its names.
@@ -143,10 +77,7 @@ pub struct Hints {
     /// last heard when queued: the sweep and a full table look at the
     /// front, and move a name heard again since to the back.
     order: VecDeque<(Tick, u64)>,
-    endpoints: Vec<Endpoint>,
-    /// Slots of `endpoints` free for reuse.
-    free: Vec<u32>,
-    by_gid: Map<Gid, u32>,
+    endpoints: Endpoints,
     digest: Seeded,
     /// The endpoints heard announcing names, whether or not their names
     /// are kept (the table full, or every one disputed), each for a
@@ -165,9 +96,7 @@ impl Hints {
         Hints {
             names: Map::default(),
             order: VecDeque::new(),
-            endpoints: Vec::new(),
-            free: Vec::new(),
-            by_gid: Map::default(),
+            endpoints: Endpoints::default(),
             digest: Seeded::default(),
             gids: Expiring::new(cap.max(1)),
             cap: cap.max(1),
@@ -208,82 +137,21 @@ impl Hints {
     /// doing so within a lifetime (never, or it expired): a newcomer.
     pub fn endpoint_heard(&mut self, gid: Gid, now: Instant) -> bool {
         let new = self.gids.get_live(&gid, now).is_none();
-        let until = self.lifetime_from(now);
+        let until = self.lifetime.map(|l| now + ticks(l));
         self.gids.insert(gid, (), until);
         new
-    }
-
-    /// When what is heard at `now` expires, if it does.
-    fn lifetime_from(&self, now: Instant) -> Option<Instant> {
-        Some(now + ticks(self.lifetime?))
     }
 
     /// How many endpoints were heard announcing names: the size of the
     /// segment, as far as this host knows.
     pub fn endpoints_heard(&self) -> usize {
-        self.by_gid.len()
-    }
-
-    /// The slot of endpoint `gid`, made if new, heard at `t` from `from`,
-    /// and whether that made it conflicted (heard from a second address of
-    /// one family).
-    fn endpoint(&mut self, gid: Gid, from: IpAddr, t: Tick) -> (u32, bool) {
-        let e = match self.by_gid.get(&gid) {
-            Some(&e) => e,
-            None => {
-                let ep = Endpoint {
-                    gid,
-                    at: Sources::default(),
-                    names: 0,
-                    since: t,
-                    heard: t,
-                    conflicted: false,
-                };
-                let e = match self.free.pop() {
-                    Some(e) => {
-                        self.endpoints[e as usize] = ep;
-                        e
-                    }
-                    None => {
-                        self.endpoints.push(ep);
-                        (self.endpoints.len() - 1) as u32
-                    }
-                };
-                self.by_gid.insert(gid, e);
-                e
-            }
-        };
-        let ep = &mut self.endpoints[e as usize];
-        ep.heard = ep.heard.max(t);
-        let clash = ep.at.clashes(from) && !ep.conflicted;
-        if clash {
-            log::debug!(
-                "discovery: {gid} announced from {from} and from {}; its names are asked of the groups",
-                ep.at.first().map_or_else(String::new, |a| a.to_string())
-            );
-            ep.conflicted = true;
-        }
-        ep.at.add(from);
-        (e, clash)
-    }
-
-    /// One name fewer for endpoint `e`; it goes with its last.
-    fn release(&mut self, e: u32) {
-        let Some(ep) = self.endpoints.get_mut(e as usize) else {
-            return;
-        };
-        ep.names -= 1;
-        if ep.names == 0 {
-            let gid = ep.gid;
-            self.by_gid.remove(&gid);
-            self.free.push(e);
-        }
+        self.endpoints.holders()
     }
 
     fn remove(&mut self, key: u64) {
         if let Some(h) = self.names.remove(&key) {
             if h.endpoint != DISPUTED {
-                self.release(h.endpoint);
+                self.endpoints.release(h.endpoint);
             }
             self.compact();
         }
@@ -309,9 +177,9 @@ impl Hints {
                     return false;
                 }
                 self.push_order(t, key);
-                let (e, clash) = self.endpoint(gid, from, t);
+                let (e, clash) = self.endpoints.heard(gid, from, t);
                 disputed = clash;
-                self.endpoints[e as usize].names += 1;
+                self.endpoints[e].names += 1;
                 NameHint {
                     endpoint: e,
                     since: t,
@@ -320,21 +188,21 @@ impl Hints {
             }
             Some(h) if h.endpoint == DISPUTED => NameHint { heard: t, ..h },
             Some(h) => {
-                let was = self.endpoints[h.endpoint as usize].clone();
+                let was = self.endpoints[h.endpoint].clone();
                 if was.gid == gid {
-                    disputed = self.endpoint(gid, from, t).1;
+                    disputed = self.endpoints.heard(gid, from, t).1;
                     NameHint { heard: t, ..h }
                 } else if was.at.contains(from) && !was.conflicted {
                     // The host at that address came back with other
                     // hardware; asking the address still reaches it (not
                     // if two hosts used the old GID: that address may be
                     // the one that was not its).
-                    let (e, clash) = self.endpoint(gid, from, t);
+                    let (e, clash) = self.endpoints.heard(gid, from, t);
                     disputed = clash;
-                    let ep = &mut self.endpoints[e as usize];
+                    let ep = &mut self.endpoints[e];
                     ep.names += 1;
                     ep.since = ep.since.min(was.since);
-                    self.release(h.endpoint);
+                    self.endpoints.release(h.endpoint);
                     NameHint {
                         endpoint: e,
                         heard: t,
@@ -348,7 +216,7 @@ impl Hints {
                         was.at.first().map_or_else(String::new, |a| a.to_string())
                     );
                     disputed = true;
-                    self.release(h.endpoint);
+                    self.endpoints.release(h.endpoint);
                     NameHint {
                         endpoint: DISPUTED,
                         heard: t,
@@ -414,7 +282,7 @@ impl Hints {
         let key = self.key(name);
         let held_by = |h: &NameHint| h.endpoint != DISPUTED;
         if let Some(h) = self.names.get(&key).filter(|h| held_by(h)) {
-            if self.endpoints[h.endpoint as usize].gid == gid {
+            if self.endpoints[h.endpoint].gid == gid {
                 self.remove(key);
             }
         }
@@ -433,9 +301,7 @@ impl Hints {
         let settled = self.tick(now) >= h.since.saturating_add(settle_ticks());
         match h.endpoint {
             DISPUTED => None,
-            e if settled && !self.endpoints[e as usize].conflicted => {
-                self.endpoints[e as usize].at.first()
-            }
+            e if settled && !self.endpoints[e].conflicted => self.endpoints[e].at.first(),
             _ => None,
         }
     }
@@ -465,8 +331,8 @@ impl Hints {
         let settled = self.tick(now) >= h.since.saturating_add(settle_ticks());
         settled
             && h.endpoint != DISPUTED
-            && !self.endpoints[h.endpoint as usize].conflicted
-            && self.endpoints[h.endpoint as usize].at.contains(ip)
+            && !self.endpoints[h.endpoint].conflicted
+            && self.endpoints[h.endpoint].at.contains(ip)
     }
 
     /// What the hints say, for `urdma-acm show`: the hint of `name`, or
@@ -497,7 +363,7 @@ impl Hints {
                 if !self.live(h.heard, t) {
                     return Vec::new();
                 }
-                let e = (h.endpoint != DISPUTED).then(|| &self.endpoints[h.endpoint as usize]);
+                let e = (h.endpoint != DISPUTED).then(|| &self.endpoints[h.endpoint]);
                 let (gid, from) = e.map_or(("disputed".into(), Vec::new()), endpoint);
                 vec![crate::control::Hint {
                     name: name.to_string(),
@@ -536,16 +402,13 @@ impl Hints {
         self.names.clear();
         self.order.clear();
         self.endpoints.clear();
-        self.free.clear();
-        self.by_gid.clear();
         n
     }
 
     /// Whether `name` was announced by two endpoints lately.
     pub fn disputed(&mut self, name: &Address, now: Instant) -> bool {
-        self.get_live(name, now).is_some_and(|(_, h)| {
-            h.endpoint == DISPUTED || self.endpoints[h.endpoint as usize].conflicted
-        })
+        self.get_live(name, now)
+            .is_some_and(|(_, h)| h.endpoint == DISPUTED || self.endpoints[h.endpoint].conflicted)
     }
 
     /// Names kept, and places in the queue of their order (fewer than
@@ -560,11 +423,6 @@ impl Hints {
     /// The most names kept.
     pub fn capacity(&self) -> usize {
         self.cap
-    }
-
-    #[cfg(test)]
-    fn len(&self) -> usize {
-        self.names.len()
     }
 
     /// Forgets the names not heard for a lifetime, oldest first: the front
@@ -610,235 +468,4 @@ fn settle_ticks() -> Tick {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn name(s: &str) -> Address {
-        Address::Name(s.into())
-    }
-
-    fn ip(s: &str) -> IpAddr {
-        s.parse().unwrap()
-    }
-
-    const A: Gid = Gid([0xfe, 0x80, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1]);
-    const B: Gid = Gid([0xfe, 0x80, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 2]);
-
-    #[test]
-    fn a_name_is_asked_of_its_announcer_once_the_hint_settled() {
-        let t = Instant::now();
-        let mut h = Hints::new(16, None);
-        h.heard(&name("x"), A, ip("10.0.0.1"), t);
-        h.heard(&name("x"), A, ip("fd00::1"), t);
-        assert_eq!(h.whom(&name("x"), t + SETTLE / 2), None);
-        assert_eq!(h.whom(&name("x"), t + SETTLE), Some(ip("10.0.0.1")));
-        assert_eq!(h.whom(&name("y"), t + SETTLE), None);
-    }
-
-    #[test]
-    fn an_address_names_were_announced_from_is_a_hosts_once_settled() {
-        let t = Instant::now();
-        let mut h = Hints::new(16, Some(Duration::from_secs(60)));
-        let (v4, v6) = (ip("10.0.0.1"), ip("fd00::1"));
-        h.heard(&name("x"), A, v4, t);
-        h.heard(&name("x"), A, v6, t);
-        assert!(!h.heard_from(v4, t + SETTLE / 2));
-        assert!(h.heard_from(v4, t + SETTLE) && h.heard_from(v6, t + SETTLE));
-        assert!(!h.heard_from(ip("10.0.0.2"), t + SETTLE));
-        // Back with other hardware at the same address: still a host's.
-        h.heard(&name("x"), B, v4, t + SETTLE * 2);
-        assert!(h.heard_from(v4, t + SETTLE * 2));
-        // Forgotten with its names.
-        assert!(!h.heard_from(v4, t + SETTLE * 2 + Duration::from_secs(60)));
-        h.forget(&name("x"));
-        assert!(!h.heard_from(v4, t + SETTLE * 3));
-    }
-
-    #[test]
-    fn two_endpoints_announcing_one_name_send_it_to_the_groups() {
-        let t = Instant::now();
-        let mut h = Hints::new(16, None);
-        assert!(!h.heard(&name("x"), A, ip("10.0.0.1"), t));
-        assert!(h.heard(&name("x"), B, ip("10.0.0.66"), t + SETTLE / 2));
-        assert_eq!(h.whom(&name("x"), t + SETTLE * 2), None);
-        // The first one again does not settle it, nor count it again.
-        assert!(!h.heard(&name("x"), A, ip("10.0.0.1"), t + SETTLE * 2));
-        assert_eq!(h.whom(&name("x"), t + SETTLE * 4), None);
-    }
-
-    #[test]
-    fn a_new_gid_from_a_known_address_is_the_same_host() {
-        let t = Instant::now();
-        let mut h = Hints::new(16, None);
-        h.heard(&name("x"), A, ip("10.0.0.1"), t);
-        h.heard(&name("x"), A, ip("fd00::1"), t);
-        h.heard(&name("x"), B, ip("fd00::1"), t + SETTLE);
-        assert_eq!(h.whom(&name("x"), t + SETTLE), Some(ip("fd00::1")));
-        // A withdrawal of the old GID no longer applies; of the new one does.
-        h.withdrawn(&name("x"), A);
-        assert!(h.whom(&name("x"), t + SETTLE).is_some());
-        h.withdrawn(&name("x"), B);
-        assert_eq!(h.whom(&name("x"), t + SETTLE), None);
-    }
-
-    #[test]
-    fn hints_expire_and_stay_bounded() {
-        let t = Instant::now();
-        let mut h = Hints::new(2, Some(Duration::from_secs(60)));
-        let gid = |i: u8| Gid([0xfe, 0x80, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, i]);
-        let hear = |h: &mut Hints, i: usize, n: &str, at: Instant| {
-            h.heard(
-                &name(n),
-                gid(i as u8 + 1),
-                ip(&format!("10.0.0.{}", i + 1)),
-                at,
-            )
-        };
-        for (i, n) in ["x", "y", "z"].iter().enumerate() {
-            hear(&mut h, i, n, t);
-        }
-        // Full, the newest name is the one not kept: a flood of new names
-        // cannot push out what the table holds.
-        assert_eq!((h.len(), h.refused), (2, 1));
-        assert_eq!(
-            h.endpoints_heard(),
-            2,
-            "the refused name's endpoint is not kept"
-        );
-        assert_eq!(h.whom(&name("x"), t + SETTLE), Some(ip("10.0.0.1")));
-        assert_eq!(h.whom(&name("z"), t + SETTLE), None);
-        // Heard again, a name is kept a lifetime from then; the others go.
-        hear(&mut h, 1, "y", t + Duration::from_secs(30));
-        assert_eq!(h.sweep_due(), Some(t + Duration::from_secs(60)));
-        h.sweep(t + Duration::from_secs(60));
-        assert_eq!((h.len(), h.endpoints_heard()), (1, 1));
-        assert_eq!(
-            h.whom(&name("y"), t + Duration::from_secs(89)),
-            Some(ip("10.0.0.2"))
-        );
-        assert_eq!(h.whom(&name("y"), t + Duration::from_secs(90)), None);
-        assert!(
-            h.endpoint_heard(gid(2), t + Duration::from_secs(90)),
-            "new again"
-        );
-        // An expired name makes room for a new one without a sweep.
-        let later = t + Duration::from_secs(200);
-        hear(&mut h, 0, "x", later);
-        hear(&mut h, 2, "z", later);
-        assert_eq!((h.len(), h.refused), (2, 1));
-        assert_eq!(h.whom(&name("z"), later + SETTLE), Some(ip("10.0.0.3")));
-    }
-
-    #[test]
-    fn names_announced_and_withdrawn_over_and_over_cost_no_memory() {
-        let t = Instant::now();
-        let mut h = Hints::new(65_536, None);
-        for i in 0..100_000u32 {
-            let at = t + Duration::from_millis(u64::from(i));
-            let n = name(&format!("n{}", i % 15));
-            h.heard(&n, A, ip("10.0.0.66"), at);
-            h.withdrawn(&n, A);
-        }
-        let HintSizes {
-            names,
-            queue: queued,
-        } = h.sizes();
-        assert_eq!(names, 0);
-        assert!(
-            queued <= ORDER_SLACK + 1,
-            "{queued} places queued for no name"
-        );
-        // Names kept keep their places.
-        h.heard(&name("kept"), B, ip("10.0.0.2"), t);
-        for i in 0..1_000u32 {
-            let n = name(&format!("m{i}"));
-            h.heard(&n, A, ip("10.0.0.66"), t);
-            h.withdrawn(&n, A);
-        }
-        assert!(h.sizes().queue <= 2 + ORDER_SLACK);
-        assert_eq!(h.whom(&name("kept"), t + SETTLE), Some(ip("10.0.0.2")));
-    }
-
-    #[test]
-    fn a_name_keeps_its_place_whatever_its_endpoint_does() {
-        // Many names of one endpoint, a withdrawal of one, a name moved to
-        // the endpoint's new GID: the endpoint's slot lives as long as one
-        // of its names, and a new endpoint reuses a freed slot.
-        let t = Instant::now();
-        let mut h = Hints::new(16, None);
-        h.heard(&name("x"), A, ip("10.0.0.1"), t);
-        h.heard(&name("y"), A, ip("10.0.0.1"), t);
-        h.withdrawn(&name("x"), A);
-        assert!(h.by_gid.contains_key(&A), "y keeps it");
-        h.heard(&name("y"), B, ip("10.0.0.1"), t);
-        assert!(!h.by_gid.contains_key(&A), "its last name moved to B");
-        assert_eq!(h.endpoints_heard(), 1);
-        assert_eq!(h.whom(&name("y"), t + SETTLE), Some(ip("10.0.0.1")));
-        h.forget(&name("y"));
-        assert_eq!((h.len(), h.endpoints_heard()), (0, 0));
-        h.heard(&name("w"), A, ip("10.0.0.9"), t);
-        assert_eq!(h.endpoints.len(), 2, "a freed slot reused");
-        assert_eq!(h.whom(&name("w"), t + SETTLE), Some(ip("10.0.0.9")));
-    }
-
-    #[test]
-    fn an_endpoint_heard_again_is_no_newcomer_though_none_of_its_names_is_kept() {
-        // Two hosts whose tables are full (a flood filled them) must not
-        // take each other's announcements for a newcomer's, or each
-        // welcome would call for the other's.
-        let t = Instant::now();
-        let mut h = Hints::new(1, Some(Duration::from_secs(60)));
-        h.heard(&name("x"), A, ip("10.0.0.1"), t);
-        assert!(h.endpoint_heard(B, t), "new");
-        assert!(!h.heard(&name("y"), B, ip("10.0.0.2"), t));
-        assert_eq!(h.refused, 1, "not kept");
-        assert!(!h.endpoint_heard(B, t + SETTLE), "heard before");
-        assert!(
-            h.endpoint_heard(B, t + Duration::from_secs(62)),
-            "a lifetime later"
-        );
-    }
-
-    #[test]
-    fn a_gid_announced_from_two_addresses_of_one_family_is_asked_of_the_groups() {
-        // A forger announces a name of its own with B's GID, from its own
-        // address, before B is heard: B's own names must not be asked of
-        // the forger's address.
-        let t = Instant::now();
-        let mut h = Hints::new(16, None);
-        assert!(!h.heard(&name("bait"), B, ip("10.0.0.66"), t));
-        assert!(
-            h.heard(&name("node-b"), B, ip("10.0.0.2"), t),
-            "counted disputed"
-        );
-        assert!(
-            !h.heard(&name("node-b2"), B, ip("10.0.0.2"), t),
-            "counted once"
-        );
-        for n in ["bait", "node-b", "node-b2"] {
-            assert_eq!(h.whom(&name(n), t + SETTLE * 2), None, "{n}");
-            assert!(h.disputed(&name(n), t + SETTLE * 2), "{n}");
-        }
-        assert!(!h.heard_from(ip("10.0.0.2"), t + SETTLE * 2));
-        // Its IPv6 address is its own family's first: no clash.
-        h.heard(&name("x"), A, ip("10.0.0.1"), t);
-        h.heard(&name("x"), A, ip("fd00::1"), t);
-        assert_eq!(h.whom(&name("x"), t + SETTLE), Some(ip("10.0.0.1")));
-    }
-
-    #[test]
-    fn a_new_gid_from_an_address_that_shared_a_gid_is_not_the_same_host() {
-        // The forger announced first with B's GID from its own address,
-        // then B from its own: conflicted. A new GID from the forger's
-        // address must not take B's names over as "back with new
-        // hardware".
-        let t = Instant::now();
-        let mut h = Hints::new(16, None);
-        h.heard(&name("node-b"), B, ip("10.0.0.66"), t);
-        h.heard(&name("node-b"), B, ip("10.0.0.2"), t);
-        let forger = Gid([0xfe, 0x80, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0x66]);
-        h.heard(&name("node-b"), forger, ip("10.0.0.66"), t + SETTLE);
-        assert_eq!(h.whom(&name("node-b"), t + SETTLE * 3), None);
-        assert!(h.disputed(&name("node-b"), t + SETTLE * 3));
-    }
-}
+mod tests;
