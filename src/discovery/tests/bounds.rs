@@ -9,7 +9,12 @@ fn footprint(e: &Engine<FakeDaemon>) -> Vec<usize> {
     let mut sizes = e.local().sizes().to_vec();
     let f = d.inflight.sizes();
     sizes.extend([f.lookups, f.probes, f.checks]);
-    sizes.extend([e.tables().cached, e.waiting(), t.bindings, t.failures]);
+    sizes.extend([
+        e.tables().cached,
+        e.tables().waiting,
+        t.bindings,
+        t.failures,
+    ]);
     // The hints' queue is bounded, not constant: it is compacted when it
     // holds twice the names (`Hints::compact`).
     sizes.push(t.hints);
@@ -54,7 +59,14 @@ fn every_table_the_network_or_clients_fill_is_bounded() {
         )
         .unwrap()
     };
-    f.e.on_datagram(from7, None, &reply_bytes(&q, Answer::Found(rec(7))), f.t0);
+    f.e.input(
+        Input::Datagram {
+            from: from7,
+            to: None,
+            bytes: &reply_bytes(&q, Answer::Found(rec(7))),
+        },
+        f.t0,
+    );
     polled(&mut f.e);
     for last in [8, 9] {
         f.e.resolve_at(
@@ -65,7 +77,14 @@ fn every_table_the_network_or_clients_fill_is_bounded() {
         );
         let (q, _) = sent_query(&polled(&mut f.e));
         let from = SocketAddr::new(IpAddr::V4([10, 0, 0, last].into()), 6126);
-        f.e.on_datagram(from, None, &reply_bytes(&q, Answer::Found(rec(last))), f.t0);
+        f.e.input(
+            Input::Datagram {
+                from,
+                to: None,
+                bytes: &reply_bytes(&q, Answer::Found(rec(last))),
+            },
+            f.t0,
+        );
         assert_eq!(polled(&mut f.e).replies.len(), 1, "answered");
     }
     assert_eq!(f.e.discovery().status().bindings, 2);
@@ -80,7 +99,7 @@ fn every_table_the_network_or_clients_fill_is_bounded() {
         "what left the bindings left the cache (a hint could not be checked)"
     );
     // What expires is swept without being asked for.
-    f.e.on_timers(f.t0 + Duration::from_secs(24 * 3600 + 1));
+    f.e.input(Input::Timers, f.t0 + Duration::from_secs(24 * 3600 + 1));
     assert_eq!(
         (f.e.discovery().status().bindings, f.e.tables().cached),
         (0, 0)
@@ -91,22 +110,36 @@ fn every_table_the_network_or_clients_fill_is_bounded() {
 fn drops_are_summed_up_in_the_log_now_and_then() {
     let mut f = fixture(Config::default());
     for _ in 0..3 {
-        f.e.on_datagram(peer(), None, b"garbage", f.t0);
+        f.e.input(
+            Input::Datagram {
+                from: peer(),
+                to: None,
+                bytes: b"garbage",
+            },
+            f.t0,
+        );
     }
-    f.e.on_timers(f.t0);
+    f.e.input(Input::Timers, f.t0);
     assert_eq!(
         f.e.discovery().drops_logged.said.malformed,
         3,
         "the first drops at once"
     );
-    f.e.on_datagram(peer(), None, b"garbage", f.t0);
-    f.e.on_timers(f.t0 + Duration::from_secs(1));
+    f.e.input(
+        Input::Datagram {
+            from: peer(),
+            to: None,
+            bytes: b"garbage",
+        },
+        f.t0,
+    );
+    f.e.input(Input::Timers, f.t0 + Duration::from_secs(1));
     assert_eq!(
         f.e.discovery().drops_logged.said.malformed,
         3,
         "then once per interval"
     );
-    f.e.on_timers(f.t0 + DROP_SUMMARY_EVERY);
+    f.e.input(Input::Timers, f.t0 + DROP_SUMMARY_EVERY);
     assert_eq!(f.e.discovery().drops_logged.said.malformed, 4);
     assert_eq!(
         f.e.discovery().counts().drops.to_string(),
@@ -125,18 +158,18 @@ fn many_announcements_leave_in_paced_batches_and_peers_check_each_binding_once()
     }
     polled(&mut f.e);
     f.e.schedule_announce();
-    f.e.on_timers(f.t0);
+    f.e.input(Input::Timers, f.t0);
     let announced = |e: &mut Engine<FakeDaemon>, t: Instant| {
-        e.on_timers(t);
+        e.input(Input::Timers, t);
         without_start_queries(&polled(e)).len()
     };
     let first = f.t0 + Duration::from_millis(50);
-    f.e.on_timers(first);
+    f.e.input(Input::Timers, first);
     let fx = polled(&mut f.e);
     assert_eq!(without_start_queries(&fx).len(), ANNOUNCE_BATCH);
     assert_eq!(fx.deadline, Some(first + ANNOUNCE_PACE));
     assert_eq!(announced(&mut f.e, first), 0, "not before the pace allows");
-    f.e.on_timers(first + ANNOUNCE_PACE);
+    f.e.input(Input::Timers, first + ANNOUNCE_PACE);
     let last = polled(&mut f.e).work.datagrams;
     assert_eq!(last.len(), 27 - ANNOUNCE_BATCH);
     assert_eq!(announced(&mut f.e, first + 2 * ANNOUNCE_PACE), 0);
@@ -179,8 +212,22 @@ fn many_announcements_leave_in_paced_batches_and_peers_check_each_binding_once()
         let Datagram::Multicast { bytes, .. } = d else {
             panic!()
         };
-        peer.e.on_datagram(at, None, bytes, f.t0);
-        peer.e.on_datagram(at, None, bytes, f.t0);
+        peer.e.input(
+            Input::Datagram {
+                from: at,
+                to: None,
+                bytes,
+            },
+            f.t0,
+        );
+        peer.e.input(
+            Input::Datagram {
+                from: at,
+                to: None,
+                bytes,
+            },
+            f.t0,
+        );
     }
     let checks = sent_queries(&polled(&mut peer.e));
     assert_eq!(checks.len(), known.len(), "one check per binding");
@@ -210,16 +257,16 @@ fn port_cycles_with_lookups_pending_leave_nothing_behind() {
         let dev = f.e.local().port(port).unwrap().device;
         let ids: Vec<AddressId> = f.e.local().endpoint(ep).unwrap().addresses.to_vec();
         for a in ids {
-            f.e.remove_address(a);
+            f.e.change(Topology::RemoveAddress(a));
         }
-        f.e.close_endpoint(ep);
-        f.e.close_port(port);
-        f.e.close_device(dev);
+        f.e.change(Topology::CloseEndpoint(ep));
+        f.e.change(Topology::ClosePort(port));
+        f.e.change(Topology::CloseDevice(dev));
         t += Duration::from_millis(30);
-        f.e.on_timers(t);
+        f.e.input(Input::Timers, t);
         (ep, addr) = bring_up(&mut f.e, OWN);
         t += Duration::from_millis(30);
-        f.e.on_timers(t);
+        f.e.input(Input::Timers, t);
         let fx = polled(&mut f.e);
         assert_eq!(fx.replies.len(), 1, "the pending request is answered");
         let now = footprint(&f.e);
@@ -272,10 +319,24 @@ fn flood_an_hour(per_second: u32) {
     let minute = 60 * per_second;
     for n in 0..3_600 * per_second {
         let t = f.t0 + step * n;
-        f.e.on_datagram(attacker(), Some(group()), &announce, t);
-        f.e.on_datagram(attacker(), Some(group()), &withdraw, t);
+        f.e.input(
+            Input::Datagram {
+                from: attacker(),
+                to: Some(group()),
+                bytes: &announce,
+            },
+            t,
+        );
+        f.e.input(
+            Input::Datagram {
+                from: attacker(),
+                to: Some(group()),
+                bytes: &withdraw,
+            },
+            t,
+        );
         if n % per_second == 0 {
-            f.e.on_timers(t);
+            f.e.input(Input::Timers, t);
             polled(&mut f.e);
         }
         if n % minute == 0 {

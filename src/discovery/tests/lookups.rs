@@ -40,10 +40,12 @@ fn a_miss_asks_the_address_once_and_answers_every_waiter_once() {
         "a second request joins the lookup"
     );
 
-    f.e.on_datagram(
-        peer(),
-        None,
-        &reply_bytes(&q, Answer::Found(peer_record(PEER))),
+    f.e.input(
+        Input::Datagram {
+            from: peer(),
+            to: None,
+            bytes: &reply_bytes(&q, Answer::Found(peer_record(PEER))),
+        },
         f.t0,
     );
     let fx = polled(&mut f.e);
@@ -70,7 +72,14 @@ fn a_miss_asks_the_address_once_and_answers_every_waiter_once() {
     assert_eq!(f.e.discovery().status().lookups, 0);
     // A second reply to the same query (its retry answered too) is
     // dropped as late, not as unsolicited: normal traffic raises no alarm.
-    f.e.on_datagram(peer(), None, &reply_bytes(&q, Answer::Refused), f.t0);
+    f.e.input(
+        Input::Datagram {
+            from: peer(),
+            to: None,
+            bytes: &reply_bytes(&q, Answer::Refused),
+        },
+        f.t0,
+    );
     assert!(polled(&mut f.e).replies.is_empty());
     let d = &f.e.discovery().counts().drops;
     assert_eq!((d.late, d.unsolicited), (1, 0));
@@ -80,7 +89,14 @@ fn a_miss_asks_the_address_once_and_answers_every_waiter_once() {
         * crate::discovery::RETRY_CEILING
         * (Config::default().retries + 1);
     let after = f.t0 + stage + Duration::from_millis(1);
-    f.e.on_datagram(peer(), None, &reply_bytes(&q, Answer::Refused), after);
+    f.e.input(
+        Input::Datagram {
+            from: peer(),
+            to: None,
+            bytes: &reply_bytes(&q, Answer::Refused),
+        },
+        after,
+    );
     let d = &f.e.discovery().counts().drops;
     assert_eq!((d.late, d.unsolicited), (1, 1));
 }
@@ -95,18 +111,46 @@ fn replies_from_elsewhere_or_unknown_transactions_are_dropped() {
         IpAddr::V4([10, 0, 0, 66].into()),
         crate::config::DEFAULT_DISCOVERY_PORT,
     );
-    f.e.on_datagram(impostor, None, &found, f.t0);
+    f.e.input(
+        Input::Datagram {
+            from: impostor,
+            to: None,
+            bytes: &found,
+        },
+        f.t0,
+    );
     let other_port = SocketAddr::new(IpAddr::V4(PEER_IP.into()), 4444);
-    f.e.on_datagram(other_port, None, &found, f.t0);
+    f.e.input(
+        Input::Datagram {
+            from: other_port,
+            to: None,
+            bytes: &found,
+        },
+        f.t0,
+    );
     assert_eq!(f.e.discovery().counts().drops.wrong_source, 2);
     let stranger = Query::new(
         std::num::NonZeroU64::new(q.txid().get() ^ 1).unwrap(),
         q.target().clone(),
         peer_record(PEER),
     );
-    f.e.on_datagram(peer(), None, &reply_bytes(&stranger, Answer::Refused), f.t0);
+    f.e.input(
+        Input::Datagram {
+            from: peer(),
+            to: None,
+            bytes: &reply_bytes(&stranger, Answer::Refused),
+        },
+        f.t0,
+    );
     assert_eq!(f.e.discovery().counts().drops.unsolicited, 1);
-    f.e.on_datagram(peer(), None, b"garbage", f.t0);
+    f.e.input(
+        Input::Datagram {
+            from: peer(),
+            to: None,
+            bytes: b"garbage",
+        },
+        f.t0,
+    );
     assert_eq!(f.e.discovery().counts().drops.malformed, 1);
     assert!(
         polled(&mut f.e).replies.is_empty(),
@@ -132,20 +176,20 @@ fn silence_is_retried_then_times_out_and_is_not_remembered() {
     let mut txids = vec![first.txid()];
     // Each try waits twice as long as the one before: 100, 200, 400 ms.
     for (quiet, sent) in [(99, 101), (299, 302)] {
-        f.e.on_timers(f.t0 + Duration::from_millis(quiet));
+        f.e.input(Input::Timers, f.t0 + Duration::from_millis(quiet));
         assert!(sent_queries(&polled(&mut f.e)).is_empty(), "at {quiet} ms");
-        f.e.on_timers(f.t0 + Duration::from_millis(sent));
+        f.e.input(Input::Timers, f.t0 + Duration::from_millis(sent));
         let (again, _) = sent_query(&polled(&mut f.e));
         assert_eq!(again.target(), first.target());
         assert!(!txids.contains(&again.txid()), "every try has its own txid");
         txids.push(again.txid());
     }
-    f.e.on_timers(f.t0 + Duration::from_millis(690));
+    f.e.input(Input::Timers, f.t0 + Duration::from_millis(690));
     assert!(
         polled(&mut f.e).replies.is_empty(),
         "the last try is waited for"
     );
-    f.e.on_timers(f.t0 + Duration::from_millis(710));
+    f.e.input(Input::Timers, f.t0 + Duration::from_millis(710));
     let fx = polled(&mut f.e);
     assert_eq!(fx.replies.len(), 1);
     assert_eq!(fx.replies[0].msg.status(), ACM_STATUS_ETIMEDOUT as u8);
@@ -170,7 +214,14 @@ fn a_refusal_fails_at_once_with_enodata_and_an_icmp_error_with_etimedout() {
     });
     f.e.resolve_at(f.addr, &ip_request(PEER_IP, 0, 1), 11, Instant::now());
     let (q, _) = sent_query(&polled(&mut f.e));
-    f.e.on_datagram(peer(), None, &reply_bytes(&q, Answer::Refused), f.t0);
+    f.e.input(
+        Input::Datagram {
+            from: peer(),
+            to: None,
+            bytes: &reply_bytes(&q, Answer::Refused),
+        },
+        f.t0,
+    );
     let fx = polled(&mut f.e);
     assert_eq!(fx.replies[0].msg.status(), ACM_STATUS_ENODATA as u8);
 
@@ -182,14 +233,22 @@ fn a_refusal_fails_at_once_with_enodata_and_an_icmp_error_with_etimedout() {
         panic!("{fx:?}")
     };
     // An ICMP error about a datagram to some other host is not ours.
-    f.e.on_unreachable(
-        SocketAddr::new(IpAddr::V4([10, 0, 0, 9].into()), 6126),
-        bytes,
+    f.e.input(
+        Input::Unreachable {
+            dest: SocketAddr::new(IpAddr::V4([10, 0, 0, 9].into()), 6126),
+            payload: bytes,
+        },
         f.t0,
     );
     assert!(polled(&mut f.e).replies.is_empty());
     // ICMPv4 quotes only the start of the query.
-    f.e.on_unreachable(peer(), &bytes[..520], f.t0);
+    f.e.input(
+        Input::Unreachable {
+            dest: peer(),
+            payload: &bytes[..520],
+        },
+        f.t0,
+    );
     let fx = polled(&mut f.e);
     assert_eq!(
         (fx.replies[0].id, fx.replies[0].msg.status()),
@@ -206,12 +265,20 @@ fn derivations_follow_a_failed_discovery_in_order() {
     let mut f = fixture(cfg);
     f.e.resolve_at(f.addr, &ip_request(PEER_IP, 0, 1), 11, Instant::now());
     let (q, _) = sent_query(&polled(&mut f.e));
-    f.e.on_unreachable(peer(), &Message::from(q).encode(), f.t0);
+    f.e.input(
+        Input::Unreachable {
+            dest: peer(),
+            payload: &Message::from(q).encode(),
+        },
+        f.t0,
+    );
     let jobs = polled(&mut f.e).work.neighbour_jobs;
     assert_eq!(jobs.len(), 1, "eui64 comes first");
-    f.e.on_neighbour(
-        jobs[0].clone(),
-        Some([0x52, 0x54, 0, 0xaa, 0xbb, 0xcc]),
+    f.e.input(
+        Input::Neighbour {
+            job: jobs[0].clone(),
+            mac: Some([0x52, 0x54, 0, 0xaa, 0xbb, 0xcc]),
+        },
         f.t0,
     );
     let fx = polled(&mut f.e);
@@ -225,15 +292,21 @@ fn derivations_follow_a_failed_discovery_in_order() {
     f.e.resolve_at(f.addr, &ip_request(other, 0, 2), 12, Instant::now());
     let (q, _) = sent_query(&polled(&mut f.e));
     let to = SocketAddr::new(IpAddr::V4(other.into()), 6126);
-    f.e.on_unreachable(to, &Message::from(q).encode(), f.t0);
+    f.e.input(
+        Input::Unreachable {
+            dest: to,
+            payload: &Message::from(q).encode(),
+        },
+        f.t0,
+    );
     let job = polled(&mut f.e).work.neighbour_jobs.remove(0);
-    f.e.on_neighbour(job, None, f.t0);
+    f.e.input(Input::Neighbour { job, mac: None }, f.t0);
     let fx = polled(&mut f.e);
     assert!(
         fx.work.datagrams.is_empty(),
         "the query already made the kernel resolve the neighbour"
     );
-    f.e.on_timers(f.t0 + Duration::from_secs(1));
+    f.e.input(Input::Timers, f.t0 + Duration::from_secs(1));
     let fx = polled(&mut f.e);
     assert_eq!(dgid(&fx.replies[0].msg), "::ffff:10.0.0.3".parse().unwrap());
 }
@@ -251,10 +324,12 @@ fn nodelay_answers_now_and_still_starts_the_lookup() {
         .unwrap();
     assert_eq!(r.status(), ACM_STATUS_ENODATA as u8);
     let (q, _) = sent_query(&polled(&mut f.e));
-    f.e.on_datagram(
-        peer(),
-        None,
-        &reply_bytes(&q, Answer::Found(peer_record(PEER))),
+    f.e.input(
+        Input::Datagram {
+            from: peer(),
+            to: None,
+            bytes: &reply_bytes(&q, Answer::Found(peer_record(PEER))),
+        },
         f.t0,
     );
     assert!(polled(&mut f.e).replies.is_empty(), "nobody was waiting");
@@ -274,16 +349,16 @@ fn closing_an_endpoint_answers_its_waiters() {
     let mut f = fixture(Config::default());
     f.e.resolve_at(f.addr, &ip_request(PEER_IP, 0, 1), 11, Instant::now());
     polled(&mut f.e);
-    f.e.close_endpoint(f.ep);
+    f.e.change(Topology::CloseEndpoint(f.ep));
     let mut fx = polled(&mut f.e);
     assert!(
         fx.deadline.is_some() && fx.work.datagrams.is_empty(),
         "withdrawals wait to leave together"
     );
     // The wake's timer counts their time; a later one sends them.
-    f.e.on_timers(f.t0);
+    f.e.input(Input::Timers, f.t0);
     assert!(polled(&mut f.e).work.datagrams.is_empty());
-    f.e.on_timers(f.t0 + Duration::from_secs(1));
+    f.e.input(Input::Timers, f.t0 + Duration::from_secs(1));
     fx.work.datagrams = polled(&mut f.e).work.datagrams;
     assert_eq!(fx.replies.len(), 1);
     assert_eq!(fx.replies[0].msg.status(), ACM_STATUS_ENOTCONN as u8);
@@ -317,20 +392,20 @@ fn without_discovery_only_derivations_run() {
         ..Config::default()
     };
     let mut f = fixture(cfg);
-    f.e.set_discovery_up(Families::NONE, f.t0);
+    f.e.input(Input::DiscoveryUp(Families::NONE), f.t0);
     polled(&mut f.e);
     assert_eq!(
         f.e.resolve_at(f.addr, &ip_request(PEER_IP, 0, 1), 11, Instant::now()),
         None
     );
     let job = polled(&mut f.e).work.neighbour_jobs.remove(0);
-    f.e.on_neighbour(job, None, f.t0);
+    f.e.input(Input::Neighbour { job, mac: None }, f.t0);
     let fx = polled(&mut f.e);
     assert!(
         matches!(&fx.work.datagrams[..], [Datagram::Unicast { to, .. }] if *to == SocketAddr::new(IpAddr::V4(PEER_IP.into()), 9)),
         "no query went out, so the kernel is made to resolve the neighbour: {fx:?}"
     );
-    f.e.on_timers(f.t0 + Duration::from_secs(1));
+    f.e.input(Input::Timers, f.t0 + Duration::from_secs(1));
     let fx = polled(&mut f.e);
     assert_eq!(fx.replies.len(), 1);
     assert_eq!(dgid(&fx.replies[0].msg), "::ffff:10.0.0.2".parse().unwrap());
@@ -352,19 +427,26 @@ fn a_claim_its_host_never_confirms_times_out() {
     );
     let (g, _) = sent_query(&polled(&mut f.e));
     let claim = reply_bytes(&g, Answer::Found(peer_record(PEER)));
-    f.e.on_datagram(peer(), None, &claim, f.t0);
+    f.e.input(
+        Input::Datagram {
+            from: peer(),
+            to: None,
+            bytes: &claim,
+        },
+        f.t0,
+    );
     let (_, to) = sent_query(&polled(&mut f.e));
     assert_eq!(to, Some(peer()));
     // The confirmation and its tries are lost.
     for ms in (100..=3_400).step_by(100) {
-        f.e.on_timers(f.t0 + Duration::from_millis(ms));
+        f.e.input(Input::Timers, f.t0 + Duration::from_millis(ms));
     }
     assert!(
         polled(&mut f.e).replies.is_empty(),
         "its last try waited for"
     );
     for ms in (3_500..=4_000).step_by(100) {
-        f.e.on_timers(f.t0 + Duration::from_millis(ms));
+        f.e.input(Input::Timers, f.t0 + Duration::from_millis(ms));
     }
     assert_eq!(one_status(&mut f), ACM_STATUS_ETIMEDOUT as u8);
     assert_eq!(f.e.discovery().status().failures, 0);
@@ -375,7 +457,14 @@ fn a_refusal_is_remembered_and_an_icmp_error_is_not() {
     let mut f = fixture(Config::default());
     f.e.resolve_at(f.addr, &ip_request(PEER_IP, 0, 1), 1, Instant::now());
     let (q, _) = sent_query(&polled(&mut f.e));
-    f.e.on_datagram(peer(), None, &reply_bytes(&q, Answer::Refused), f.t0);
+    f.e.input(
+        Input::Datagram {
+            from: peer(),
+            to: None,
+            bytes: &reply_bytes(&q, Answer::Refused),
+        },
+        f.t0,
+    );
     assert_eq!(one_status(&mut f), ACM_STATUS_ENODATA as u8);
     let r =
         f.e.resolve_at(f.addr, &ip_request(PEER_IP, 0, 2), 2, Instant::now())
@@ -391,7 +480,13 @@ fn a_refusal_is_remembered_and_an_icmp_error_is_not() {
             None
         );
         let (q, _) = sent_query(&polled(&mut f.e));
-        f.e.on_unreachable(to, &Message::from(q).encode(), f.t0);
+        f.e.input(
+            Input::Unreachable {
+                dest: to,
+                payload: &Message::from(q).encode(),
+            },
+            f.t0,
+        );
         assert_eq!(one_status(&mut f), ACM_STATUS_ETIMEDOUT as u8);
     }
 }
@@ -404,10 +499,17 @@ fn a_derivation_that_times_out_after_a_refusal_times_out_the_lookup() {
     });
     f.e.resolve_at(f.addr, &ip_request(PEER_IP, 0, 1), 1, Instant::now());
     let (q, _) = sent_query(&polled(&mut f.e));
-    f.e.on_datagram(peer(), None, &reply_bytes(&q, Answer::Refused), f.t0);
+    f.e.input(
+        Input::Datagram {
+            from: peer(),
+            to: None,
+            bytes: &reply_bytes(&q, Answer::Refused),
+        },
+        f.t0,
+    );
     let job = polled(&mut f.e).work.neighbour_jobs.remove(0);
-    f.e.on_neighbour(job, None, f.t0);
-    f.e.on_timers(f.t0 + Duration::from_secs(1));
+    f.e.input(Input::Neighbour { job, mac: None }, f.t0);
+    f.e.input(Input::Timers, f.t0 + Duration::from_secs(1));
     assert_eq!(one_status(&mut f), ACM_STATUS_ETIMEDOUT as u8);
     assert_eq!(f.e.discovery().status().failures, 0);
 }
@@ -438,7 +540,14 @@ fn a_binding_the_tables_bound_evicts_at_once_still_answers_its_lookup() {
     f.e.resolve_at(f.addr, &ip_request(PEER_IP, 0, 1), 1, Instant::now());
     let (q, _) = sent_query(&polled(&mut f.e));
     let found = reply_bytes(&q, Answer::Found(peer_record(PEER)));
-    f.e.on_datagram(peer(), None, &found, f.t0);
+    f.e.input(
+        Input::Datagram {
+            from: peer(),
+            to: None,
+            bytes: &found,
+        },
+        f.t0,
+    );
     let fx = polled(&mut f.e);
     assert_eq!(fx.replies.len(), 1, "{fx:?}");
     assert_eq!(dgid(&fx.replies[0].msg), PEER.parse().unwrap());
@@ -474,9 +583,16 @@ fn ask_slow_host(
         let elapsed = Duration::from_millis(10 * step);
         if after.is_some_and(|a| elapsed >= a) {
             let found = reply_bytes(&query, Answer::Found(record.clone()));
-            f.e.on_datagram(at, None, &found, t + elapsed);
+            f.e.input(
+                Input::Datagram {
+                    from: at,
+                    to: None,
+                    bytes: &found,
+                },
+                t + elapsed,
+            );
         } else {
-            f.e.on_timers(t + elapsed);
+            f.e.input(Input::Timers, t + elapsed);
         }
         let fx = polled(&mut f.e);
         sends += sent_queries(&fx).len();
@@ -496,17 +612,24 @@ fn a_reply_to_an_earlier_try_still_answers_and_one_to_a_retry_too() {
     for (i, answered) in [(1, 1), (2, 0)] {
         let (ip, at, record) = host(i);
         let t = f.t0 + ms(10_000 * u64::from(i));
-        f.e.on_timers(t);
+        f.e.input(Input::Timers, t);
         polled(&mut f.e);
         f.e.resolve_at(f.addr, &ip_request(ip, 0, 1), 11, t);
         let mut tries = vec![sent_query(&polled(&mut f.e)).0];
         for step in 1..=50 {
-            f.e.on_timers(t + ms(10 * step));
+            f.e.input(Input::Timers, t + ms(10 * step));
             tries.extend(sent_queries(&polled(&mut f.e)).into_iter().map(|(q, _)| q));
         }
         assert_eq!(tries.len(), 2, "{tries:?}");
         let found = reply_bytes(&tries[answered], Answer::Found(record.clone()));
-        f.e.on_datagram(at, None, &found, t + ms(520));
+        f.e.input(
+            Input::Datagram {
+                from: at,
+                to: None,
+                bytes: &found,
+            },
+            t + ms(520),
+        );
         let fx = polled(&mut f.e);
         assert_eq!(
             dgid(&fx.replies[0].msg),
@@ -514,7 +637,14 @@ fn a_reply_to_an_earlier_try_still_answers_and_one_to_a_retry_too() {
         );
         // The other try's reply, after: late, not unsolicited.
         let other = reply_bytes(&tries[1 - answered], Answer::Found(record));
-        f.e.on_datagram(at, None, &other, t + ms(700));
+        f.e.input(
+            Input::Datagram {
+                from: at,
+                to: None,
+                bytes: &other,
+            },
+            t + ms(700),
+        );
         let d = &f.e.discovery().counts().drops;
         assert_eq!((d.late, d.unsolicited), (u64::from(i), 0));
     }
@@ -571,13 +701,27 @@ fn a_lookup_under_way_when_replies_turn_slow_gets_its_tries_at_the_longer_time()
         let now = t + ms(10 * step);
         if now == t + ms(700) {
             let found = reply_bytes(&q1, Answer::Found(record1.clone()));
-            f.e.on_datagram(at1, None, &found, now);
+            f.e.input(
+                Input::Datagram {
+                    from: at1,
+                    to: None,
+                    bytes: &found,
+                },
+                now,
+            );
         }
         if now == t + ms(2_000) {
             let found = reply_bytes(&q2, Answer::Found(record2.clone()));
-            f.e.on_datagram(at2, None, &found, now);
+            f.e.input(
+                Input::Datagram {
+                    from: at2,
+                    to: None,
+                    bytes: &found,
+                },
+                now,
+            );
         }
-        f.e.on_timers(now);
+        f.e.input(Input::Timers, now);
         let fx = polled(&mut f.e);
         answered.extend(fx.replies.iter().map(|r| (r.id, r.msg.status(), now - t)));
     }

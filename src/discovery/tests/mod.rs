@@ -22,7 +22,7 @@ use crate::config::keyfile::KeyFile;
 use crate::config::{Config, Derivation, NameLookup};
 use crate::daemon::FakeDaemon;
 use crate::engine::reconfigure::Change;
-use crate::engine::{Effects, Engine};
+use crate::engine::{Effects, Engine, Input, Topology};
 use crate::handle::{AddressId, EndpointId};
 use crate::local::PortInfo;
 use crate::request::msg::tests::{addr_entry, request};
@@ -62,9 +62,16 @@ fn deliver(f: &mut Fixture, from: SocketAddr, to: Option<IpAddr>, bytes: &[u8], 
     match &f.peers {
         Some(a) => {
             let sealed = a.seal(bytes.to_vec());
-            f.e.on_datagram(from, to, &sealed, t)
+            f.e.input(
+                Input::Datagram {
+                    from,
+                    to,
+                    bytes: &sealed,
+                },
+                t,
+            )
         }
-        None => f.e.on_datagram(from, to, bytes, t),
+        None => f.e.input(Input::Datagram { from, to, bytes }, t),
     }
 }
 
@@ -95,7 +102,7 @@ fn bring_up(e: &mut Engine<FakeDaemon>, gid: &str) -> (EndpointId, AddressId) {
 fn fixture_with_gid(cfg: Config, gid: &str) -> Fixture {
     let mut e = Engine::new(FakeDaemon::default(), cfg, Hosts::default());
     let (ep, addr) = bring_up(&mut e, gid);
-    e.set_discovery_up(Families::V4, Instant::now());
+    e.input(Input::DiscoveryUp(Families::V4), Instant::now());
     polled(&mut e);
     Fixture {
         e,
@@ -180,7 +187,7 @@ fn after_claims(f: &mut Fixture) -> Effects {
         polled(&mut f.e).replies.is_empty(),
         "not before other holders could answer"
     );
-    f.e.on_timers(f.t0 + Duration::from_millis(600));
+    f.e.input(Input::Timers, f.t0 + Duration::from_millis(600));
     polled(&mut f.e)
 }
 
@@ -268,7 +275,14 @@ fn query_from_peer(
         sender,
     ))
     .encode();
-    e.on_datagram(peer(), Some(to), &q, t);
+    e.input(
+        Input::Datagram {
+            from: peer(),
+            to: Some(to),
+            bytes: &q,
+        },
+        t,
+    );
 }
 
 fn own_ip() -> IpAddr {
@@ -380,9 +394,23 @@ fn group_asked(f: &mut Fixture, name: &str, tid: u64, t: Instant) -> Query {
 /// when asked, at `t`.
 fn claimed(f: &mut Fixture, group: &Query, from: SocketAddr, record: EndpointRecord, t: Instant) {
     let claim = reply_bytes(group, Answer::Found(record.clone()));
-    f.e.on_datagram(from, None, &claim, t);
+    f.e.input(
+        Input::Datagram {
+            from,
+            to: None,
+            bytes: &claim,
+        },
+        t,
+    );
     let (confirm, to) = sent_query(&polled(&mut f.e));
     assert_eq!(to, Some(from));
     let found = reply_bytes(&confirm, Answer::Found(record));
-    f.e.on_datagram(from, None, &found, t);
+    f.e.input(
+        Input::Datagram {
+            from,
+            to: None,
+            bytes: &found,
+        },
+        t,
+    );
 }

@@ -25,11 +25,32 @@ fn with_a_key_only_authenticated_fresh_messages_count() {
 
     // A reply that is right in every way but unsealed, or sealed with
     // another key, is dropped and does not end the lookup.
-    f.e.on_datagram(peer(), None, &found, f.t0);
+    f.e.input(
+        Input::Datagram {
+            from: peer(),
+            to: None,
+            bytes: &found,
+        },
+        f.t0,
+    );
     let forger = auth("1 0f0e0d0c0b0a09080706050403020100");
-    f.e.on_datagram(peer(), None, &forger.seal(found.clone()), f.t0);
+    f.e.input(
+        Input::Datagram {
+            from: peer(),
+            to: None,
+            bytes: &forger.seal(found.clone()),
+        },
+        f.t0,
+    );
     let other_id = auth("2 000102030405060708090a0b0c0d0e0f");
-    f.e.on_datagram(peer(), None, &other_id.seal(found.clone()), f.t0);
+    f.e.input(
+        Input::Datagram {
+            from: peer(),
+            to: None,
+            bytes: &other_id.seal(found.clone()),
+        },
+        f.t0,
+    );
     assert!(polled(&mut f.e).replies.is_empty());
     assert_eq!(f.e.discovery().counts().drops.unauthenticated, 3);
     assert_eq!(f.e.discovery().status().lookups, 1);
@@ -40,14 +61,28 @@ fn with_a_key_only_authenticated_fresh_messages_count() {
             <= crate::discovery::wire::QUERY_LEN + crate::discovery::wire::AUTH_TRAILER_LEN,
         "no larger than the sealed query"
     );
-    f.e.on_datagram(peer(), None, &sealed, f.t0);
+    f.e.input(
+        Input::Datagram {
+            from: peer(),
+            to: None,
+            bytes: &sealed,
+        },
+        f.t0,
+    );
     let fx = polled(&mut f.e);
     assert_eq!(fx.replies.len(), 1);
     assert_eq!(dgid(&fx.replies[0].msg), PEER.parse().unwrap());
 
     // Replayed later, even to a new lookup with the same target, it is
     // caught before its transaction id is looked at.
-    f.e.on_datagram(peer(), None, &sealed, f.t0);
+    f.e.input(
+        Input::Datagram {
+            from: peer(),
+            to: None,
+            bytes: &sealed,
+        },
+        f.t0,
+    );
     assert_eq!(f.e.discovery().counts().drops.replayed, 1);
     assert_eq!(f.e.discovery().counts().drops.unsolicited, 0);
 }
@@ -58,13 +93,34 @@ fn with_a_key_queries_are_answered_and_plain_or_replayed_ones_ignored() {
     f.e.reconfigure(Change::Auth(auth(KEY)));
     let peer_auth = auth(KEY);
     let q = peer_asks_for_us();
-    f.e.on_datagram(peer(), Some(own_ip()), &q, f.t0);
+    f.e.input(
+        Input::Datagram {
+            from: peer(),
+            to: Some(own_ip()),
+            bytes: &q,
+        },
+        f.t0,
+    );
     assert!(polled(&mut f.e).work.datagrams.is_empty());
     let sealed = peer_auth.seal(q);
-    f.e.on_datagram(peer(), Some(own_ip()), &sealed, f.t0);
+    f.e.input(
+        Input::Datagram {
+            from: peer(),
+            to: Some(own_ip()),
+            bytes: &sealed,
+        },
+        f.t0,
+    );
     let (_, _, answer) = sent_reply(&polled(&mut f.e));
     assert!(matches!(answer, Answer::Found(_)));
-    f.e.on_datagram(peer(), Some(own_ip()), &sealed, f.t0);
+    f.e.input(
+        Input::Datagram {
+            from: peer(),
+            to: Some(own_ip()),
+            bytes: &sealed,
+        },
+        f.t0,
+    );
     assert!(
         polled(&mut f.e).work.datagrams.is_empty(),
         "a replay is not answered"
@@ -88,13 +144,27 @@ fn with_a_key_messages_that_overtake_each_other_all_count_and_replays_none() {
     let q = peer_asks_for_us();
     let tries: Vec<Vec<u8>> = (0..3).map(|_| peer_auth.seal(q.clone())).collect();
     for t in tries.iter().rev() {
-        f.e.on_datagram(peer(), Some(own_ip()), t, f.t0);
+        f.e.input(
+            Input::Datagram {
+                from: peer(),
+                to: Some(own_ip()),
+                bytes: t,
+            },
+            f.t0,
+        );
         let (_, _, answer) = sent_reply(&polled(&mut f.e));
         assert!(matches!(answer, Answer::Found(_)));
     }
     assert_eq!(f.e.discovery().counts().drops.total(), 0, "nothing dropped");
     for t in &tries {
-        f.e.on_datagram(peer(), Some(own_ip()), t, f.t0);
+        f.e.input(
+            Input::Datagram {
+                from: peer(),
+                to: Some(own_ip()),
+                bytes: t,
+            },
+            f.t0,
+        );
     }
     assert!(polled(&mut f.e).work.datagrams.is_empty());
     assert_eq!(f.e.discovery().counts().drops.replayed, 3);
@@ -108,10 +178,24 @@ fn with_a_key_a_name_asked_of_the_groups_is_decided_at_its_first_confirmation() 
     let t = Instant::now();
     let g = group_asked(&mut f, "node-b", 1, t);
     let claim = reply_bytes(&g, Answer::Found(peer_record(PEER)));
-    f.e.on_datagram(peer(), None, &peer_auth.seal(claim), t);
+    f.e.input(
+        Input::Datagram {
+            from: peer(),
+            to: None,
+            bytes: &peer_auth.seal(claim),
+        },
+        t,
+    );
     let (confirm, _) = sent_query(&polled(&mut f.e));
     let found = reply_bytes(&confirm, Answer::Found(peer_record(PEER)));
-    f.e.on_datagram(peer(), None, &peer_auth.seal(found), t);
+    f.e.input(
+        Input::Datagram {
+            from: peer(),
+            to: None,
+            bytes: &peer_auth.seal(found),
+        },
+        t,
+    );
     let fx = polled(&mut f.e);
     assert_eq!(fx.replies.len(), 1, "at once: only key holders claim");
     assert_eq!(dgid(&fx.replies[0].msg), PEER.parse().unwrap());
@@ -125,10 +209,12 @@ fn a_peer_whose_clock_is_off_counts_as_stale_not_as_replayed() {
         Keyring::new(&KeyFile::parse(KEY, "key").unwrap()),
         WallClock::new(|| crate::discovery::seal::wall_micros() + 60_000_000),
     );
-    f.e.on_datagram(
-        peer(),
-        Some(own_ip()),
-        &ahead.seal(peer_asks_for_us()),
+    f.e.input(
+        Input::Datagram {
+            from: peer(),
+            to: Some(own_ip()),
+            bytes: &ahead.seal(peer_asks_for_us()),
+        },
         f.t0,
     );
     assert!(polled(&mut f.e).work.datagrams.is_empty(), "not answered");
@@ -148,7 +234,7 @@ fn a_peer_whose_clock_is_off_counts_as_stale_not_as_replayed() {
 fn a_key_holder_gone_rogue_can_plant_a_name_at_a_host_that_just_started() {
     let mut f = keyed(fixture(segment_only()));
     for ms in [0, 50] {
-        f.e.on_timers(f.t0 + Duration::from_millis(ms));
+        f.e.input(Input::Timers, f.t0 + Duration::from_millis(ms));
     }
     polled(&mut f.e);
     let rogue = holding(ATTACKER, [10, 0, 0, 66], "node-b");
@@ -183,7 +269,7 @@ fn a_key_holder_gone_rogue_that_answers_slowly_slows_only_its_own_queries() {
         assert_eq!(to, Some(attacker()));
         let late = t + Duration::from_millis(3_400);
         let found = reply_bytes(&confirm, Answer::Found(record));
-        f.e.on_timers(late);
+        f.e.input(Input::Timers, late);
         deliver(&mut f, attacker(), None, &found, late);
         polled(&mut f.e);
         t = late + Duration::from_secs(1);
@@ -195,7 +281,7 @@ fn a_key_holder_gone_rogue_that_answers_slowly_slows_only_its_own_queries() {
     f.e.resolve_at(f.addr, &ip_request(PEER_IP, 0, 99), 99, t);
     let (first, to) = sent_query(&polled(&mut f.e));
     assert_eq!(to, Some(peer()));
-    f.e.on_timers(t + Duration::from_millis(501));
+    f.e.input(Input::Timers, t + Duration::from_millis(501));
     let (second, _) = sent_query(&polled(&mut f.e));
     assert_ne!(first.txid(), second.txid(), "asked again after 500 ms");
 }

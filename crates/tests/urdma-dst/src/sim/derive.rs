@@ -12,6 +12,7 @@ use ibacm_urdma::addr::Gid;
 use ibacm_urdma::config::Derivation;
 use ibacm_urdma::discovery::eui64_gid;
 use ibacm_urdma::discovery::NeighbourJob;
+use ibacm_urdma::engine::Input;
 
 /// How long the kernel takes to answer a neighbour lookup.
 const NEIGHBOUR_DELAY: u64 = MS / 10;
@@ -46,7 +47,7 @@ impl Sim {
         let mac = owner.filter(|&o| self.reachable(host, o)).map(mac);
         let now = self.instant(self.now);
         if let Some(e) = self.hosts[host].engine.as_mut() {
-            e.on_neighbour(job, mac, now);
+            e.input(Input::Neighbour { job, mac }, now);
             self.after(host);
         }
     }

@@ -14,7 +14,7 @@ use ibacm_urdma::discovery::seal::{Keyring, Sealing, WallClock};
 use ibacm_urdma::discovery::wire::{Message, V4_GROUP, V6_GROUP};
 use ibacm_urdma::discovery::{Datagram, Families, Family};
 use ibacm_urdma::engine::reconfigure::Change;
-use ibacm_urdma::engine::Engine;
+use ibacm_urdma::engine::{Engine, Input};
 use ibacm_urdma::entropy::Seed;
 use ibacm_urdma::local::PortInfo;
 use ibacm_urdma::runtime::schedule::Schedule;
@@ -105,9 +105,9 @@ impl Sim {
             }
             None => Sealing::default(),
         };
-        e.set_discovery_up(stack.families(), self.instant(self.now));
+        e.input(Input::DiscoveryUp(stack.families()), self.instant(self.now));
         // Every deadline the engine reports gets its Event::Timer.
-        e.set_timers_run(true, self.instant(self.now));
+        e.input(Input::TimersRun, self.instant(self.now));
         self.hosts[host].source = Some(source.expect("an address"));
         self.hosts[host].engine = Some(e);
         self.hosts[host].schedule = Schedule::new(None);
