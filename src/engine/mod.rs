@@ -51,7 +51,7 @@ use crate::buggify::Buggify;
 use crate::config::hosts::Hosts;
 use crate::config::Config;
 use crate::daemon::{Daemon, COUNTERS};
-use crate::discovery::{Discovery, Outcome};
+use crate::discovery::Discovery;
 use crate::entropy::Seed;
 use crate::handle::{AddressId, DeviceId, EndpointId, PortId};
 use crate::local::{Local, Offer, PortInfo, Refused};
@@ -135,8 +135,7 @@ impl<D: Daemon> Engine<D> {
 
     /// What [`Engine::poll`] hands over when something happened: out of
     /// line, so that the test of the flag is all a cache hit pays. What
-    /// discovery decided is acted on first: a changed binding leaves the
-    /// cache, a lookup's end answers the requests waiting for it.
+    /// discovery decided is acted on first, by the request path.
     #[inline(never)]
     fn effects(&mut self) -> Effects {
         let out = self.discovery.take_output();
@@ -151,17 +150,8 @@ impl<D: Daemon> Engine<D> {
                 daemon: &self.daemon,
                 discovery: &mut self.discovery,
             };
-            let r = &mut self.requests;
             for outcome in out.outcomes {
-                match outcome {
-                    Outcome::Changed(a) => {
-                        r.cache.evict(&a);
-                    }
-                    Outcome::Resolved(a, bound) => r.answer_resolved(&a, bound, now, &s),
-                    Outcome::Failed(a, status) => {
-                        r.waiting.fail(&a, status, &mut r.counters, s.daemon);
-                    }
-                }
+                self.requests.apply(outcome, now, &s);
             }
         }
         let due = self.discovery.deadlines(clock);

@@ -2,7 +2,8 @@
 //! (destination cache, this host, the hosts file, what discovery learned)
 //! → resolve (a lookup by discovery when nothing knows) → path → reply.
 //! A request that must wait for a lookup is copied and answered when the
-//! lookup's outcome arrives.
+//! lookup's outcome arrives. [`Requests`] owns what the path keeps between
+//! requests; the engine lends it the rest.
 
 use super::cache::{Cache, CacheEntry, CacheLookup};
 use super::counters::{Counters, Slot};
@@ -13,7 +14,7 @@ use crate::config::hosts::Hosts;
 use crate::config::Config;
 use crate::daemon::{Counter, Daemon};
 use crate::discovery::state::Learned;
-use crate::discovery::{Binding, Discovery, Refused, Resolution};
+use crate::discovery::{Binding, Discovery, Outcome, Refused, Resolution};
 use crate::handle::{AddressId, EndpointId};
 use crate::ib;
 use crate::local::Local;
@@ -344,9 +345,23 @@ impl Requests {
         Ok((path, wire))
     }
 
+    /// Acts on what discovery decided: a changed binding leaves the
+    /// cache, a lookup's end answers the requests waiting for it.
+    pub fn apply<D: Daemon>(&mut self, outcome: Outcome, now: Instant, s: &Sources<D>) {
+        match outcome {
+            Outcome::Changed(a) => {
+                self.cache.evict(&a);
+            }
+            Outcome::Resolved(a, bound) => self.answer_resolved(&a, bound, now, s),
+            Outcome::Failed(a, status) => {
+                self.waiting.fail(&a, status, &mut self.counters, s.daemon);
+            }
+        }
+    }
+
     /// The lookup of `key` found `bound`: every request waiting for it
     /// gets its path (or why not, from its own endpoint).
-    pub fn answer_resolved<D: Daemon>(
+    fn answer_resolved<D: Daemon>(
         &mut self,
         key: &Address,
         bound: Binding,
