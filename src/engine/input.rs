@@ -1,40 +1,32 @@
-//! What comes into the engine besides the daemon's requests: the inputs
-//! that come with a time ([`Input`], through [`super::Engine::input`]) and
-//! the daemon's changes to this host that hand back no handle
-//! ([`Topology`], through [`super::Engine::change`]). Each is one value, so
-//! that the engine has one door per kind of caller and routes each to the
-//! parts it concerns.
+//! What comes into the engine besides the daemon's requests and the
+//! datagrams that reach the discovery port (each through a door of its
+//! own: they are the bulk of what comes in): the other inputs that come
+//! with a time ([`Input`], through [`super::Engine::input`]) and the
+//! daemon's changes to this host that hand back no handle ([`Topology`],
+//! through [`super::Engine::change`]). Each is one value, so that the
+//! engine has one door per kind of caller and routes each to the parts it
+//! concerns.
 
 use crate::addr::Address;
 use crate::discovery::{Families, NeighbourJob, NssError};
 use crate::handle::{AddressId, DeviceId, EndpointId, PortId};
 use std::net::{IpAddr, SocketAddr};
 
-/// An input at a time: what the worker (or the simulation) hears from
-/// the network, the system's resolver and the neighbour table, and what it
-/// says about itself.
+/// An input at a time, besides a datagram: what the worker (or the
+/// simulation) hears from the sockets' errors, the system's resolver and
+/// the neighbour table, and what it says about itself.
 pub enum Input<'a> {
     /// Retries, stage changes, announcements and sweeps that are due.
     Timers,
-    /// One datagram that arrived at the discovery port. `to` is the
-    /// address it was sent to, when the socket reports it.
-    Datagram {
-        from: SocketAddr,
-        to: Option<IpAddr>,
-        bytes: &'a [u8],
-    },
-    /// An ICMP error for a datagram sent to `dest`.
-    Unreachable { dest: SocketAddr, payload: &'a [u8] },
-    /// What the system's resolver said about the name of lookup `key`.
-    Nss {
-        key: &'a Address,
-        answer: Result<Vec<IpAddr>, NssError>,
-    },
-    /// The result of a neighbour lookup for an `eui64` derivation.
-    Neighbour {
-        job: NeighbourJob,
-        mac: Option<[u8; 6]>,
-    },
+    /// An ICMP error for a datagram sent to this address, with what it
+    /// quotes of the datagram.
+    Unreachable(SocketAddr, &'a [u8]),
+    /// What the system's resolver said about the name of the lookup of
+    /// this key.
+    Nss(&'a Address, Result<Vec<IpAddr>, NssError>),
+    /// The result of a neighbour lookup for an `eui64` derivation: the
+    /// job, and the MAC address the table holds.
+    Neighbour(NeighbourJob, Option<[u8; 6]>),
     /// The discovery sockets opened for these families (none: they did
     /// not).
     DiscoveryUp(Families),
@@ -43,9 +35,13 @@ pub enum Input<'a> {
     /// the clock; from then on, a hit on a path far from the end of its
     /// lifetimes does not (the timers take it off that way in time).
     TimersRun,
-    /// Nothing runs the timers any more (the worker stopped or failed):
-    /// every cache hit reads the clock again.
+    /// Nothing runs the timers any more (the worker stopped): every cache
+    /// hit reads the clock again.
     TimersStopped,
+    /// The worker failed, and until it is back nothing runs the timers:
+    /// every lookup ends, and each request waiting for one is answered
+    /// with this status (a request never answered would hang its client).
+    WorkerFailed(u8),
 }
 
 /// A change the daemon makes to this host's devices, ports, endpoints and

@@ -23,13 +23,6 @@ pub struct Numbers {
     ports: usize,
 }
 
-impl<D: Daemon> Engine<D> {
-    /// Every metric, now.
-    pub fn metrics(&self) -> Exposition {
-        Numbers::of(self).exposition()
-    }
-}
-
 impl Numbers {
     /// The numbers of `e`, now.
     pub fn of<D: Daemon>(e: &Engine<D>) -> Numbers {

@@ -12,8 +12,9 @@
 //! as calls, each with the time when it has one: the daemon's requests
 //! (handled by the request path, [`resolve`]), its port and address
 //! changes (opens, and one [`Topology`] for the rest), and the worker's
-//! [`Input`]s (datagrams, timers, the resolver's and the neighbour table's
-//! answers); the engine routes each to the parts it concerns. Everything the engine wants done comes out of one door,
+//! datagrams and other [`Input`]s (timers, the resolver's and the
+//! neighbour table's answers); the engine routes each to the parts it
+//! concerns. Everything the engine wants done comes out of one door,
 //! [`Engine::poll`], as one [`Effects`]: replies, datagrams (one per
 //! address family for a group), resolver and neighbour jobs, and the next
 //! deadline, the earliest of the named ones ([`timers`]). The engine never sends,
@@ -56,6 +57,7 @@ use crate::entropy::Seed;
 use crate::handle::{AddressId, DeviceId, EndpointId, PortId};
 use crate::local::{Local, Offer, PortInfo, Refused};
 use crate::request::msg::MsgBuf;
+use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 use std::time::Instant;
 use timers::Deadlines;
@@ -359,18 +361,35 @@ impl<D: Daemon> Engine<D> {
                     self.sweeps.swept(&self.tables(), now);
                 }
             }
-            Input::Datagram { from, to, bytes } => {
-                discovery.on_datagram(local, from, to, bytes, now);
-            }
-            Input::Unreachable { dest, payload } => {
+            Input::Unreachable(dest, payload) => {
                 discovery.on_unreachable(local, dest, payload, now);
             }
-            Input::Nss { key, answer } => discovery.on_nss(local, key, answer, now),
-            Input::Neighbour { job, mac } => discovery.on_neighbour(job, mac, now),
+            Input::Nss(key, answer) => discovery.on_nss(local, key, answer, now),
+            Input::Neighbour(job, mac) => discovery.on_neighbour(job, mac, now),
             Input::DiscoveryUp(families) => discovery.set_up(families, now),
             Input::TimersRun => self.requests.cache.set_reviewed(true, now),
             Input::TimersStopped => self.requests.cache.set_reviewed(false, now),
+            Input::WorkerFailed(status) => {
+                self.requests.cache.set_reviewed(false, now);
+                discovery.abandon_all();
+                let answered = self.requests.abandon_all(status, &self.daemon);
+                log::error!("discovery thread: {answered} waiting requests answered with an error");
+            }
         }
+    }
+
+    /// One datagram that arrived at the discovery port. `to` is the address
+    /// it was sent to, when the socket reports it.
+    pub fn on_datagram(
+        &mut self,
+        from: SocketAddr,
+        to: Option<IpAddr>,
+        bytes: &[u8],
+        now: Instant,
+    ) {
+        self.pending.input(now);
+        self.discovery
+            .on_datagram(&self.local, from, to, bytes, now);
     }
 
     /// The seven `ACM_CNTR_*` counters of an endpoint, host order.
@@ -393,15 +412,6 @@ impl<D: Daemon> Engine<D> {
     /// The hosts file in force.
     pub fn hosts(&self) -> Arc<Hosts> {
         self.hosts.clone()
-    }
-
-    /// Ends every lookup at once and answers each waiting request with
-    /// `status`; returns how many were answered. For after the discovery
-    /// thread failed: a request never answered would hang its client.
-    pub fn abandon_all(&mut self, status: u8) -> usize {
-        self.pending.change();
-        self.discovery.abandon_all();
-        self.requests.abandon_all(status, &self.daemon)
     }
 
     /// Discovery, to read: its counts, what is in flight, whether it is

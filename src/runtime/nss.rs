@@ -97,13 +97,7 @@ fn answer<D: Daemon + Copy + 'static>(rt: &Runtime<D>, job: NssJob) {
     let answer = resolve(&job.name);
     let replies = {
         let mut e = lock(&rt.engine);
-        e.input(
-            Input::Nss {
-                key: &job.key,
-                answer,
-            },
-            Instant::now(),
-        );
+        e.input(Input::Nss(&job.key, answer), Instant::now());
         e.poll().map(|fx| rt.hand_over(fx))
     };
     if let Some(replies) = replies {

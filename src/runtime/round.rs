@@ -77,7 +77,7 @@ pub fn round<D: Daemon, W: Worker<D>>(
     let ran = w.with_engine(|e, schedule| {
         inputs(e);
         for (job, mac) in answers {
-            e.input(Input::Neighbour { job, mac }, now);
+            e.input(Input::Neighbour(job, mac), now);
         }
         if wake == Wake::Deadline {
             e.input(Input::Timers, now);

@@ -53,10 +53,7 @@ pub fn spawn<D: Daemon + Copy + 'static>(
 fn recover<D: Daemon + Copy>(rt: &'static Runtime<D>, net: &Net) {
     let fx = {
         let mut e = lock(&rt.engine);
-        // Until the thread is back, nothing runs the timers.
-        e.input(Input::TimersStopped, Instant::now());
-        let answered = e.abandon_all(ACM_STATUS_ENOMEM as u8);
-        log::error!("discovery thread: {answered} waiting requests answered with an error");
+        e.input(Input::WorkerFailed(ACM_STATUS_ENOMEM as u8), Instant::now());
         let own = e.poll().unwrap_or_default();
         rt.schedule().round(own, Instant::now()).0
     };
@@ -88,21 +85,10 @@ fn run<D: Daemon + Copy + 'static>(
         round(&mut thread, now, Wake::Deadline, |e| {
             for ev in events {
                 match ev {
-                    NetEvent::Datagram { from, to, bytes } => e.input(
-                        Input::Datagram {
-                            from,
-                            to,
-                            bytes: &bytes,
-                        },
-                        now,
-                    ),
-                    NetEvent::Unreachable { dest, payload } => e.input(
-                        Input::Unreachable {
-                            dest,
-                            payload: &payload,
-                        },
-                        now,
-                    ),
+                    NetEvent::Datagram { from, to, bytes } => e.on_datagram(from, to, &bytes, now),
+                    NetEvent::Unreachable { dest, payload } => {
+                        e.input(Input::Unreachable(dest, &payload), now)
+                    }
                 }
             }
         });

@@ -78,14 +78,7 @@ fn queries_are_answered_by_the_owner_only_and_group_queries_never_refused() {
         record_for(f.e.local(), f.ep, None).unwrap(),
     ))
     .encode();
-    f.e.input(
-        Input::Datagram {
-            from: peer(),
-            to: Some(group()),
-            bytes: &mine,
-        },
-        f.t0,
-    );
+    f.e.on_datagram(peer(), Some(group()), &mine, f.t0);
     assert!(
         polled(&mut f.e).work.datagrams.is_empty(),
         "our own multicast, looped back"
@@ -129,14 +122,7 @@ fn replies_to_one_source_are_rate_limited() {
     let answered = |e: &mut Engine<FakeDaemon>, from: SocketAddr, n: u64, t: Instant| {
         (1..=n)
             .filter(|&txid| {
-                e.input(
-                    Input::Datagram {
-                        from,
-                        to: Some(own_ip()),
-                        bytes: &ask(txid),
-                    },
-                    t,
-                );
+                e.on_datagram(from, Some(own_ip()), &ask(txid), t);
                 !polled(e).work.datagrams.is_empty()
             })
             .count()
@@ -167,14 +153,7 @@ fn group_queries_are_answered_whatever_queries_in_the_askers_name_spent() {
             WireAddress::new(Address::Ip4([10, 0, 0, 9].into())).unwrap(),
             peer_record(PEER),
         );
-        f.e.input(
-            Input::Datagram {
-                from: peer(),
-                to: Some(own_ip()),
-                bytes: &Message::from(q).encode(),
-            },
-            t0,
-        );
+        f.e.on_datagram(peer(), Some(own_ip()), &Message::from(q).encode(), t0);
     }
     polled(&mut f.e);
     assert_eq!(f.e.discovery().counts().drops.rate_limited, 60);

@@ -59,14 +59,7 @@ fn every_table_the_network_or_clients_fill_is_bounded() {
         )
         .unwrap()
     };
-    f.e.input(
-        Input::Datagram {
-            from: from7,
-            to: None,
-            bytes: &reply_bytes(&q, Answer::Found(rec(7))),
-        },
-        f.t0,
-    );
+    f.e.on_datagram(from7, None, &reply_bytes(&q, Answer::Found(rec(7))), f.t0);
     polled(&mut f.e);
     for last in [8, 9] {
         f.e.resolve_at(
@@ -77,14 +70,7 @@ fn every_table_the_network_or_clients_fill_is_bounded() {
         );
         let (q, _) = sent_query(&polled(&mut f.e));
         let from = SocketAddr::new(IpAddr::V4([10, 0, 0, last].into()), 6126);
-        f.e.input(
-            Input::Datagram {
-                from,
-                to: None,
-                bytes: &reply_bytes(&q, Answer::Found(rec(last))),
-            },
-            f.t0,
-        );
+        f.e.on_datagram(from, None, &reply_bytes(&q, Answer::Found(rec(last))), f.t0);
         assert_eq!(polled(&mut f.e).replies.len(), 1, "answered");
     }
     assert_eq!(f.e.discovery().status().bindings, 2);
@@ -110,14 +96,7 @@ fn every_table_the_network_or_clients_fill_is_bounded() {
 fn drops_are_summed_up_in_the_log_now_and_then() {
     let mut f = fixture(Config::default());
     for _ in 0..3 {
-        f.e.input(
-            Input::Datagram {
-                from: peer(),
-                to: None,
-                bytes: b"garbage",
-            },
-            f.t0,
-        );
+        f.e.on_datagram(peer(), None, b"garbage", f.t0);
     }
     f.e.input(Input::Timers, f.t0);
     assert_eq!(
@@ -125,14 +104,7 @@ fn drops_are_summed_up_in_the_log_now_and_then() {
         3,
         "the first drops at once"
     );
-    f.e.input(
-        Input::Datagram {
-            from: peer(),
-            to: None,
-            bytes: b"garbage",
-        },
-        f.t0,
-    );
+    f.e.on_datagram(peer(), None, b"garbage", f.t0);
     f.e.input(Input::Timers, f.t0 + Duration::from_secs(1));
     assert_eq!(
         f.e.discovery().drops_logged.said.malformed,
@@ -212,22 +184,8 @@ fn many_announcements_leave_in_paced_batches_and_peers_check_each_binding_once()
         let Datagram::Multicast { bytes, .. } = d else {
             panic!()
         };
-        peer.e.input(
-            Input::Datagram {
-                from: at,
-                to: None,
-                bytes,
-            },
-            f.t0,
-        );
-        peer.e.input(
-            Input::Datagram {
-                from: at,
-                to: None,
-                bytes,
-            },
-            f.t0,
-        );
+        peer.e.on_datagram(at, None, bytes, f.t0);
+        peer.e.on_datagram(at, None, bytes, f.t0);
     }
     let checks = sent_queries(&polled(&mut peer.e));
     assert_eq!(checks.len(), known.len(), "one check per binding");
@@ -319,22 +277,8 @@ fn flood_an_hour(per_second: u32) {
     let minute = 60 * per_second;
     for n in 0..3_600 * per_second {
         let t = f.t0 + step * n;
-        f.e.input(
-            Input::Datagram {
-                from: attacker(),
-                to: Some(group()),
-                bytes: &announce,
-            },
-            t,
-        );
-        f.e.input(
-            Input::Datagram {
-                from: attacker(),
-                to: Some(group()),
-                bytes: &withdraw,
-            },
-            t,
-        );
+        f.e.on_datagram(attacker(), Some(group()), &announce, t);
+        f.e.on_datagram(attacker(), Some(group()), &withdraw, t);
         if n % per_second == 0 {
             f.e.input(Input::Timers, t);
             polled(&mut f.e);

@@ -50,14 +50,7 @@ fn a_name_asked_of_the_groups_is_decided_once_its_claim_window_is_over() {
         PEER.parse().unwrap()
     );
     let claim = reply_bytes(&g, Answer::Found(y(ATTACKER, [10, 0, 0, 66])));
-    f.e.input(
-        Input::Datagram {
-            from: attacker(),
-            to: None,
-            bytes: &claim,
-        },
-        t + window,
-    );
+    f.e.on_datagram(attacker(), None, &claim, t + window);
     assert!(sent_queries(&polled(&mut f.e)).is_empty());
     assert_eq!(f.e.discovery().counts().drops.late, 1);
 }

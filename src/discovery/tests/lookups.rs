@@ -40,12 +40,10 @@ fn a_miss_asks_the_address_once_and_answers_every_waiter_once() {
         "a second request joins the lookup"
     );
 
-    f.e.input(
-        Input::Datagram {
-            from: peer(),
-            to: None,
-            bytes: &reply_bytes(&q, Answer::Found(peer_record(PEER))),
-        },
+    f.e.on_datagram(
+        peer(),
+        None,
+        &reply_bytes(&q, Answer::Found(peer_record(PEER))),
         f.t0,
     );
     let fx = polled(&mut f.e);
@@ -72,14 +70,7 @@ fn a_miss_asks_the_address_once_and_answers_every_waiter_once() {
     assert_eq!(f.e.discovery().status().lookups, 0);
     // A second reply to the same query (its retry answered too) is
     // dropped as late, not as unsolicited: normal traffic raises no alarm.
-    f.e.input(
-        Input::Datagram {
-            from: peer(),
-            to: None,
-            bytes: &reply_bytes(&q, Answer::Refused),
-        },
-        f.t0,
-    );
+    f.e.on_datagram(peer(), None, &reply_bytes(&q, Answer::Refused), f.t0);
     assert!(polled(&mut f.e).replies.is_empty());
     let d = &f.e.discovery().counts().drops;
     assert_eq!((d.late, d.unsolicited), (1, 0));
@@ -89,14 +80,7 @@ fn a_miss_asks_the_address_once_and_answers_every_waiter_once() {
         * crate::discovery::RETRY_CEILING
         * (Config::default().retries + 1);
     let after = f.t0 + stage + Duration::from_millis(1);
-    f.e.input(
-        Input::Datagram {
-            from: peer(),
-            to: None,
-            bytes: &reply_bytes(&q, Answer::Refused),
-        },
-        after,
-    );
+    f.e.on_datagram(peer(), None, &reply_bytes(&q, Answer::Refused), after);
     let d = &f.e.discovery().counts().drops;
     assert_eq!((d.late, d.unsolicited), (1, 1));
 }
@@ -111,46 +95,18 @@ fn replies_from_elsewhere_or_unknown_transactions_are_dropped() {
         IpAddr::V4([10, 0, 0, 66].into()),
         crate::config::DEFAULT_DISCOVERY_PORT,
     );
-    f.e.input(
-        Input::Datagram {
-            from: impostor,
-            to: None,
-            bytes: &found,
-        },
-        f.t0,
-    );
+    f.e.on_datagram(impostor, None, &found, f.t0);
     let other_port = SocketAddr::new(IpAddr::V4(PEER_IP.into()), 4444);
-    f.e.input(
-        Input::Datagram {
-            from: other_port,
-            to: None,
-            bytes: &found,
-        },
-        f.t0,
-    );
+    f.e.on_datagram(other_port, None, &found, f.t0);
     assert_eq!(f.e.discovery().counts().drops.wrong_source, 2);
     let stranger = Query::new(
         std::num::NonZeroU64::new(q.txid().get() ^ 1).unwrap(),
         q.target().clone(),
         peer_record(PEER),
     );
-    f.e.input(
-        Input::Datagram {
-            from: peer(),
-            to: None,
-            bytes: &reply_bytes(&stranger, Answer::Refused),
-        },
-        f.t0,
-    );
+    f.e.on_datagram(peer(), None, &reply_bytes(&stranger, Answer::Refused), f.t0);
     assert_eq!(f.e.discovery().counts().drops.unsolicited, 1);
-    f.e.input(
-        Input::Datagram {
-            from: peer(),
-            to: None,
-            bytes: b"garbage",
-        },
-        f.t0,
-    );
+    f.e.on_datagram(peer(), None, b"garbage", f.t0);
     assert_eq!(f.e.discovery().counts().drops.malformed, 1);
     assert!(
         polled(&mut f.e).replies.is_empty(),
@@ -214,14 +170,7 @@ fn a_refusal_fails_at_once_with_enodata_and_an_icmp_error_with_etimedout() {
     });
     f.e.resolve_at(f.addr, &ip_request(PEER_IP, 0, 1), 11, Instant::now());
     let (q, _) = sent_query(&polled(&mut f.e));
-    f.e.input(
-        Input::Datagram {
-            from: peer(),
-            to: None,
-            bytes: &reply_bytes(&q, Answer::Refused),
-        },
-        f.t0,
-    );
+    f.e.on_datagram(peer(), None, &reply_bytes(&q, Answer::Refused), f.t0);
     let fx = polled(&mut f.e);
     assert_eq!(fx.replies[0].msg.status(), ACM_STATUS_ENODATA as u8);
 
@@ -234,21 +183,15 @@ fn a_refusal_fails_at_once_with_enodata_and_an_icmp_error_with_etimedout() {
     };
     // An ICMP error about a datagram to some other host is not ours.
     f.e.input(
-        Input::Unreachable {
-            dest: SocketAddr::new(IpAddr::V4([10, 0, 0, 9].into()), 6126),
-            payload: bytes,
-        },
+        Input::Unreachable(
+            SocketAddr::new(IpAddr::V4([10, 0, 0, 9].into()), 6126),
+            bytes,
+        ),
         f.t0,
     );
     assert!(polled(&mut f.e).replies.is_empty());
     // ICMPv4 quotes only the start of the query.
-    f.e.input(
-        Input::Unreachable {
-            dest: peer(),
-            payload: &bytes[..520],
-        },
-        f.t0,
-    );
+    f.e.input(Input::Unreachable(peer(), &bytes[..520]), f.t0);
     let fx = polled(&mut f.e);
     assert_eq!(
         (fx.replies[0].id, fx.replies[0].msg.status()),
@@ -265,20 +208,11 @@ fn derivations_follow_a_failed_discovery_in_order() {
     let mut f = fixture(cfg);
     f.e.resolve_at(f.addr, &ip_request(PEER_IP, 0, 1), 11, Instant::now());
     let (q, _) = sent_query(&polled(&mut f.e));
-    f.e.input(
-        Input::Unreachable {
-            dest: peer(),
-            payload: &Message::from(q).encode(),
-        },
-        f.t0,
-    );
+    f.e.input(Input::Unreachable(peer(), &Message::from(q).encode()), f.t0);
     let jobs = polled(&mut f.e).work.neighbour_jobs;
     assert_eq!(jobs.len(), 1, "eui64 comes first");
     f.e.input(
-        Input::Neighbour {
-            job: jobs[0].clone(),
-            mac: Some([0x52, 0x54, 0, 0xaa, 0xbb, 0xcc]),
-        },
+        Input::Neighbour(jobs[0].clone(), Some([0x52, 0x54, 0, 0xaa, 0xbb, 0xcc])),
         f.t0,
     );
     let fx = polled(&mut f.e);
@@ -292,15 +226,9 @@ fn derivations_follow_a_failed_discovery_in_order() {
     f.e.resolve_at(f.addr, &ip_request(other, 0, 2), 12, Instant::now());
     let (q, _) = sent_query(&polled(&mut f.e));
     let to = SocketAddr::new(IpAddr::V4(other.into()), 6126);
-    f.e.input(
-        Input::Unreachable {
-            dest: to,
-            payload: &Message::from(q).encode(),
-        },
-        f.t0,
-    );
+    f.e.input(Input::Unreachable(to, &Message::from(q).encode()), f.t0);
     let job = polled(&mut f.e).work.neighbour_jobs.remove(0);
-    f.e.input(Input::Neighbour { job, mac: None }, f.t0);
+    f.e.input(Input::Neighbour(job, None), f.t0);
     let fx = polled(&mut f.e);
     assert!(
         fx.work.datagrams.is_empty(),
@@ -324,12 +252,10 @@ fn nodelay_answers_now_and_still_starts_the_lookup() {
         .unwrap();
     assert_eq!(r.status(), ACM_STATUS_ENODATA as u8);
     let (q, _) = sent_query(&polled(&mut f.e));
-    f.e.input(
-        Input::Datagram {
-            from: peer(),
-            to: None,
-            bytes: &reply_bytes(&q, Answer::Found(peer_record(PEER))),
-        },
+    f.e.on_datagram(
+        peer(),
+        None,
+        &reply_bytes(&q, Answer::Found(peer_record(PEER))),
         f.t0,
     );
     assert!(polled(&mut f.e).replies.is_empty(), "nobody was waiting");
@@ -399,7 +325,7 @@ fn without_discovery_only_derivations_run() {
         None
     );
     let job = polled(&mut f.e).work.neighbour_jobs.remove(0);
-    f.e.input(Input::Neighbour { job, mac: None }, f.t0);
+    f.e.input(Input::Neighbour(job, None), f.t0);
     let fx = polled(&mut f.e);
     assert!(
         matches!(&fx.work.datagrams[..], [Datagram::Unicast { to, .. }] if *to == SocketAddr::new(IpAddr::V4(PEER_IP.into()), 9)),
@@ -427,14 +353,7 @@ fn a_claim_its_host_never_confirms_times_out() {
     );
     let (g, _) = sent_query(&polled(&mut f.e));
     let claim = reply_bytes(&g, Answer::Found(peer_record(PEER)));
-    f.e.input(
-        Input::Datagram {
-            from: peer(),
-            to: None,
-            bytes: &claim,
-        },
-        f.t0,
-    );
+    f.e.on_datagram(peer(), None, &claim, f.t0);
     let (_, to) = sent_query(&polled(&mut f.e));
     assert_eq!(to, Some(peer()));
     // The confirmation and its tries are lost.
@@ -457,14 +376,7 @@ fn a_refusal_is_remembered_and_an_icmp_error_is_not() {
     let mut f = fixture(Config::default());
     f.e.resolve_at(f.addr, &ip_request(PEER_IP, 0, 1), 1, Instant::now());
     let (q, _) = sent_query(&polled(&mut f.e));
-    f.e.input(
-        Input::Datagram {
-            from: peer(),
-            to: None,
-            bytes: &reply_bytes(&q, Answer::Refused),
-        },
-        f.t0,
-    );
+    f.e.on_datagram(peer(), None, &reply_bytes(&q, Answer::Refused), f.t0);
     assert_eq!(one_status(&mut f), ACM_STATUS_ENODATA as u8);
     let r =
         f.e.resolve_at(f.addr, &ip_request(PEER_IP, 0, 2), 2, Instant::now())
@@ -480,13 +392,7 @@ fn a_refusal_is_remembered_and_an_icmp_error_is_not() {
             None
         );
         let (q, _) = sent_query(&polled(&mut f.e));
-        f.e.input(
-            Input::Unreachable {
-                dest: to,
-                payload: &Message::from(q).encode(),
-            },
-            f.t0,
-        );
+        f.e.input(Input::Unreachable(to, &Message::from(q).encode()), f.t0);
         assert_eq!(one_status(&mut f), ACM_STATUS_ETIMEDOUT as u8);
     }
 }
@@ -499,16 +405,9 @@ fn a_derivation_that_times_out_after_a_refusal_times_out_the_lookup() {
     });
     f.e.resolve_at(f.addr, &ip_request(PEER_IP, 0, 1), 1, Instant::now());
     let (q, _) = sent_query(&polled(&mut f.e));
-    f.e.input(
-        Input::Datagram {
-            from: peer(),
-            to: None,
-            bytes: &reply_bytes(&q, Answer::Refused),
-        },
-        f.t0,
-    );
+    f.e.on_datagram(peer(), None, &reply_bytes(&q, Answer::Refused), f.t0);
     let job = polled(&mut f.e).work.neighbour_jobs.remove(0);
-    f.e.input(Input::Neighbour { job, mac: None }, f.t0);
+    f.e.input(Input::Neighbour(job, None), f.t0);
     f.e.input(Input::Timers, f.t0 + Duration::from_secs(1));
     assert_eq!(one_status(&mut f), ACM_STATUS_ETIMEDOUT as u8);
     assert_eq!(f.e.discovery().status().failures, 0);
@@ -540,14 +439,7 @@ fn a_binding_the_tables_bound_evicts_at_once_still_answers_its_lookup() {
     f.e.resolve_at(f.addr, &ip_request(PEER_IP, 0, 1), 1, Instant::now());
     let (q, _) = sent_query(&polled(&mut f.e));
     let found = reply_bytes(&q, Answer::Found(peer_record(PEER)));
-    f.e.input(
-        Input::Datagram {
-            from: peer(),
-            to: None,
-            bytes: &found,
-        },
-        f.t0,
-    );
+    f.e.on_datagram(peer(), None, &found, f.t0);
     let fx = polled(&mut f.e);
     assert_eq!(fx.replies.len(), 1, "{fx:?}");
     assert_eq!(dgid(&fx.replies[0].msg), PEER.parse().unwrap());
@@ -583,14 +475,7 @@ fn ask_slow_host(
         let elapsed = Duration::from_millis(10 * step);
         if after.is_some_and(|a| elapsed >= a) {
             let found = reply_bytes(&query, Answer::Found(record.clone()));
-            f.e.input(
-                Input::Datagram {
-                    from: at,
-                    to: None,
-                    bytes: &found,
-                },
-                t + elapsed,
-            );
+            f.e.on_datagram(at, None, &found, t + elapsed);
         } else {
             f.e.input(Input::Timers, t + elapsed);
         }
@@ -622,14 +507,7 @@ fn a_reply_to_an_earlier_try_still_answers_and_one_to_a_retry_too() {
         }
         assert_eq!(tries.len(), 2, "{tries:?}");
         let found = reply_bytes(&tries[answered], Answer::Found(record.clone()));
-        f.e.input(
-            Input::Datagram {
-                from: at,
-                to: None,
-                bytes: &found,
-            },
-            t + ms(520),
-        );
+        f.e.on_datagram(at, None, &found, t + ms(520));
         let fx = polled(&mut f.e);
         assert_eq!(
             dgid(&fx.replies[0].msg),
@@ -637,14 +515,7 @@ fn a_reply_to_an_earlier_try_still_answers_and_one_to_a_retry_too() {
         );
         // The other try's reply, after: late, not unsolicited.
         let other = reply_bytes(&tries[1 - answered], Answer::Found(record));
-        f.e.input(
-            Input::Datagram {
-                from: at,
-                to: None,
-                bytes: &other,
-            },
-            t + ms(700),
-        );
+        f.e.on_datagram(at, None, &other, t + ms(700));
         let d = &f.e.discovery().counts().drops;
         assert_eq!((d.late, d.unsolicited), (u64::from(i), 0));
     }
@@ -701,25 +572,11 @@ fn a_lookup_under_way_when_replies_turn_slow_gets_its_tries_at_the_longer_time()
         let now = t + ms(10 * step);
         if now == t + ms(700) {
             let found = reply_bytes(&q1, Answer::Found(record1.clone()));
-            f.e.input(
-                Input::Datagram {
-                    from: at1,
-                    to: None,
-                    bytes: &found,
-                },
-                now,
-            );
+            f.e.on_datagram(at1, None, &found, now);
         }
         if now == t + ms(2_000) {
             let found = reply_bytes(&q2, Answer::Found(record2.clone()));
-            f.e.input(
-                Input::Datagram {
-                    from: at2,
-                    to: None,
-                    bytes: &found,
-                },
-                now,
-            );
+            f.e.on_datagram(at2, None, &found, now);
         }
         f.e.input(Input::Timers, now);
         let fx = polled(&mut f.e);

@@ -62,16 +62,9 @@ fn deliver(f: &mut Fixture, from: SocketAddr, to: Option<IpAddr>, bytes: &[u8], 
     match &f.peers {
         Some(a) => {
             let sealed = a.seal(bytes.to_vec());
-            f.e.input(
-                Input::Datagram {
-                    from,
-                    to,
-                    bytes: &sealed,
-                },
-                t,
-            )
+            f.e.on_datagram(from, to, &sealed, t)
         }
-        None => f.e.input(Input::Datagram { from, to, bytes }, t),
+        None => f.e.on_datagram(from, to, bytes, t),
     }
 }
 
@@ -275,14 +268,7 @@ fn query_from_peer(
         sender,
     ))
     .encode();
-    e.input(
-        Input::Datagram {
-            from: peer(),
-            to: Some(to),
-            bytes: &q,
-        },
-        t,
-    );
+    e.on_datagram(peer(), Some(to), &q, t);
 }
 
 fn own_ip() -> IpAddr {
@@ -394,23 +380,9 @@ fn group_asked(f: &mut Fixture, name: &str, tid: u64, t: Instant) -> Query {
 /// when asked, at `t`.
 fn claimed(f: &mut Fixture, group: &Query, from: SocketAddr, record: EndpointRecord, t: Instant) {
     let claim = reply_bytes(group, Answer::Found(record.clone()));
-    f.e.input(
-        Input::Datagram {
-            from,
-            to: None,
-            bytes: &claim,
-        },
-        t,
-    );
+    f.e.on_datagram(from, None, &claim, t);
     let (confirm, to) = sent_query(&polled(&mut f.e));
     assert_eq!(to, Some(from));
     let found = reply_bytes(&confirm, Answer::Found(record));
-    f.e.input(
-        Input::Datagram {
-            from,
-            to: None,
-            bytes: &found,
-        },
-        t,
-    );
+    f.e.on_datagram(from, None, &found, t);
 }

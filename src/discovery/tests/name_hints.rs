@@ -16,12 +16,10 @@ fn a_name_its_host_announced_is_asked_of_that_host_alone() {
     let (q, to) = sent_query(&fx);
     assert_eq!(to, Some(peer()), "by unicast, to the announcer: {fx:?}");
     assert_eq!(q.target().address(), &node_b());
-    f.e.input(
-        Input::Datagram {
-            from: peer(),
-            to: None,
-            bytes: &reply_bytes(&q, Answer::Found(peer_record(PEER))),
-        },
+    f.e.on_datagram(
+        peer(),
+        None,
+        &reply_bytes(&q, Answer::Found(peer_record(PEER))),
         later,
     );
     let fx = polled(&mut f.e);
@@ -80,14 +78,7 @@ fn a_name_announced_by_two_endpoints_is_asked_of_the_groups() {
     // source: no hint at all.
     let mut g = fixture(segment_only());
     let a = Message::from(Announce::new(vec![peer_record(PEER)], false).unwrap()).encode();
-    g.e.input(
-        Input::Datagram {
-            from: peer(),
-            to: Some(own_ip()),
-            bytes: &a,
-        },
-        g.t0,
-    );
+    g.e.on_datagram(peer(), Some(own_ip()), &a, g.t0);
     let t0 = g.t0;
     heard_on_group(&mut g, peer_record(PEER), attacker(), t0);
     let t = g.t0 + hints::SETTLE;
@@ -171,14 +162,7 @@ fn a_host_that_hears_its_name_announced_by_another_announces_itself() {
     ))
     .encode();
     let at = SocketAddr::new(IpAddr::V4([10, 0, 0, 77].into()), 6126);
-    f.e.input(
-        Input::Datagram {
-            from: at,
-            to: Some(group()),
-            bytes: &start,
-        },
-        t,
-    );
+    f.e.on_datagram(at, Some(group()), &start, t);
     f.e.input(Input::Timers, t);
     assert_eq!(
         sent_announcements(&polled(&mut f.e)).len(),
@@ -232,14 +216,7 @@ fn a_host_that_refuses_its_hint_or_stays_silent_sends_the_name_to_the_groups() {
     let t = f.t0 + hints::SETTLE;
     f.e.resolve_at(f.addr, &by_name("node-b", 1), 1, t);
     let (q, _) = sent_query(&polled(&mut f.e));
-    f.e.input(
-        Input::Datagram {
-            from: peer(),
-            to: None,
-            bytes: &reply_bytes(&q, Answer::Refused),
-        },
-        t,
-    );
+    f.e.on_datagram(peer(), None, &reply_bytes(&q, Answer::Refused), t);
     let fx = polled(&mut f.e);
     assert!(fx.replies.is_empty(), "a moved name is not a no: {fx:?}");
     let (group_query, to) = sent_query(&fx);
@@ -248,24 +225,10 @@ fn a_host_that_refuses_its_hint_or_stays_silent_sends_the_name_to_the_groups() {
     let c = SocketAddr::new(IpAddr::V4([10, 0, 0, 3].into()), 6126);
     let moved = holding("fe80::c", [10, 0, 0, 3], "node-b");
     let claim = reply_bytes(&group_query, Answer::Found(moved.clone()));
-    f.e.input(
-        Input::Datagram {
-            from: c,
-            to: None,
-            bytes: &claim,
-        },
-        t,
-    );
+    f.e.on_datagram(c, None, &claim, t);
     let (confirm, to) = sent_query(&polled(&mut f.e));
     assert_eq!(to, Some(c));
-    f.e.input(
-        Input::Datagram {
-            from: c,
-            to: None,
-            bytes: &reply_bytes(&confirm, Answer::Found(moved)),
-        },
-        t,
-    );
+    f.e.on_datagram(c, None, &reply_bytes(&confirm, Answer::Found(moved)), t);
     f.e.input(Input::Timers, t + Duration::from_millis(500));
     let fx = polled(&mut f.e);
     assert_eq!(fx.replies.len(), 1, "{fx:?}");
@@ -323,14 +286,7 @@ fn every_name_of_a_host_with_many_is_asked_of_it() {
     let mut b = fixture_with_gid(segment_only(), PEER);
     let from = SocketAddr::new(own_ip(), 6126);
     for bytes in &announced {
-        b.e.input(
-            Input::Datagram {
-                from,
-                to: Some(group()),
-                bytes,
-            },
-            b.t0,
-        );
+        b.e.on_datagram(from, Some(group()), bytes, b.t0);
     }
     let t = b.t0 + hints::SETTLE;
     for i in 0..20 {

@@ -54,13 +54,7 @@ fn a_name_off_the_segment_is_found_through_the_system_resolver_and_asked_by_unic
     let (job, t) = to_the_resolver(&mut f, "node-far", 1);
     let far: IpAddr = IpAddr::V4([10, 0, 1, 2].into());
     let far_v6: IpAddr = "fd01::2".parse().unwrap();
-    f.e.input(
-        Input::Nss {
-            key: &job.key,
-            answer: Ok(vec![far_v6, far]),
-        },
-        t,
-    );
+    f.e.input(Input::Nss(&job.key, Ok(vec![far_v6, far])), t);
     let asked = sent_queries(&polled(&mut f.e));
     assert_eq!(asked.len(), 2, "each address it gave, by unicast");
     let far_gid = "fe80::f";
@@ -75,27 +69,13 @@ fn a_name_off_the_segment_is_found_through_the_system_resolver_and_asked_by_unic
         // A reply from anywhere else is no answer.
         let elsewhere = SocketAddr::new(IpAddr::V4([10, 0, 1, 66].into()), to.port());
         let forged = record_of(ATTACKER, to.ip());
-        f.e.input(
-            Input::Datagram {
-                from: elsewhere,
-                to: None,
-                bytes: &reply_bytes(q, Answer::Found(forged)),
-            },
-            t,
-        );
+        f.e.on_datagram(elsewhere, None, &reply_bytes(q, Answer::Found(forged)), t);
     }
     assert!(polled(&mut f.e).replies.is_empty());
     assert_eq!(f.e.discovery().counts().drops.wrong_source, 2);
     for (q, to) in &asked {
         let record = record_of(far_gid, to.unwrap().ip());
-        f.e.input(
-            Input::Datagram {
-                from: to.unwrap(),
-                to: None,
-                bytes: &reply_bytes(q, Answer::Found(record)),
-            },
-            t,
-        );
+        f.e.on_datagram(to.unwrap(), None, &reply_bytes(q, Answer::Found(record)), t);
     }
     let fx = polled(&mut f.e);
     assert_eq!(fx.replies.len(), 1, "answered once: {fx:?}");
@@ -121,13 +101,7 @@ fn a_name_the_resolver_does_not_know_fails_at_once_and_is_remembered() {
     );
     let job = polled(&mut f.e).work.resolver_jobs.remove(0);
     let no = NssError::NoSuchName("Name or service not known".into());
-    f.e.input(
-        Input::Nss {
-            key: &job.key,
-            answer: Err(no),
-        },
-        f.t0,
-    );
+    f.e.input(Input::Nss(&job.key, Err(no)), f.t0);
     let fx = polled(&mut f.e);
     assert_eq!(fx.replies.len(), 1);
     assert_eq!(fx.replies[0].msg.status(), ACM_STATUS_ENODATA as u8);
@@ -157,10 +131,7 @@ fn a_resolver_that_never_answers_fails_the_name_at_the_stage_deadline_and_nothin
     assert_eq!(f.e.discovery().status().lookups, 0);
     // The answer that comes late changes nothing and sends nothing.
     f.e.input(
-        Input::Nss {
-            key: &job.key,
-            answer: Ok(vec![IpAddr::V4([10, 0, 1, 2].into())]),
-        },
+        Input::Nss(&job.key, Ok(vec![IpAddr::V4([10, 0, 1, 2].into())])),
         t,
     );
     assert!(polled(&mut f.e).is_empty());
@@ -183,22 +154,14 @@ fn addresses_of_different_hosts_for_one_name_get_no_answer() {
         IpAddr::V4([10, 0, 1, 2].into()),
         IpAddr::V4([10, 0, 1, 3].into()),
     ];
-    f.e.input(
-        Input::Nss {
-            key: &job.key,
-            answer: Ok(ips.to_vec()),
-        },
-        f.t0,
-    );
+    f.e.input(Input::Nss(&job.key, Ok(ips.to_vec())), f.t0);
     for (q, to) in &sent_queries(&polled(&mut f.e)) {
         let gid = ["fe80::2", "fe80::3"][usize::from(to.unwrap().ip() == ips[1])];
         let record = record_of(gid, to.unwrap().ip());
-        f.e.input(
-            Input::Datagram {
-                from: to.unwrap(),
-                to: None,
-                bytes: &reply_bytes(q, Answer::Found(record)),
-            },
+        f.e.on_datagram(
+            to.unwrap(),
+            None,
+            &reply_bytes(q, Answer::Found(record)),
             f.t0,
         );
     }
@@ -216,13 +179,7 @@ fn a_name_the_segment_could_not_find_and_the_resolver_does_not_know_times_out() 
     let mut f = fixture(Config::default());
     let (job, t) = to_the_resolver(&mut f, "node-b", 1);
     let no = NssError::NoSuchName("Name or service not known".into());
-    f.e.input(
-        Input::Nss {
-            key: &job.key,
-            answer: Err(no),
-        },
-        t,
-    );
+    f.e.input(Input::Nss(&job.key, Err(no)), t);
     assert_eq!(one_status(&mut f), ACM_STATUS_ETIMEDOUT as u8);
     assert_eq!(f.e.discovery().status().failures, 0, "not remembered");
     // The next request asks the segment again, where the name is found.
@@ -239,13 +196,7 @@ fn a_resolver_that_could_not_find_out_is_no_answer() {
         );
         let job = polled(&mut f.e).work.resolver_jobs.remove(0);
         let again = NssError::Failed("Temporary failure in name resolution".into());
-        f.e.input(
-            Input::Nss {
-                key: &job.key,
-                answer: Err(again),
-            },
-            f.t0,
-        );
+        f.e.input(Input::Nss(&job.key, Err(again)), f.t0);
         assert_eq!(one_status(&mut f), ACM_STATUS_ETIMEDOUT as u8);
         assert_eq!(f.e.discovery().status().failures, 0, "asked again: {tid}");
     }
@@ -265,33 +216,17 @@ fn addresses_the_resolver_gave_say_no_only_if_every_one_refuses() {
         None
     );
     let job = polled(&mut f.e).work.resolver_jobs.remove(0);
-    f.e.input(
-        Input::Nss {
-            key: &job.key,
-            answer: Ok(ips.to_vec()),
-        },
-        f.t0,
-    );
+    f.e.input(Input::Nss(&job.key, Ok(ips.to_vec())), f.t0);
     let asked = sent_queries(&polled(&mut f.e));
     assert_eq!(asked.len(), 2);
     let (q, to) = &asked[0];
     f.e.input(
-        Input::Unreachable {
-            dest: to.unwrap(),
-            payload: &Message::from(q.clone()).encode(),
-        },
+        Input::Unreachable(to.unwrap(), &Message::from(q.clone()).encode()),
         f.t0,
     );
     assert!(polled(&mut f.e).replies.is_empty(), "the other may bind");
     let (q, to) = &asked[1];
-    f.e.input(
-        Input::Datagram {
-            from: to.unwrap(),
-            to: None,
-            bytes: &reply_bytes(q, Answer::Refused),
-        },
-        f.t0,
-    );
+    f.e.on_datagram(to.unwrap(), None, &reply_bytes(q, Answer::Refused), f.t0);
     assert_eq!(one_status(&mut f), ACM_STATUS_ETIMEDOUT as u8);
     assert_eq!(f.e.discovery().status().failures, 0);
 
@@ -301,22 +236,9 @@ fn addresses_the_resolver_gave_say_no_only_if_every_one_refuses() {
         None
     );
     let job = polled(&mut f.e).work.resolver_jobs.remove(0);
-    f.e.input(
-        Input::Nss {
-            key: &job.key,
-            answer: Ok(ips.to_vec()),
-        },
-        f.t0,
-    );
+    f.e.input(Input::Nss(&job.key, Ok(ips.to_vec())), f.t0);
     for (q, to) in &sent_queries(&polled(&mut f.e)) {
-        f.e.input(
-            Input::Datagram {
-                from: to.unwrap(),
-                to: None,
-                bytes: &reply_bytes(q, Answer::Refused),
-            },
-            f.t0,
-        );
+        f.e.on_datagram(to.unwrap(), None, &reply_bytes(q, Answer::Refused), f.t0);
     }
     assert_eq!(one_status(&mut f), ACM_STATUS_ENODATA as u8);
     assert_eq!(f.e.discovery().status().failures, 1, "a no is remembered");

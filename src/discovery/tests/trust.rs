@@ -33,23 +33,19 @@ fn a_forged_query_never_changes_a_binding() {
         check.target().clone(),
         forged_record(),
     );
-    f.e.input(
-        Input::Datagram {
-            from: peer(),
-            to: None,
-            bytes: &reply_bytes(&guess, Answer::Found(forged_record())),
-        },
+    f.e.on_datagram(
+        peer(),
+        None,
+        &reply_bytes(&guess, Answer::Found(forged_record())),
         f.t0,
     );
     assert_eq!(f.e.discovery().counts().drops.unsolicited, 1);
     assert_eq!(bound_gid(&f.e, &peer_ip()), Some(PEER.parse().unwrap()));
     // B's own answer keeps its binding.
-    f.e.input(
-        Input::Datagram {
-            from: peer(),
-            to: None,
-            bytes: &reply_bytes(check, Answer::Found(peer_record(PEER))),
-        },
+    f.e.on_datagram(
+        peer(),
+        None,
+        &reply_bytes(check, Answer::Found(peer_record(PEER))),
         f.t0,
     );
     let r =
@@ -84,14 +80,7 @@ fn a_forged_announcement_never_moves_a_hosts_names() {
     learn_peer(&mut f, 1);
     learn_peer_name(&mut f, 2);
     let forged = Message::from(Announce::new(vec![forged_record()], false).unwrap()).encode();
-    f.e.input(
-        Input::Datagram {
-            from: peer(),
-            to: None,
-            bytes: &forged,
-        },
-        f.t0,
-    );
+    f.e.on_datagram(peer(), None, &forged, f.t0);
     let fx = polled(&mut f.e);
     for a in [peer_ip(), node_b()] {
         assert_eq!(bound_gid(&f.e, &a), Some(PEER.parse().unwrap()), "{a}");
@@ -112,12 +101,10 @@ fn a_forged_announcement_never_moves_a_hosts_names() {
         ]
     );
     for (q, _) in &checks {
-        f.e.input(
-            Input::Datagram {
-                from: peer(),
-                to: None,
-                bytes: &reply_bytes(q, Answer::Found(peer_record(PEER))),
-            },
+        f.e.on_datagram(
+            peer(),
+            None,
+            &reply_bytes(q, Answer::Found(peer_record(PEER))),
             f.t0,
         );
     }
@@ -128,22 +115,13 @@ fn a_forged_announcement_never_moves_a_hosts_names() {
     let later = f.t0 + CHECK_HOLDOFF * 2;
     let withdrawal = Message::from(Announce::new(vec![peer_record(PEER)], true).unwrap()).encode();
     let elsewhere = SocketAddr::new(IpAddr::V4([10, 0, 0, 66].into()), 6126);
-    f.e.input(
-        Input::Datagram {
-            from: elsewhere,
-            to: None,
-            bytes: &withdrawal,
-        },
-        later,
-    );
+    f.e.on_datagram(elsewhere, None, &withdrawal, later);
     for (q, to) in sent_queries(&polled(&mut f.e)) {
         assert_eq!(to, Some(peer()));
-        f.e.input(
-            Input::Datagram {
-                from: peer(),
-                to: None,
-                bytes: &reply_bytes(&q, Answer::Found(peer_record(PEER))),
-            },
+        f.e.on_datagram(
+            peer(),
+            None,
+            &reply_bytes(&q, Answer::Found(peer_record(PEER))),
             later,
         );
     }
@@ -161,12 +139,10 @@ fn a_forged_announcement_never_moves_a_hosts_names() {
     )
     .unwrap();
     let from4 = SocketAddr::new(IpAddr::V4([10, 0, 0, 4].into()), 6126);
-    f.e.input(
-        Input::Datagram {
-            from: from4,
-            to: None,
-            bytes: &Message::from(Announce::new(vec![stranger], false).unwrap()).encode(),
-        },
+    f.e.on_datagram(
+        from4,
+        None,
+        &Message::from(Announce::new(vec![stranger], false).unwrap()).encode(),
         later,
     );
     assert!(polled(&mut f.e).work.datagrams.is_empty());
@@ -189,14 +165,7 @@ fn a_host_with_a_new_gid_is_followed_once_it_confirms_it() {
     assert_eq!(dgid(&cached), PEER.parse().unwrap());
     // B came back with new hardware and announces it.
     let moved = Message::from(Announce::new(vec![peer_record("fe80::c")], false).unwrap()).encode();
-    f.e.input(
-        Input::Datagram {
-            from: peer(),
-            to: None,
-            bytes: &moved,
-        },
-        f.t0,
-    );
+    f.e.on_datagram(peer(), None, &moved, f.t0);
     let checks = sent_queries(&polled(&mut f.e));
     assert_eq!(checks.len(), 2);
     // Until B answers, its old GID is in doubt: requests wait for the
@@ -216,12 +185,10 @@ fn a_host_with_a_new_gid_is_followed_once_it_confirms_it() {
         "{fx:?}"
     );
     for (q, _) in &checks {
-        f.e.input(
-            Input::Datagram {
-                from: peer(),
-                to: None,
-                bytes: &reply_bytes(q, Answer::Found(peer_record("fe80::c"))),
-            },
+        f.e.on_datagram(
+            peer(),
+            None,
+            &reply_bytes(q, Answer::Found(peer_record("fe80::c"))),
             f.t0,
         );
     }
@@ -261,14 +228,7 @@ fn a_forged_announcement_delays_requests_by_one_reply_and_changes_none() {
     let mut f = fixture(Config::default());
     learn_peer(&mut f, 1);
     let forged = Message::from(Announce::new(vec![forged_record()], false).unwrap()).encode();
-    f.e.input(
-        Input::Datagram {
-            from: attacker(),
-            to: None,
-            bytes: &forged,
-        },
-        f.t0,
-    );
+    f.e.on_datagram(attacker(), None, &forged, f.t0);
     let (check, to) = sent_query(&polled(&mut f.e));
     assert_eq!(to, Some(peer()), "asked of the address itself");
     // A request without NODELAY waits for B; one with it is not answered
@@ -288,12 +248,10 @@ fn a_forged_announcement_delays_requests_by_one_reply_and_changes_none() {
         sent_queries(&polled(&mut f.e)).is_empty(),
         "B is asked once"
     );
-    f.e.input(
-        Input::Datagram {
-            from: peer(),
-            to: None,
-            bytes: &reply_bytes(&check, Answer::Found(peer_record(PEER))),
-        },
+    f.e.on_datagram(
+        peer(),
+        None,
+        &reply_bytes(&check, Answer::Found(peer_record(PEER))),
         f.t0,
     );
     let fx = polled(&mut f.e);
@@ -303,14 +261,7 @@ fn a_forged_announcement_delays_requests_by_one_reply_and_changes_none() {
         (2, PEER.parse().unwrap())
     );
     // The forger's next announcements, within the holdoff, cost nothing.
-    f.e.input(
-        Input::Datagram {
-            from: attacker(),
-            to: None,
-            bytes: &forged,
-        },
-        f.t0 + CHECK_HOLDOFF / 2,
-    );
+    f.e.on_datagram(attacker(), None, &forged, f.t0 + CHECK_HOLDOFF / 2);
     let hit = f.e.resolve_at(
         f.addr,
         &ip_request(PEER_IP, ACM_FLAGS_NODELAY, 4),
@@ -325,14 +276,7 @@ fn a_request_waiting_for_a_check_that_fails_fails_as_its_lookup_would() {
     let mut f = fixture(Config::default());
     learn_peer(&mut f, 1);
     let moved = Message::from(Announce::new(vec![peer_record("fe80::c")], false).unwrap()).encode();
-    f.e.input(
-        Input::Datagram {
-            from: peer(),
-            to: None,
-            bytes: &moved,
-        },
-        f.t0,
-    );
+    f.e.on_datagram(peer(), None, &moved, f.t0);
     let (check, _) = sent_query(&polled(&mut f.e));
     assert_eq!(
         f.e.resolve_at(f.addr, &ip_request(PEER_IP, 0, 2), 2, Instant::now()),
@@ -340,14 +284,7 @@ fn a_request_waiting_for_a_check_that_fails_fails_as_its_lookup_would() {
     );
     // The address's holder says it no longer holds it: the request is
     // told so, as a lookup of it would have been.
-    f.e.input(
-        Input::Datagram {
-            from: peer(),
-            to: None,
-            bytes: &reply_bytes(&check, Answer::Refused),
-        },
-        f.t0,
-    );
+    f.e.on_datagram(peer(), None, &reply_bytes(&check, Answer::Refused), f.t0);
     let fx = polled(&mut f.e);
     assert_eq!(fx.replies.len(), 1, "{fx:?}");
     assert_eq!(fx.replies[0].msg.status(), ACM_STATUS_ENODATA as u8);
@@ -360,25 +297,11 @@ fn a_withdrawal_forgets_what_its_holder_no_longer_confirms() {
     learn_peer(&mut f, 1);
     learn_peer_name(&mut f, 2);
     let withdrawal = Message::from(Announce::new(vec![peer_record(PEER)], true).unwrap()).encode();
-    f.e.input(
-        Input::Datagram {
-            from: peer(),
-            to: None,
-            bytes: &withdrawal,
-        },
-        f.t0,
-    );
+    f.e.on_datagram(peer(), None, &withdrawal, f.t0);
     let checks = sent_queries(&polled(&mut f.e));
     assert_eq!(checks.len(), 2);
     let (first, second) = (&checks[0].0, &checks[1].0);
-    f.e.input(
-        Input::Datagram {
-            from: peer(),
-            to: None,
-            bytes: &reply_bytes(first, Answer::Refused),
-        },
-        f.t0,
-    );
+    f.e.on_datagram(peer(), None, &reply_bytes(first, Answer::Refused), f.t0);
     assert_eq!(bound_gid(&f.e, first.target().address()), None);
     // No answer at all (after the check's tries, each twice as long as
     // the one before) keeps what its holder confirmed last: a forger can
@@ -426,22 +349,18 @@ fn a_claim_counts_only_once_its_host_confirms_it() {
     // name, with its own GID: B is asked, and B's answer counts.
     f.e.resolve_at(f.addr, &by_name(b"node-b", 1), 1, Instant::now());
     let (g, _) = sent_query(&polled(&mut f.e));
-    f.e.input(
-        Input::Datagram {
-            from: peer(),
-            to: None,
-            bytes: &reply_bytes(&g, Answer::Found(forged_record())),
-        },
+    f.e.on_datagram(
+        peer(),
+        None,
+        &reply_bytes(&g, Answer::Found(forged_record())),
         f.t0,
     );
     let (confirm, to) = sent_query(&polled(&mut f.e));
     assert_eq!(to, Some(peer()));
-    f.e.input(
-        Input::Datagram {
-            from: peer(),
-            to: None,
-            bytes: &reply_bytes(&confirm, Answer::Found(peer_record(PEER))),
-        },
+    f.e.on_datagram(
+        peer(),
+        None,
+        &reply_bytes(&confirm, Answer::Found(peer_record(PEER))),
         f.t0,
     );
     let fx = after_claims(&mut f);
@@ -461,23 +380,14 @@ fn a_claim_counts_only_once_its_host_confirms_it() {
         vec![WireAddress::new(Address::name("node-c").unwrap()).unwrap()],
     )
     .unwrap();
-    f.e.input(
-        Input::Datagram {
-            from: peer(),
-            to: None,
-            bytes: &reply_bytes(&g, Answer::Found(c_record)),
-        },
+    f.e.on_datagram(
+        peer(),
+        None,
+        &reply_bytes(&g, Answer::Found(c_record)),
         f.t0,
     );
     let (confirm, _) = sent_query(&polled(&mut f.e));
-    f.e.input(
-        Input::Datagram {
-            from: peer(),
-            to: None,
-            bytes: &reply_bytes(&confirm, Answer::Refused),
-        },
-        f.t0,
-    );
+    f.e.on_datagram(peer(), None, &reply_bytes(&confirm, Answer::Refused), f.t0);
     f.e.input(Input::Timers, f.t0 + Duration::from_secs(2));
     let fx = polled(&mut f.e);
     assert_eq!(fx.replies.len(), 1);
@@ -497,20 +407,16 @@ fn a_name_two_hosts_confirm_with_different_gids_gets_no_answer() {
     let (g, _) = sent_query(&polled(&mut f.e));
     // The attacker claims the name from its own address too.
     let attacker = SocketAddr::new(IpAddr::V4([10, 0, 0, 66].into()), 6126);
-    f.e.input(
-        Input::Datagram {
-            from: attacker,
-            to: None,
-            bytes: &reply_bytes(&g, Answer::Found(forged_record())),
-        },
+    f.e.on_datagram(
+        attacker,
+        None,
+        &reply_bytes(&g, Answer::Found(forged_record())),
         f.t0,
     );
-    f.e.input(
-        Input::Datagram {
-            from: peer(),
-            to: None,
-            bytes: &reply_bytes(&g, Answer::Found(peer_record(PEER))),
-        },
+    f.e.on_datagram(
+        peer(),
+        None,
+        &reply_bytes(&g, Answer::Found(peer_record(PEER))),
         f.t0,
     );
     let confirms = sent_queries(&polled(&mut f.e));
@@ -520,14 +426,7 @@ fn a_name_two_hosts_confirm_with_different_gids_gets_no_answer() {
             true => (attacker, forged_record()),
             false => (peer(), peer_record(PEER)),
         };
-        f.e.input(
-            Input::Datagram {
-                from,
-                to: None,
-                bytes: &reply_bytes(q, Answer::Found(record)),
-            },
-            f.t0,
-        );
+        f.e.on_datagram(from, None, &reply_bytes(q, Answer::Found(record)), f.t0);
     }
     let fx = after_claims(&mut f);
     assert_eq!(fx.replies.len(), 1);
@@ -581,31 +480,10 @@ fn a_replayed_renewal_changes_no_answer() {
     let new_gid = "fe80::b2";
     let now = Message::from(Announce::new(vec![peer_record(new_gid)], false).unwrap()).encode();
     let t = f.t0;
-    f.e.input(
-        Input::Datagram {
-            from: peer(),
-            to: Some(group()),
-            bytes: &old,
-        },
-        t,
-    );
+    f.e.on_datagram(peer(), Some(group()), &old, t);
     let t = t + Duration::from_secs(30);
-    f.e.input(
-        Input::Datagram {
-            from: peer(),
-            to: Some(group()),
-            bytes: &now,
-        },
-        t,
-    );
-    f.e.input(
-        Input::Datagram {
-            from: peer(),
-            to: Some(group()),
-            bytes: &old,
-        },
-        t + Duration::from_secs(1),
-    );
+    f.e.on_datagram(peer(), Some(group()), &now, t);
+    f.e.on_datagram(peer(), Some(group()), &old, t + Duration::from_secs(1));
     let t = t + Duration::from_secs(2);
     f.e.resolve_at(f.addr, &by_name("node-b", 1), 1, t);
     let (q, to) = sent_query(&polled(&mut f.e));
@@ -615,14 +493,7 @@ fn a_replayed_renewal_changes_no_answer() {
         "asked of the address, not answered from the hint"
     );
     let found = reply_bytes(&q, Answer::Found(peer_record(new_gid)));
-    f.e.input(
-        Input::Datagram {
-            from: peer(),
-            to: None,
-            bytes: &found,
-        },
-        t,
-    );
+    f.e.on_datagram(peer(), None, &found, t);
     let fx = polled(&mut f.e);
     assert_eq!(dgid(&fx.replies[0].msg), new_gid.parse().unwrap());
 
@@ -633,31 +504,10 @@ fn a_replayed_renewal_changes_no_answer() {
     let peer_auth = auth(KEY);
     let t = Instant::now();
     let captured = peer_auth.seal(old.clone());
-    g.e.input(
-        Input::Datagram {
-            from: peer(),
-            to: Some(group()),
-            bytes: &captured,
-        },
-        t,
-    );
+    g.e.on_datagram(peer(), Some(group()), &captured, t);
     let sealed_now = peer_auth.seal(now.clone());
-    g.e.input(
-        Input::Datagram {
-            from: peer(),
-            to: Some(group()),
-            bytes: &sealed_now,
-        },
-        t,
-    );
-    g.e.input(
-        Input::Datagram {
-            from: peer(),
-            to: Some(group()),
-            bytes: &captured,
-        },
-        t,
-    );
+    g.e.on_datagram(peer(), Some(group()), &sealed_now, t);
+    g.e.on_datagram(peer(), Some(group()), &captured, t);
     assert_eq!(g.e.discovery().counts().drops.replayed, 1);
     assert_eq!(g.e.discovery().counts().disputed_names, 0);
 }
@@ -668,14 +518,7 @@ fn a_check_its_holder_never_answers_keeps_the_binding_for_the_requests_that_wait
     learn_peer(&mut f, 1);
     // A forged hint puts the binding in doubt: its holder is asked.
     let forged = Message::from(Announce::new(vec![peer_record(ATTACKER)], false).unwrap()).encode();
-    f.e.input(
-        Input::Datagram {
-            from: attacker(),
-            to: Some(group()),
-            bytes: &forged,
-        },
-        f.t0,
-    );
+    f.e.on_datagram(attacker(), Some(group()), &forged, f.t0);
     let (check, to) = sent_query(&polled(&mut f.e));
     assert_eq!(to, Some(peer()));
     // A request comes meanwhile and waits for the holder.
@@ -702,14 +545,7 @@ fn a_check_its_holder_never_answers_keeps_the_binding_for_the_requests_that_wait
     assert_eq!(bound_gid(&f.e, &peer_ip()), Some(PEER.parse().unwrap()));
     // A late reply from the holder changes nothing.
     let late = reply_bytes(&check, Answer::Found(peer_record(PEER)));
-    f.e.input(
-        Input::Datagram {
-            from: peer(),
-            to: None,
-            bytes: &late,
-        },
-        f.t0 + cfg_timeout * 16,
-    );
+    f.e.on_datagram(peer(), None, &late, f.t0 + cfg_timeout * 16);
     assert_eq!(bound_gid(&f.e, &peer_ip()), Some(PEER.parse().unwrap()));
 }
 
@@ -723,14 +559,7 @@ fn a_claimant_that_never_confirms_leaves_the_name_undecided() {
     let group = group_asked(&mut f, "node-x", 1, t);
     let honest = holding("fe80::c", [10, 0, 0, 3], "node-x");
     let c = SocketAddr::new(IpAddr::V4([10, 0, 0, 3].into()), 6126);
-    f.e.input(
-        Input::Datagram {
-            from: c,
-            to: None,
-            bytes: &reply_bytes(&group, Answer::Found(honest)),
-        },
-        t,
-    );
+    f.e.on_datagram(c, None, &reply_bytes(&group, Answer::Found(honest)), t);
     let (_, to) = sent_query(&polled(&mut f.e));
     assert_eq!(to, Some(c), "the holder asked to confirm");
     claimed(

@@ -615,26 +615,12 @@ fn forged_start_queries_from_many_sources_leave_a_real_one_its_asking_again() {
         let bytes = own_start_query(1_000 + u64::from(n), ip_only(&gid, ip));
         let at =
             back - Duration::from_millis(100) + Duration::from_micros(u64::from(n.min(200)) * 500);
-        f.e.input(
-            Input::Datagram {
-                from,
-                to: Some(group()),
-                bytes: &bytes,
-            },
-            at,
-        );
+        f.e.on_datagram(from, Some(group()), &bytes, at);
     }
     polled(&mut f.e);
     // The peer, back, is still asked again at once.
     let start = start_query(77, peer_record("fe80::b2"));
-    f.e.input(
-        Input::Datagram {
-            from: peer(),
-            to: Some(group()),
-            bytes: &start,
-        },
-        back,
-    );
+    f.e.on_datagram(peer(), Some(group()), &start, back);
     let (again, to) = sent_query(&polled(&mut f.e));
     assert_eq!(to, Some(peer()), "asked again at once");
     assert_eq!(again.target().address(), &peer_ip());
@@ -653,14 +639,7 @@ fn without_a_key_a_welcome_sent_to_this_host_alone_gives_no_hint() {
     let forged = holding(ATTACKER, [10, 0, 0, 66], "node-b");
     let welcome = Message::from(Announce::new(vec![forged], false).unwrap()).encode();
     let t = f.t0 + Duration::from_millis(60);
-    f.e.input(
-        Input::Datagram {
-            from: attacker(),
-            to: Some(own_ip()),
-            bytes: &welcome,
-        },
-        t,
-    );
+    f.e.on_datagram(attacker(), Some(own_ip()), &welcome, t);
     let t = t + hints::SETTLE * 2;
     f.e.resolve_at(f.addr, &by_name("node-b", 1), 1, t);
     let (_, to) = sent_query(&polled(&mut f.e));
@@ -691,14 +670,7 @@ fn without_a_key_a_host_back_is_welcomed_on_the_groups_only() {
     for n in 0..4u8 {
         let gid = format!("fe80::77:{n:x}");
         let bytes = own_start_query(90 + u64::from(n), holding(&gid, [10, 0, 0, 77], "node-v"));
-        f.e.input(
-            Input::Datagram {
-                from: victim,
-                to: Some(group()),
-                bytes: &bytes,
-            },
-            t,
-        );
+        f.e.on_datagram(victim, Some(group()), &bytes, t);
         f.e.input(Input::Timers, t + within * announce::WELCOME_WAIT);
         let fx = polled(&mut f.e);
         assert!(sent_welcomes(&fx).is_empty(), "aimed at 10.0.0.77: {fx:?}");

@@ -25,32 +25,11 @@ fn with_a_key_only_authenticated_fresh_messages_count() {
 
     // A reply that is right in every way but unsealed, or sealed with
     // another key, is dropped and does not end the lookup.
-    f.e.input(
-        Input::Datagram {
-            from: peer(),
-            to: None,
-            bytes: &found,
-        },
-        f.t0,
-    );
+    f.e.on_datagram(peer(), None, &found, f.t0);
     let forger = auth("1 0f0e0d0c0b0a09080706050403020100");
-    f.e.input(
-        Input::Datagram {
-            from: peer(),
-            to: None,
-            bytes: &forger.seal(found.clone()),
-        },
-        f.t0,
-    );
+    f.e.on_datagram(peer(), None, &forger.seal(found.clone()), f.t0);
     let other_id = auth("2 000102030405060708090a0b0c0d0e0f");
-    f.e.input(
-        Input::Datagram {
-            from: peer(),
-            to: None,
-            bytes: &other_id.seal(found.clone()),
-        },
-        f.t0,
-    );
+    f.e.on_datagram(peer(), None, &other_id.seal(found.clone()), f.t0);
     assert!(polled(&mut f.e).replies.is_empty());
     assert_eq!(f.e.discovery().counts().drops.unauthenticated, 3);
     assert_eq!(f.e.discovery().status().lookups, 1);
@@ -61,28 +40,14 @@ fn with_a_key_only_authenticated_fresh_messages_count() {
             <= crate::discovery::wire::QUERY_LEN + crate::discovery::wire::AUTH_TRAILER_LEN,
         "no larger than the sealed query"
     );
-    f.e.input(
-        Input::Datagram {
-            from: peer(),
-            to: None,
-            bytes: &sealed,
-        },
-        f.t0,
-    );
+    f.e.on_datagram(peer(), None, &sealed, f.t0);
     let fx = polled(&mut f.e);
     assert_eq!(fx.replies.len(), 1);
     assert_eq!(dgid(&fx.replies[0].msg), PEER.parse().unwrap());
 
     // Replayed later, even to a new lookup with the same target, it is
     // caught before its transaction id is looked at.
-    f.e.input(
-        Input::Datagram {
-            from: peer(),
-            to: None,
-            bytes: &sealed,
-        },
-        f.t0,
-    );
+    f.e.on_datagram(peer(), None, &sealed, f.t0);
     assert_eq!(f.e.discovery().counts().drops.replayed, 1);
     assert_eq!(f.e.discovery().counts().drops.unsolicited, 0);
 }
@@ -93,34 +58,13 @@ fn with_a_key_queries_are_answered_and_plain_or_replayed_ones_ignored() {
     f.e.reconfigure(Change::Auth(auth(KEY)));
     let peer_auth = auth(KEY);
     let q = peer_asks_for_us();
-    f.e.input(
-        Input::Datagram {
-            from: peer(),
-            to: Some(own_ip()),
-            bytes: &q,
-        },
-        f.t0,
-    );
+    f.e.on_datagram(peer(), Some(own_ip()), &q, f.t0);
     assert!(polled(&mut f.e).work.datagrams.is_empty());
     let sealed = peer_auth.seal(q);
-    f.e.input(
-        Input::Datagram {
-            from: peer(),
-            to: Some(own_ip()),
-            bytes: &sealed,
-        },
-        f.t0,
-    );
+    f.e.on_datagram(peer(), Some(own_ip()), &sealed, f.t0);
     let (_, _, answer) = sent_reply(&polled(&mut f.e));
     assert!(matches!(answer, Answer::Found(_)));
-    f.e.input(
-        Input::Datagram {
-            from: peer(),
-            to: Some(own_ip()),
-            bytes: &sealed,
-        },
-        f.t0,
-    );
+    f.e.on_datagram(peer(), Some(own_ip()), &sealed, f.t0);
     assert!(
         polled(&mut f.e).work.datagrams.is_empty(),
         "a replay is not answered"
@@ -144,27 +88,13 @@ fn with_a_key_messages_that_overtake_each_other_all_count_and_replays_none() {
     let q = peer_asks_for_us();
     let tries: Vec<Vec<u8>> = (0..3).map(|_| peer_auth.seal(q.clone())).collect();
     for t in tries.iter().rev() {
-        f.e.input(
-            Input::Datagram {
-                from: peer(),
-                to: Some(own_ip()),
-                bytes: t,
-            },
-            f.t0,
-        );
+        f.e.on_datagram(peer(), Some(own_ip()), t, f.t0);
         let (_, _, answer) = sent_reply(&polled(&mut f.e));
         assert!(matches!(answer, Answer::Found(_)));
     }
     assert_eq!(f.e.discovery().counts().drops.total(), 0, "nothing dropped");
     for t in &tries {
-        f.e.input(
-            Input::Datagram {
-                from: peer(),
-                to: Some(own_ip()),
-                bytes: t,
-            },
-            f.t0,
-        );
+        f.e.on_datagram(peer(), Some(own_ip()), t, f.t0);
     }
     assert!(polled(&mut f.e).work.datagrams.is_empty());
     assert_eq!(f.e.discovery().counts().drops.replayed, 3);
@@ -178,24 +108,10 @@ fn with_a_key_a_name_asked_of_the_groups_is_decided_at_its_first_confirmation() 
     let t = Instant::now();
     let g = group_asked(&mut f, "node-b", 1, t);
     let claim = reply_bytes(&g, Answer::Found(peer_record(PEER)));
-    f.e.input(
-        Input::Datagram {
-            from: peer(),
-            to: None,
-            bytes: &peer_auth.seal(claim),
-        },
-        t,
-    );
+    f.e.on_datagram(peer(), None, &peer_auth.seal(claim), t);
     let (confirm, _) = sent_query(&polled(&mut f.e));
     let found = reply_bytes(&confirm, Answer::Found(peer_record(PEER)));
-    f.e.input(
-        Input::Datagram {
-            from: peer(),
-            to: None,
-            bytes: &peer_auth.seal(found),
-        },
-        t,
-    );
+    f.e.on_datagram(peer(), None, &peer_auth.seal(found), t);
     let fx = polled(&mut f.e);
     assert_eq!(fx.replies.len(), 1, "at once: only key holders claim");
     assert_eq!(dgid(&fx.replies[0].msg), PEER.parse().unwrap());
@@ -209,12 +125,10 @@ fn a_peer_whose_clock_is_off_counts_as_stale_not_as_replayed() {
         Keyring::new(&KeyFile::parse(KEY, "key").unwrap()),
         WallClock::new(|| crate::discovery::seal::wall_micros() + 60_000_000),
     );
-    f.e.input(
-        Input::Datagram {
-            from: peer(),
-            to: Some(own_ip()),
-            bytes: &ahead.seal(peer_asks_for_us()),
-        },
+    f.e.on_datagram(
+        peer(),
+        Some(own_ip()),
+        &ahead.seal(peer_asks_for_us()),
         f.t0,
     );
     assert!(polled(&mut f.e).work.datagrams.is_empty(), "not answered");

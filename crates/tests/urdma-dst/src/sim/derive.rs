@@ -47,7 +47,7 @@ impl Sim {
         let mac = owner.filter(|&o| self.reachable(host, o)).map(mac);
         let now = self.instant(self.now);
         if let Some(e) = self.hosts[host].engine.as_mut() {
-            e.input(Input::Neighbour { job, mac }, now);
+            e.input(Input::Neighbour(job, mac), now);
             self.after(host);
         }
     }

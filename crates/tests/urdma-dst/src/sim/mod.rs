@@ -384,13 +384,7 @@ impl Sim {
             Event::Unreachable { to, dest, payload } => {
                 let now = self.instant(self.now);
                 if let Some(e) = self.hosts[to].engine.as_mut() {
-                    e.input(
-                        Input::Unreachable {
-                            dest,
-                            payload: &payload,
-                        },
-                        now,
-                    );
+                    e.input(Input::Unreachable(dest, &payload), now);
                     self.after(to);
                 }
             }
@@ -409,7 +403,7 @@ impl Sim {
                     _ => Err(NssError::NoSuchName("Name or service not known".into())),
                 };
                 if let Some(e) = self.hosts[host].engine.as_mut() {
-                    e.input(Input::Nss { key: &key, answer }, now);
+                    e.input(Input::Nss(&key, answer), now);
                     self.handed_over(host);
                 }
             }
@@ -457,14 +451,7 @@ impl Sim {
         }
         if let Some(e) = self.hosts[to].engine.as_mut() {
             self.traffic.delivered += 1;
-            e.input(
-                Input::Datagram {
-                    from,
-                    to: Some(to_ip),
-                    bytes,
-                },
-                now,
-            );
+            e.on_datagram(from, Some(to_ip), bytes, now);
             self.count(to, Direction::Received);
             self.after(to);
         }
