@@ -270,7 +270,6 @@ impl<D: Daemon> Engine<D> {
     /// withdraws, the lookups of an endpoint that goes) and the request
     /// path (the paths cached through it, the requests waiting on it).
     pub fn change(&mut self, change: Topology) {
-        let r = &mut self.requests;
         match change {
             Topology::CloseDevice(dev) => {
                 self.pending.change();
@@ -297,15 +296,16 @@ impl<D: Daemon> Engine<D> {
                 };
                 let addresses = e.addresses.clone();
                 self.discovery.withdraw(&self.local, ep, None);
-                r.counters.forget_source();
+                self.requests.counters.forget_source();
                 let mut removed = false;
                 for a in addresses {
                     removed |= self.local.remove_address(a).is_some();
                 }
                 if removed {
-                    r.cache.flush_all();
+                    self.requests.cache.flush_all();
                 }
-                r.endpoint_closed(ep, &self.local, &mut self.discovery, &self.daemon);
+                self.requests
+                    .endpoint_closed(ep, &self.local, &mut self.discovery, &self.daemon);
                 self.local.remove_endpoint(ep);
             }
             Topology::RemoveAddress(addr) => {
@@ -314,9 +314,9 @@ impl<D: Daemon> Engine<D> {
                     let (ep, address) = (a.endpoint, a.address.clone());
                     self.discovery.withdraw(&self.local, ep, Some(&address));
                 }
-                r.counters.forget_source();
+                self.requests.counters.forget_source();
                 if self.local.remove_address(addr).is_some() {
-                    r.cache.flush_all();
+                    self.requests.cache.flush_all();
                 }
             }
             Topology::PortEvent { port, event } => {
@@ -324,7 +324,10 @@ impl<D: Daemon> Engine<D> {
                     return;
                 };
                 if event == EVENT_CLIENT_REREGISTER {
-                    let flushed = p.endpoints.iter().map(|&ep| r.cache.flush_endpoint(ep));
+                    let flushed = p
+                        .endpoints
+                        .iter()
+                        .map(|&ep| self.requests.cache.flush_endpoint(ep));
                     let n: usize = flushed.sum();
                     log::debug!(
                         "port {}: client reregister, {n} cached destinations flushed",
