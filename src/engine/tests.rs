@@ -2,6 +2,7 @@ use super::*;
 use crate::addr::Gid;
 use crate::config::Lifetime;
 use crate::daemon::{Counter, FakeDaemon};
+use crate::discovery::Families;
 use crate::handle::{AddressId, DeviceId, EndpointId, Handle, PortId};
 use crate::request::msg::tests::{addr_entry, request};
 use crate::request::msg::{Entry, MsgBuf};
@@ -9,7 +10,7 @@ use crate::request::path::PathRecord;
 use acm_prov_sys::{
     ACM_ADDRESS_IP, ACM_ADDRESS_IP6, ACM_ADDRESS_NAME, ACM_EP_FLAG_DEST, ACM_EP_FLAG_SOURCE,
     ACM_EP_INFO_PATH, ACM_FLAGS_NODELAY, ACM_FLAGS_QUERY_SA, ACM_STATUS_EINVAL, ACM_STATUS_ENODATA,
-    ACM_STATUS_ESRCADDR,
+    ACM_STATUS_ENOMEM, ACM_STATUS_ESRCADDR,
 };
 use std::time::Duration;
 
@@ -522,4 +523,30 @@ fn a_hit_reads_no_clock_and_no_path_outlives_its_lifetime() {
         2,
         "looked up again once the address lifetime ended"
     );
+}
+
+#[test]
+fn a_failed_worker_answers_every_waiting_request_and_ends_its_lookups() {
+    let mut f = fixture();
+    let now = Instant::now();
+    f.e.input(Input::DiscoveryUp(Families::V4), now);
+    let req = request(&[dest(ACM_ADDRESS_IP, &[10, 0, 0, 9])], false, 4);
+    assert_eq!(
+        f.e.resolve_at(f.ip, &req, 7, now),
+        None,
+        "waits for a lookup"
+    );
+    f.e.poll();
+    assert_eq!(f.e.tables().waiting, 1);
+    assert_eq!(f.e.tables().discovery.lookups, 1);
+
+    f.e.input(Input::WorkerFailed(ACM_STATUS_ENOMEM as u8), now);
+    let fx = f.e.poll().expect("the waiting request is answered");
+    assert_eq!(fx.replies.len(), 1, "{fx:?}");
+    assert_eq!(fx.replies[0].id, 7);
+    assert_eq!(fx.replies[0].msg.status(), ACM_STATUS_ENOMEM as u8);
+    assert_eq!(f.e.tables().waiting, 0);
+    assert_eq!(f.e.tables().discovery.lookups, 0);
+    let errors = f.e.counters(f.ep).unwrap()[Counter::Error as usize];
+    assert_eq!(errors, 1, "counted on its endpoint");
 }
