@@ -15,7 +15,7 @@ use ibacm_urdma::config::hosts::Hosts;
 use ibacm_urdma::config::Config;
 use ibacm_urdma::daemon::NullDaemon;
 use ibacm_urdma::discovery::Families;
-use ibacm_urdma::engine::Engine;
+use ibacm_urdma::engine::{Engine, Input};
 use ibacm_urdma::handle::AddressId;
 use ibacm_urdma::local::PortInfo;
 use ibacm_urdma::request::msg::{addr_entry, request};
@@ -52,7 +52,7 @@ fn engine(n: u32, discovery: bool) -> (Engine<NullDaemon>, AddressId) {
         ..Config::default()
     };
     let mut e = Engine::new(NullDaemon, cfg, hosts);
-    e.set_timers_run(true, Instant::now());
+    e.input(Input::TimersRun, Instant::now());
     let dev = e.open_device(1);
     let info = PortInfo {
         active_mtu: 5,
@@ -70,7 +70,7 @@ fn engine(n: u32, discovery: bool) -> (Engine<NullDaemon>, AddressId) {
     } else {
         Families::NONE
     };
-    e.set_discovery_up(families, Instant::now());
+    e.input(Input::DiscoveryUp(families), Instant::now());
     let mut req = request(&[addr_entry(2, 2, &ip(0))], false, 1);
     for i in 0..n {
         req.0[24..28].copy_from_slice(&ip(i));

@@ -63,8 +63,8 @@ fn every_metric_the_provider_writes_is_documented() {
         Config::default(),
         Default::default(),
     );
-    let names: Vec<String> = engine
-        .metrics()
+    let names: Vec<String> = ibacm_urdma::engine::metrics::Numbers::of(&engine)
+        .exposition()
         .families
         .into_iter()
         .map(|f| f.name)

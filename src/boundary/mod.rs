@@ -11,7 +11,7 @@ mod verbs;
 use crate::addr::{Address, ADDR_LEN};
 use crate::config::Config;
 use crate::daemon::{Daemon, COUNTERS};
-use crate::engine::Engine;
+use crate::engine::{Engine, Topology};
 use crate::handle::Handle;
 use crate::local::Refused;
 use crate::request::msg::{self, MsgBuf};
@@ -224,7 +224,7 @@ unsafe extern "C" fn open_device(
 
 unsafe extern "C" fn close_device(dev_context: *mut c_void) {
     guard("close_device", || {
-        with_engine(|e| e.close_device(from_ctx(dev_context)));
+        with_engine(|e| e.change(Topology::CloseDevice(from_ctx(dev_context))));
     })
 }
 
@@ -277,7 +277,7 @@ unsafe extern "C" fn open_port(
 
 unsafe extern "C" fn close_port(port_context: *mut c_void) {
     guard("close_port", || {
-        with_engine(|e| e.close_port(from_ctx(port_context)));
+        with_engine(|e| e.change(Topology::ClosePort(from_ctx(port_context))));
     })
 }
 
@@ -305,7 +305,7 @@ unsafe extern "C" fn open_endpoint(
 
 unsafe extern "C" fn close_endpoint(ep_context: *mut c_void) {
     guard("close_endpoint", || {
-        with_engine(|e| e.close_endpoint(from_ctx(ep_context)));
+        with_engine(|e| e.change(Topology::CloseEndpoint(from_ctx(ep_context))));
     })
 }
 
@@ -345,7 +345,7 @@ unsafe extern "C" fn add_address(
 
 unsafe extern "C" fn remove_address(addr_context: *mut c_void) {
     guard("remove_address", || {
-        with_engine(|e| e.remove_address(from_ctx(addr_context)));
+        with_engine(|e| e.change(Topology::RemoveAddress(from_ctx(addr_context))));
     })
 }
 
@@ -426,7 +426,12 @@ unsafe extern "C" fn handle_event(
     event: acm_prov_sys::ibv_event_type,
 ) -> c_int {
     guard("handle_event", || {
-        match with_engine(|e| e.handle_event(from_ctx(port_context), event)) {
+        match with_engine(|e| {
+            e.change(Topology::PortEvent {
+                port: from_ctx(port_context),
+                event,
+            })
+        }) {
             Some(()) => 0,
             None => -1,
         }

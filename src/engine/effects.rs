@@ -27,8 +27,8 @@ pub struct Effects {
     /// For the runtime: datagrams (in this order), names for the system's
     /// resolver, neighbour-table lookups (each at its `at`).
     pub work: Work,
-    /// When [`super::Engine::on_timers`] must run next (`None`: nothing is
-    /// pending; every later input comes with a new deadline).
+    /// When the timers must run next ([`super::Input::Timers`]; `None`:
+    /// nothing is pending; every later input comes with a new deadline).
     pub deadline: Option<Instant>,
 }
 

@@ -55,15 +55,15 @@ fn fixed(a: &Address, gid: String, source: &str) -> Binding {
 /// where to change it.
 pub fn forget<D: Daemon>(e: &mut Engine<D>, which: Option<&Address>, now: Instant) -> Answer {
     let Some(a) = which else {
-        let n = discovery::forget(&mut e.discovery, None, now) + e.cache.len();
-        e.cache.flush_all();
+        let n = discovery::forget(&mut e.discovery, None, now) + e.requests.cache.len();
+        e.requests.cache.flush_all();
         log::info!("urdma-acm forget --all: {n} entries forgotten");
         return forgotten(n);
     };
     if e.local.holder(a).is_some() {
         return Answer::refused(format!("{a} is an address of this host"));
     }
-    let n = discovery::forget(&mut e.discovery, Some(a), now) + e.cache.evict(a);
+    let n = discovery::forget(&mut e.discovery, Some(a), now) + e.requests.cache.evict(a);
     if n == 0 && e.hosts.lookup(a).is_some() {
         return Answer::refused(format!(
             "{a} comes from the hosts file {}: change it there",

@@ -19,27 +19,18 @@ pub struct Numbers {
     errors: [u64; ERROR_REASONS.len()],
     counts: Counts,
     tables: Tables,
-    waiting: usize,
     hosts: usize,
     ports: usize,
-}
-
-impl<D: Daemon> Engine<D> {
-    /// Every metric, now.
-    pub fn metrics(&self) -> Exposition {
-        Numbers::of(self).exposition()
-    }
 }
 
 impl Numbers {
     /// The numbers of `e`, now.
     pub fn of<D: Daemon>(e: &Engine<D>) -> Numbers {
         Numbers {
-            requests: e.counters.totals(),
-            errors: e.counters.errors,
+            requests: e.requests.counters.totals(),
+            errors: e.requests.counters.errors,
             counts: e.discovery.counts().clone(),
             tables: e.tables(),
-            waiting: e.waiting.len(),
             hosts: e.hosts.len(),
             ports: e.local.ports().count(),
         }
@@ -90,7 +81,7 @@ impl Numbers {
             (
                 "urdma_requests_waiting",
                 "Requests waiting for a lookup.",
-                self.waiting,
+                self.tables.waiting,
             ),
             (
                 "urdma_bindings",

@@ -9,9 +9,12 @@
 //! daemon's pointers into the ids and values used here.
 //!
 //! One contract, for the runtime and the simulation alike: inputs come in
-//! as calls (`on_datagram`, `on_timers`, `on_nss`, `on_neighbour`, the
-//! daemon's requests and its port and address changes), each with the time
-//! when it has one; everything the engine wants done comes out of one door,
+//! as calls, each with the time when it has one: the daemon's requests
+//! (handled by the request path, [`resolve`]), its port and address
+//! changes (opens, and one [`Topology`] for the rest), and the worker's
+//! datagrams and other [`Input`]s (timers, the resolver's and the
+//! neighbour table's answers); the engine routes each to the parts it
+//! concerns. Everything the engine wants done comes out of one door,
 //! [`Engine::poll`], as one [`Effects`]: replies, datagrams (one per
 //! address family for a group), resolver and neighbour jobs, and the next
 //! deadline, the earliest of the named ones ([`timers`]). The engine never sends,
@@ -25,6 +28,7 @@
 mod cache;
 mod counters;
 mod effects;
+mod input;
 pub mod inspect;
 pub mod metrics;
 mod pending;
@@ -35,26 +39,24 @@ mod tables;
 pub mod timers;
 mod waiters;
 
-use counters::Counters;
 pub use effects::{Effects, Outgoing, Response};
+pub use input::{Input, Topology};
 use pending::Pending;
+use resolve::{Requests, Sources};
 use sweeps::Sweeps;
 pub use tables::{Bounded, Tables};
 pub use waiters::Waiter;
-use waiters::Waiters;
 
 use crate::addr::Address;
 use crate::buggify::Buggify;
 use crate::config::hosts::Hosts;
 use crate::config::Config;
 use crate::daemon::{Daemon, COUNTERS};
-use crate::discovery::NeighbourJob;
-use crate::discovery::{Discovery, Families, NssError, Outcome};
-use crate::engine::cache::Cache;
+use crate::discovery::Discovery;
 use crate::entropy::Seed;
 use crate::handle::{AddressId, DeviceId, EndpointId, PortId};
 use crate::local::{Local, Offer, PortInfo, Refused};
-use acm_prov_sys::ACM_STATUS_ENOTCONN;
+use crate::request::msg::MsgBuf;
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 use std::time::Instant;
@@ -80,18 +82,14 @@ pub struct Engine<D: Daemon> {
     /// off the daemon's event loop and without the engine's lock.
     hosts: Arc<Hosts>,
     local: Local,
-    cache: Cache,
     discovery: Discovery,
-    /// The requests waiting for each lookup in flight.
-    waiting: Waiters,
-    /// The daemon's counters per endpoint.
-    counters: Counters,
+    /// The destination cache, the requests waiting for lookups, the
+    /// daemon's counters per endpoint.
+    requests: Requests,
     /// What the next [`Engine::poll`] has to look at, and the time.
     pending: Pending,
     /// When the tables are swept, and the summary of their bounds.
     sweeps: Sweeps,
-    /// Malformed requests logged, one line per interval.
-    malformed_logged: crate::summary::Throttle,
 }
 
 impl<D: Daemon> Engine<D> {
@@ -108,16 +106,13 @@ impl<D: Daemon> Engine<D> {
         let offer = offer(&cfg);
         Engine {
             local: Local::new(offer),
-            cache: Cache::new(cfg.max_cached),
+            requests: Requests::new(cfg.max_cached),
             discovery: Discovery::new(&cfg, seed, buggify),
             daemon,
             cfg,
             hosts: Arc::new(hosts),
-            waiting: Waiters::default(),
-            counters: Counters::default(),
             pending: Pending::default(),
             sweeps: Sweeps::default(),
-            malformed_logged: Default::default(),
         }
     }
 
@@ -142,8 +137,7 @@ impl<D: Daemon> Engine<D> {
 
     /// What [`Engine::poll`] hands over when something happened: out of
     /// line, so that the test of the flag is all a cache hit pays. What
-    /// discovery decided is acted on first: a changed binding leaves the
-    /// cache, a lookup's end answers the requests waiting for it.
+    /// discovery decided is acted on first, by the request path.
     #[inline(never)]
     fn effects(&mut self) -> Effects {
         let out = self.discovery.take_output();
@@ -151,101 +145,114 @@ impl<D: Daemon> Engine<D> {
         // Outcomes follow inputs, and every input sets the clock.
         debug_assert!(out.outcomes.is_empty() || clock.is_some());
         if let Some(now) = clock {
+            let s = Sources {
+                local: &self.local,
+                hosts: &self.hosts,
+                cfg: &self.cfg,
+                daemon: &self.daemon,
+                discovery: &mut self.discovery,
+            };
             for outcome in out.outcomes {
-                match outcome {
-                    Outcome::Changed(a) => {
-                        self.cache.evict(&a);
-                    }
-                    Outcome::Resolved(a, bound) => self.answer_resolved(&a, bound, now),
-                    Outcome::Failed(a, status) => {
-                        self.waiting
-                            .fail(&a, status, &mut self.counters, &self.daemon);
-                    }
-                }
+                self.requests.apply(outcome, now, &s);
             }
         }
         let due = self.discovery.deadlines(clock);
         let deadlines = Deadlines {
             lookup: due.lookups,
             announce: due.announcements,
-            review: self.cache.next_review(),
-            sweep: clock.and_then(|now| self.sweep_due(now)),
+            review: self.requests.cache.next_review(),
+            sweep: clock.and_then(|now| {
+                let tables = self.tables();
+                let (cache, discovery) = (&self.requests.cache, &self.discovery);
+                self.sweeps.due(cache, discovery, &tables, now)
+            }),
         };
         Effects {
-            replies: self.waiting.take_replies(),
+            replies: self.requests.waiting.take_replies(),
             work: out.work,
             deadline: deadlines.next(),
         }
+    }
+
+    /// Handles a `resolve` made on behalf of the local address `addr` at
+    /// `now`. `None`: the request waits for a lookup and is answered later
+    /// through the effects.
+    pub fn resolve_at(
+        &mut self,
+        addr: AddressId,
+        req: &MsgBuf,
+        id: u64,
+        now: Instant,
+    ) -> Option<MsgBuf> {
+        let mut msg = req.clone();
+        self.resolve_in_place(addr, &mut msg, id, || now)
+            .then_some(msg)
+    }
+
+    /// [`Engine::resolve_at`] without copies: `msg` is the request and, when
+    /// this returns true, the reply to send. False: the engine holds a copy
+    /// of the request and answers it later.
+    ///
+    /// `now` is not called for a hit on a fresh path (see
+    /// the destination cache in `engine/cache.rs`): the clock is the largest cost a
+    /// hit would have had.
+    ///
+    /// Inlined into the daemon's callback, its one caller there: one call
+    /// frame less per request.
+    #[inline]
+    pub fn resolve_in_place(
+        &mut self,
+        addr: AddressId,
+        msg: &mut MsgBuf,
+        id: u64,
+        now: impl Fn() -> Instant,
+    ) -> bool {
+        let r = &mut self.requests;
+        let Some(source) = r.resolve_hit(addr, msg, &self.local, &self.daemon, &now) else {
+            return true;
+        };
+        let now = now();
+        self.pending.input(now);
+        let mut s = Sources {
+            local: &self.local,
+            hosts: &self.hosts,
+            cfg: &self.cfg,
+            daemon: &self.daemon,
+            discovery: &mut self.discovery,
+        };
+        r.resolve_miss(source, msg, id, now, &mut s)
+    }
+
+    /// Handles a `query` (`ib_acme -v`): there is no SA to ask, so the
+    /// record is checked against what this provider would build.
+    pub fn query_at(&mut self, addr: AddressId, req: &MsgBuf, now: Instant) -> Response {
+        let mut s = Sources {
+            local: &self.local,
+            hosts: &self.hosts,
+            cfg: &self.cfg,
+            daemon: &self.daemon,
+            discovery: &mut self.discovery,
+        };
+        self.requests.query(addr, req, now, &mut s)
     }
 
     pub fn open_device(&mut self, guid: u64) -> DeviceId {
         self.local.open_device(guid)
     }
 
-    pub fn close_device(&mut self, dev: DeviceId) {
-        self.pending.change();
-        for p in self.local.ports_of_device(dev) {
-            self.close_port(p);
-        }
-        self.local.remove_device(dev);
-    }
-
     pub fn open_port(&mut self, dev: DeviceId, info: PortInfo) -> Result<PortId, Refused> {
         let id = self.local.add_port(dev, info)?;
         self.pending.change();
         // Paths to this host's own addresses may now lead elsewhere.
-        self.cache.flush_all();
+        self.requests.cache.flush_all();
         self.discovery.schedule_announce();
         Ok(id)
     }
 
-    pub fn close_port(&mut self, port: PortId) {
-        self.pending.change();
-        let Some(p) = self.local.port(port) else {
-            return;
-        };
-        for ep in p.endpoints.clone() {
-            self.close_endpoint(ep);
-        }
-        self.local.remove_port(port);
-        self.cache.flush_all();
-    }
-
     pub fn open_endpoint(&mut self, port: PortId, pkey: u16) -> Option<EndpointId> {
         let id = self.local.add_endpoint(port, pkey)?;
-        self.counters.open(id);
+        self.requests.counters.open(id);
         Some(id)
-    }
-
-    /// Closing an endpoint answers every request still waiting on it: its
-    /// port is going down.
-    pub fn close_endpoint(&mut self, ep: EndpointId) {
-        self.pending.change();
-        let Some(e) = self.local.endpoint(ep) else {
-            return;
-        };
-        let addresses = e.addresses.clone();
-        self.discovery.withdraw(&self.local, ep, None);
-        self.counters.forget_source();
-        let mut removed = false;
-        for a in addresses {
-            removed |= self.local.remove_address(a).is_some();
-        }
-        if removed {
-            self.cache.flush_all();
-        }
-        // The requests waiting on it are answered; the lookups they waited
-        // for go on for others or end.
-        let orphaned = self.waiting.take_endpoint(ep);
-        let waiting = &self.waiting;
-        self.discovery
-            .endpoint_closed(&self.local, ep, |key| waiting.first_endpoint(key));
-        let status = ACM_STATUS_ENOTCONN as u8;
-        self.waiting
-            .abandon(orphaned, status, &mut self.counters, &self.daemon);
-        self.local.remove_endpoint(ep);
-        self.counters.close(ep);
-        self.cache.flush_endpoint(ep);
     }
 
     /// Adds one of this host's addresses. The daemon may add an address it
@@ -253,122 +260,125 @@ impl<D: Daemon> Engine<D> {
     pub fn add_address(&mut self, ep: EndpointId, address: Address) -> Option<AddressId> {
         let id = self.local.add_address(ep, address)?;
         self.pending.change();
-        self.cache.flush_all();
+        self.requests.cache.flush_all();
         self.discovery.schedule_announce();
         Some(id)
     }
 
-    pub fn remove_address(&mut self, addr: AddressId) {
-        self.pending.change();
-        if let Some(a) = self.local.address(addr) {
-            let (ep, address) = (a.endpoint, a.address.clone());
-            self.discovery.withdraw(&self.local, ep, Some(&address));
-        }
-        self.counters.forget_source();
-        if self.local.remove_address(addr).is_some() {
-            self.cache.flush_all();
+    /// Puts in force a change to this host's devices, ports, endpoints or
+    /// addresses: this host's tables, discovery (what it announces and
+    /// withdraws, the lookups of an endpoint that goes) and the request
+    /// path (the paths cached through it, the requests waiting on it).
+    pub fn change(&mut self, change: Topology) {
+        match change {
+            Topology::CloseDevice(dev) => {
+                self.pending.change();
+                for p in self.local.ports_of_device(dev) {
+                    self.change(Topology::ClosePort(p));
+                }
+                self.local.remove_device(dev);
+            }
+            Topology::ClosePort(port) => {
+                self.pending.change();
+                let Some(p) = self.local.port(port) else {
+                    return;
+                };
+                for ep in p.endpoints.clone() {
+                    self.change(Topology::CloseEndpoint(ep));
+                }
+                self.local.remove_port(port);
+                self.requests.cache.flush_all();
+            }
+            Topology::CloseEndpoint(ep) => {
+                self.pending.change();
+                let Some(e) = self.local.endpoint(ep) else {
+                    return;
+                };
+                let addresses = e.addresses.clone();
+                self.discovery.withdraw(&self.local, ep, None);
+                self.requests.counters.forget_source();
+                let mut removed = false;
+                for a in addresses {
+                    removed |= self.local.remove_address(a).is_some();
+                }
+                if removed {
+                    self.requests.cache.flush_all();
+                }
+                self.requests
+                    .endpoint_closed(ep, &self.local, &mut self.discovery, &self.daemon);
+                self.local.remove_endpoint(ep);
+            }
+            Topology::RemoveAddress(addr) => {
+                self.pending.change();
+                if let Some(a) = self.local.address(addr) {
+                    let (ep, address) = (a.endpoint, a.address.clone());
+                    self.discovery.withdraw(&self.local, ep, Some(&address));
+                }
+                self.requests.counters.forget_source();
+                if self.local.remove_address(addr).is_some() {
+                    self.requests.cache.flush_all();
+                }
+            }
+            Topology::PortEvent { port, event } => {
+                let Some(p) = self.local.port(port) else {
+                    return;
+                };
+                if event == EVENT_CLIENT_REREGISTER {
+                    let flushed = p
+                        .endpoints
+                        .iter()
+                        .map(|&ep| self.requests.cache.flush_endpoint(ep));
+                    let n: usize = flushed.sum();
+                    log::debug!(
+                        "port {}: client reregister, {n} cached destinations flushed",
+                        p.info.port_num
+                    );
+                } else {
+                    log::trace!("port {}: event {event} ignored", p.info.port_num);
+                }
+            }
         }
     }
 
-    pub fn handle_event(&mut self, port: PortId, event: u32) {
-        let Some(p) = self.local.port(port) else {
-            return;
-        };
-        if event == EVENT_CLIENT_REREGISTER {
-            let n: usize = p
-                .endpoints
-                .iter()
-                .map(|&ep| self.cache.flush_endpoint(ep))
-                .sum();
-            log::debug!(
-                "port {}: client reregister, {n} cached destinations flushed",
-                p.info.port_num
-            );
-        } else {
-            log::trace!("port {}: event {event} ignored", p.info.port_num);
-        }
-    }
-
-    /// The seven `ACM_CNTR_*` counters of an endpoint, host order.
-    pub fn counters(&self, ep: EndpointId) -> Option<[u64; COUNTERS]> {
-        self.counters.of(ep)
-    }
-
-    /// How full its tables are, against their bounds.
-    pub fn tables(&self) -> Tables {
-        Tables {
-            cached: self.cache.len(),
-            max_cached: self.cache.capacity(),
-            cache_evicted: self.cache.evicted,
-            discovery: self.discovery.status(),
-        }
-    }
-
-    /// The hosts file in force.
-    pub fn hosts(&self) -> Arc<Hosts> {
-        self.hosts.clone()
-    }
-
-    /// Puts a new version of the hosts file in force. `changed` (from
-    /// [`Hosts::changes`]) leave the destination cache and the memory of
-    /// failed lookups, so they resolve by the new file at the next request.
-    pub fn replace_hosts(&mut self, hosts: Arc<Hosts>, changed: &[Address]) {
-        self.hosts = hosts;
-        // A whole new file changes more than is cached: then forgetting
-        // everything is cheaper than a removal per address, and only costs
-        // rebuilding paths (failed lookups are asked again).
-        let failures = self.discovery.state_mut();
-        if changed.len() > self.cache.len() + failures.failures() {
-            self.cache.flush_all();
-            failures.forget_failures(None);
-            return;
-        }
-        for a in changed {
-            self.cache.evict(a);
-        }
-        failures.forget_failures(Some(changed));
-    }
-
-    // Discovery, driven by the worker thread: each call is followed by the
-    // outcomes it produced.
-
-    /// The discovery sockets opened at `now` for `families` (none: they
-    /// did not).
-    pub fn set_discovery_up(&mut self, families: Families, now: Instant) {
+    /// Routes an input at `now` to the parts it concerns; what follows
+    /// from it comes out of the next [`Engine::poll`].
+    pub fn input(&mut self, input: Input<'_>, now: Instant) {
         self.pending.input(now);
-        self.discovery.set_up(families, now);
-    }
-
-    /// Says whether whatever runs the engine calls [`Engine::on_timers`]
-    /// by each deadline it reports. Until it says so, every cache hit
-    /// reads the clock; from then on, a hit on a path far from the end of
-    /// its lifetimes does not (the timers take it off that way in time).
-    pub fn set_timers_run(&mut self, run: bool, now: Instant) {
-        self.pending.input(now);
-        self.cache.set_reviewed(run, now);
-    }
-
-    /// Retries, stage changes, announcements and sweeps that are due.
-    pub fn on_timers(&mut self, now: Instant) {
-        self.pending.input(now);
-        // Not gated on the deadlines: an entry cached since the last
-        // poll may be due before the deadline last handed out, and
-        // a review with nothing due is a look at the heap's top.
-        self.cache.review(now);
-        self.discovery.on_timers(&self.local, now);
-        // The clock is set: `now` was just put in.
-        let clock = self.pending.clock().unwrap_or(now);
-        if self.sweep_due(clock).is_some_and(|t| now >= t) {
-            self.cache.sweep(now);
-            self.discovery.sweep(now);
-            self.sweeps.swept(&self.tables(), now);
+        let (local, discovery) = (&self.local, &mut self.discovery);
+        match input {
+            Input::Timers => {
+                // Not gated on the deadlines: an entry cached since the
+                // last poll may be due before the deadline last handed
+                // out, and a review with nothing due is a look at the
+                // heap's top.
+                self.requests.cache.review(now);
+                discovery.on_timers(local, now);
+                // The clock is set: `now` was just put in.
+                let clock = self.pending.clock().unwrap_or(now);
+                let tables = self.tables();
+                let cache = &self.requests.cache;
+                let due = self.sweeps.due(cache, &self.discovery, &tables, clock);
+                if due.is_some_and(|t| now >= t) {
+                    self.requests.cache.sweep(now);
+                    self.discovery.sweep(now);
+                    self.sweeps.swept(&self.tables(), now);
+                }
+            }
+            Input::Unreachable(dest, payload) => {
+                discovery.on_unreachable(local, dest, payload, now);
+            }
+            Input::Nss(key, answer) => discovery.on_nss(local, key, answer, now),
+            Input::Neighbour(job, mac) => discovery.on_neighbour(job, mac, now),
+            Input::DiscoveryUp(families) => discovery.set_up(families, now),
+            Input::TimersRun => self.requests.cache.set_reviewed(true, now),
+            Input::TimersStopped => self.requests.cache.set_reviewed(false, now),
+            Input::WorkerFailed(status) => {
+                self.requests.cache.set_reviewed(false, now);
+                discovery.abandon_all();
+                let answered = self.requests.abandon_all(status, &self.daemon);
+                log::error!("discovery thread: {answered} waiting requests answered with an error");
+            }
         }
-    }
-
-    /// When the tables are next swept, as of the engine's clock `now`.
-    fn sweep_due(&self, now: Instant) -> Option<Instant> {
-        let (cache, discovery) = (self.cache.sweep_due(), self.discovery.sweep_due(now));
-        self.sweeps.due(cache, discovery, &self.tables(), now)
     }
 
     /// One datagram that arrived at the discovery port. `to` is the address
@@ -385,36 +395,26 @@ impl<D: Daemon> Engine<D> {
             .on_datagram(&self.local, from, to, bytes, now);
     }
 
-    /// An ICMP error for a datagram sent to `dest`.
-    pub fn on_unreachable(&mut self, dest: SocketAddr, payload: &[u8], now: Instant) {
-        self.pending.input(now);
-        self.discovery
-            .on_unreachable(&self.local, dest, payload, now);
+    /// The seven `ACM_CNTR_*` counters of an endpoint, host order.
+    pub fn counters(&self, ep: EndpointId) -> Option<[u64; COUNTERS]> {
+        self.requests.counters.of(ep)
     }
 
-    /// What the system's resolver said about the name of lookup `key`.
-    pub fn on_nss(&mut self, key: &Address, answer: Result<Vec<IpAddr>, NssError>, now: Instant) {
-        self.pending.input(now);
-        self.discovery.on_nss(&self.local, key, answer, now);
+    /// How full its tables are, against their bounds.
+    pub fn tables(&self) -> Tables {
+        let cache = &self.requests.cache;
+        Tables {
+            cached: cache.len(),
+            max_cached: cache.capacity(),
+            cache_evicted: cache.evicted,
+            waiting: self.requests.waiting.len(),
+            discovery: self.discovery.status(),
+        }
     }
 
-    /// The result of a neighbour lookup for an `eui64` derivation.
-    pub fn on_neighbour(&mut self, job: NeighbourJob, mac: Option<[u8; 6]>, now: Instant) {
-        self.pending.input(now);
-        self.discovery.on_neighbour(job, mac, now);
-    }
-
-    /// Ends every lookup at once and answers each waiting request with
-    /// `status`; returns how many were answered. For after the discovery
-    /// thread failed: a request never answered would hang its client.
-    pub fn abandon_all(&mut self, status: u8) -> usize {
-        self.pending.change();
-        self.discovery.abandon_all();
-        let keys = self.waiting.keys();
-        let (counters, daemon) = (&mut self.counters, &self.daemon);
-        keys.iter()
-            .map(|k| self.waiting.fail(k, status, counters, daemon))
-            .sum()
+    /// The hosts file in force.
+    pub fn hosts(&self) -> Arc<Hosts> {
+        self.hosts.clone()
     }
 
     /// Discovery, to read: its counts, what is in flight, whether it is

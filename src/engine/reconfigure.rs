@@ -1,12 +1,15 @@
-//! What changes in the configuration while the provider runs: the options
-//! file and the key file, reread by the watcher. Whatever can take effect
+//! What changes in the configuration while the provider runs: the hosts
+//! file, the options file and the key file, reread by the watcher. Whatever can take effect
 //! at once does; the rest is named, so the operator knows to restart.
 
 use super::Engine;
+use crate::addr::Address;
+use crate::config::hosts::Hosts;
 use crate::config::Config;
 use crate::daemon::Daemon;
 use crate::discovery::auth::Auth;
 use crate::discovery::seal::Keyring;
+use std::sync::Arc;
 
 /// The `urdma_` keys that take effect while the provider runs: what a
 /// path record says (answered from the next request on; the cache is
@@ -33,6 +36,14 @@ pub enum Change {
     Options(Config),
     /// The key file as read again.
     Keys(Keyring),
+    /// A new version of the hosts file, and the addresses whose entries
+    /// it changed (from [`Hosts::changes`]): they leave the destination
+    /// cache and the memory of failed lookups, so they resolve by the new
+    /// file at the next request.
+    Hosts {
+        hosts: Arc<Hosts>,
+        changed: Vec<Address>,
+    },
 }
 
 /// What became of a change.
@@ -84,9 +95,28 @@ impl<D: Daemon> Engine<D> {
                         (new.packet_lifetime, new.hop_limit, new.tclass);
                     c.route_timeout = new.route_timeout;
                     self.local.set_offer(super::offer(&new));
-                    self.cache.flush_all();
+                    self.requests.cache.flush_all();
                 }
                 Applied { live, restart }
+            }
+            Change::Hosts { hosts, changed } => {
+                self.hosts = hosts;
+                let cache = &mut self.requests.cache;
+                // A whole new file changes more than is cached: then
+                // forgetting everything is cheaper than a removal per
+                // address, and only costs rebuilding paths (failed lookups
+                // are asked again).
+                let failures = self.discovery.state_mut();
+                if changed.len() > cache.len() + failures.failures() {
+                    cache.flush_all();
+                    failures.forget_failures(None);
+                } else {
+                    for a in &changed {
+                        cache.evict(a);
+                    }
+                    failures.forget_failures(Some(&changed));
+                }
+                Applied::default()
             }
         }
     }
@@ -95,8 +125,6 @@ impl<D: Daemon> Engine<D> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::addr::Address;
-    use crate::config::hosts::Hosts;
     use crate::daemon::FakeDaemon;
     use crate::local::PortInfo;
     use crate::request::msg::tests::{addr_entry, request};

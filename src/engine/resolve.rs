@@ -2,21 +2,27 @@
 //! (destination cache, this host, the hosts file, what discovery learned)
 //! → resolve (a lookup by discovery when nothing knows) → path → reply.
 //! A request that must wait for a lookup is copied and answered when the
-//! lookup's outcome arrives.
+//! lookup's outcome arrives. [`Requests`] owns what the path keeps between
+//! requests; the engine lends it the rest.
 
-use super::{Engine, Response, Waiter};
+use super::cache::{Cache, CacheEntry, CacheLookup};
+use super::counters::{Counters, Slot};
+use super::waiters::Waiters;
+use super::{Response, Waiter};
 use crate::addr::Address;
+use crate::config::hosts::Hosts;
+use crate::config::Config;
 use crate::daemon::{Counter, Daemon};
 use crate::discovery::state::Learned;
-use crate::discovery::{Binding, Refused, Resolution};
-use crate::engine::cache::{CacheEntry, CacheLookup};
+use crate::discovery::{Binding, Discovery, Outcome, Refused, Resolution};
 use crate::handle::{AddressId, EndpointId};
 use crate::ib;
+use crate::local::Local;
 use crate::request::msg::{self, MsgBuf, Rejected, ResolveRequest, Target};
 use crate::request::path::{Dest, PathRecord, PATH_RECORD_LEN};
 use acm_prov_sys::{
     ACM_STATUS_EDESTADDR, ACM_STATUS_EINVAL, ACM_STATUS_ENODATA, ACM_STATUS_ENOMEM,
-    ACM_STATUS_ESRCADDR, ACM_STATUS_SUCCESS,
+    ACM_STATUS_ENOTCONN, ACM_STATUS_ESRCADDR, ACM_STATUS_SUCCESS,
 };
 use std::time::Instant;
 
@@ -62,44 +68,61 @@ fn rejected(status: u32, why: String) -> Rejected {
     }
 }
 
-impl<D: Daemon> Engine<D> {
-    /// Handles a `resolve` made on behalf of the local address `addr` at
-    /// `now`. `None`: the request waits for a lookup and is answered later
-    /// through the effects.
-    pub fn resolve_at(
-        &mut self,
-        addr: AddressId,
-        req: &MsgBuf,
-        id: u64,
-        now: Instant,
-    ) -> Option<MsgBuf> {
-        let mut msg = req.clone();
-        self.resolve_in_place(addr, &mut msg, id, || now)
-            .then_some(msg)
+/// The request path's own state: the destination cache, the requests
+/// waiting for lookups, the daemon's counters per endpoint, and the
+/// throttle of the log of malformed requests. What it reads besides
+/// (this host, the hosts file, the options, discovery) is the engine's,
+/// lent per request as [`Sources`]; the engine reaches into the cache and
+/// the waiters for the changes it routes here (ports, addresses, reloads).
+pub(super) struct Requests {
+    pub cache: Cache,
+    pub waiting: Waiters,
+    pub counters: Counters,
+    malformed_logged: crate::summary::Throttle,
+}
+
+/// What a request is answered from besides the request path's own state,
+/// lent by the engine for one request (or one lookup's end).
+pub(super) struct Sources<'a, D> {
+    pub local: &'a Local,
+    pub hosts: &'a Hosts,
+    pub cfg: &'a Config,
+    pub daemon: &'a D,
+    /// Asked on a miss: it knows, or looks the destination up.
+    pub discovery: &'a mut Discovery,
+}
+
+impl Requests {
+    pub fn new(max_cached: usize) -> Requests {
+        Requests {
+            cache: Cache::new(max_cached),
+            waiting: Waiters::default(),
+            counters: Counters::default(),
+            malformed_logged: Default::default(),
+        }
     }
 
-    /// [`Engine::resolve_at`] without copies: `msg` is the request and, when
-    /// this returns true, the reply to send. False: the engine holds a copy
-    /// of the request and answers it later.
+    /// The hot path of a `resolve`: a request from a known source for an
+    /// address whose path is cached is answered in `msg`, as is one from
+    /// an unknown source. `Some`: the request's endpoint and counters' slot,
+    /// for [`Requests::resolve_miss`].
     ///
-    /// `now` is not called for a hit on a fresh path (see
-    /// the destination cache in `engine/cache.rs`): the clock is the largest cost a
-    /// hit would have had.
-    ///
-    /// Inlined into the daemon's callback, its one caller there: one call
-    /// frame less per request.
+    /// `now` is not called for a hit on a fresh path (see the destination
+    /// cache in `engine/cache.rs`): the clock is the largest cost a hit
+    /// would have had.
     #[inline]
-    pub fn resolve_in_place(
+    pub fn resolve_hit<D: Daemon>(
         &mut self,
         addr: AddressId,
         msg: &mut MsgBuf,
-        id: u64,
-        now: impl Fn() -> Instant,
-    ) -> bool {
-        let Some((ep, slot)) = self.counters.source(addr, &self.local) else {
+        local: &Local,
+        daemon: &D,
+        now: &impl Fn() -> Instant,
+    ) -> Option<(EndpointId, Slot)> {
+        let Some((ep, slot)) = self.counters.source(addr, local) else {
             log::error!("resolve for an address context this provider does not know");
             msg.make_resolve_error(ACM_STATUS_ESRCADDR as u8);
-            return true;
+            return None;
         };
         // Most requests: an address whose path is cached. Its encoding goes
         // from the entry straight into the reply (a success: nothing for
@@ -112,18 +135,30 @@ impl<D: Daemon> Engine<D> {
             ..
         }) = ResolveRequest::parse(msg)
         {
-            if let Some(e) = self.cache.hit_entry(ep, a, &now) {
+            if let Some(e) = self.cache.hit_entry(ep, a, now) {
                 msg.make_resolve_success(&e.wire, echo_source);
-                self.counters.tally_hit(slot, &self.daemon);
-                return true;
+                self.counters.tally_hit(slot, daemon);
+                return None;
             }
         }
+        Some((ep, slot))
+    }
+
+    /// A `resolve` that missed the cache ([`Requests::resolve_hit`]), from
+    /// endpoint `ep`: true when `msg` is now its reply; false when a
+    /// lookup holds a copy of it (daemon id `id`), answered later.
+    pub fn resolve_miss<D: Daemon>(
+        &mut self,
+        (ep, slot): (EndpointId, Slot),
+        msg: &mut MsgBuf,
+        id: u64,
+        now: Instant,
+        s: &mut Sources<D>,
+    ) -> bool {
         let parsed = ResolveRequest::parse(msg);
-        self.counters.tally(slot, Counter::Resolve, &self.daemon);
-        let now = now();
-        self.pending.input(now);
+        self.counters.tally(slot, Counter::Resolve, s.daemon);
         match parsed {
-            Ok(r) => match (r.echo_source, self.route(ep, r, Some((id, msg)), now)) {
+            Ok(r) => match (r.echo_source, self.route(ep, r, Some((id, msg)), now, s)) {
                 (echo, Ok(Some(wire))) => msg.make_resolve_success(&wire, echo),
                 (_, Ok(None)) => return false,
                 (_, Err(e)) => {
@@ -136,18 +171,24 @@ impl<D: Daemon> Engine<D> {
                 msg.make_resolve_error(e.status);
             }
         }
-        self.counters.count_status(ep, msg.status(), &self.daemon);
+        self.counters.count_status(ep, msg.status(), s.daemon);
         true
     }
 
     /// Handles a `query` (`ib_acme -v`): there is no SA to ask, so the
     /// record is checked against what this provider would build.
-    pub fn query_at(&mut self, addr: AddressId, req: &MsgBuf, now: Instant) -> Response {
-        let Some((ep, slot)) = self.counters.source(addr, &self.local) else {
+    pub fn query<D: Daemon>(
+        &mut self,
+        addr: AddressId,
+        req: &MsgBuf,
+        now: Instant,
+        s: &mut Sources<D>,
+    ) -> Response {
+        let Some((ep, slot)) = self.counters.source(addr, s.local) else {
             log::error!("query for an address context this provider does not know");
             return Response(msg::query_reply(req, ACM_STATUS_ESRCADDR as u8, None));
         };
-        self.counters.tally(slot, Counter::Resolve, &self.daemon);
+        self.counters.tally(slot, Counter::Resolve, s.daemon);
         let reply = match msg::parse_query(req) {
             Ok(want) => {
                 let request = ResolveRequest {
@@ -155,7 +196,7 @@ impl<D: Daemon> Engine<D> {
                     echo_source: None,
                     nodelay: true,
                 };
-                match self.route(ep, request, None, now) {
+                match self.route(ep, request, None, now, s) {
                     Ok(Some(wire)) => match PathRecord::decode(&wire).satisfies(&want) {
                         Ok(()) => msg::query_reply(req, ACM_STATUS_SUCCESS as u8, Some(&wire)),
                         Err(field) => {
@@ -175,19 +216,20 @@ impl<D: Daemon> Engine<D> {
                 msg::query_reply(req, e.status, None)
             }
         };
-        self.counters.count_status(ep, reply.status(), &self.daemon);
+        self.counters.count_status(ep, reply.status(), s.daemon);
         Response(reply)
     }
 
     /// Finds (or builds and caches) the path from endpoint `ep` to the
     /// request's destination. `Ok(None)`: a lookup now holds the request
     /// (`waiter`: its daemon id and message, copied only if it must wait).
-    fn route(
+    fn route<D: Daemon>(
         &mut self,
         ep: EndpointId,
         req: ResolveRequest,
         waiter: Option<(u64, &MsgBuf)>,
         now: Instant,
+        s: &mut Sources<D>,
     ) -> Result<Option<[u8; PATH_RECORD_LEN]>, Rejected> {
         let (nodelay, echo_source) = (req.nodelay, req.echo_source);
         let (key, want) = match req.target {
@@ -197,18 +239,18 @@ impl<D: Daemon> Engine<D> {
         };
         let (mut path, wire) = match self.cache.lookup(ep, &key, now) {
             CacheLookup::Route(p, wire) => {
-                self.counters.count(ep, Counter::RouteCache, &self.daemon);
+                self.counters.count(ep, Counter::RouteCache, s.daemon);
                 (p, wire)
             }
             CacheLookup::Address(dest) => {
-                self.counters.count(ep, Counter::AddrCache, &self.daemon);
-                self.build_and_cache(ep, key, dest, None, now)?
+                self.counters.count(ep, Counter::AddrCache, s.daemon);
+                self.build_and_cache(ep, key, dest, None, now, s)?
             }
             CacheLookup::Miss => {
-                self.counters.count(ep, Counter::AddrQuery, &self.daemon);
-                match self.find(ep, &key, now) {
+                self.counters.count(ep, Counter::AddrQuery, s.daemon);
+                match find(ep, &key, now, s) {
                     Found::At(dest, learned) => {
-                        self.build_and_cache(ep, key, dest, learned, now)?
+                        self.build_and_cache(ep, key, dest, learned, now, s)?
                     }
                     Found::NotInPartition => {
                         return Err(rejected(
@@ -240,7 +282,7 @@ impl<D: Daemon> Engine<D> {
             path.tclass = want.tclass;
         }
         // A source GID other than GID 0 of the same port is honoured.
-        let sgid_ours = self
+        let sgid_ours = s
             .local
             .port_of(ep)
             .is_some_and(|p| p.gids.contains(&want.sgid));
@@ -276,17 +318,18 @@ impl<D: Daemon> Engine<D> {
         Ok(None)
     }
 
-    fn build_and_cache(
+    fn build_and_cache<D: Daemon>(
         &mut self,
         ep: EndpointId,
         key: Address,
         dest: Dest,
         reconfirm_at: Option<Instant>,
         now: Instant,
+        s: &Sources<D>,
     ) -> Result<(PathRecord, [u8; PATH_RECORD_LEN]), Rejected> {
-        self.counters.count(ep, Counter::RouteQuery, &self.daemon);
-        let path = self.build_path(ep, dest)?;
-        let expiry = self.cfg.addr_timeout.duration().map(|d| now + d);
+        self.counters.count(ep, Counter::RouteQuery, s.daemon);
+        let path = build_path(s.local, s.cfg, ep, dest)?;
+        let expiry = s.cfg.addr_timeout.duration().map(|d| now + d);
         let expiry = match (expiry, reconfirm_at) {
             (Some(e), Some(r)) => Some(e.min(r.max(now))),
             (e, r) => e.or(r.map(|r| r.max(now))),
@@ -295,99 +338,155 @@ impl<D: Daemon> Engine<D> {
             path,
             dest,
             expiry,
-            self.cfg.route_timeout.duration().map(|d| now + d),
+            s.cfg.route_timeout.duration().map(|d| now + d),
         );
         let wire = entry.wire;
         self.cache.insert(ep, key, entry, now);
         Ok((path, wire))
     }
 
-    /// Where a destination is: this host's own addresses and ports first
-    /// (preferring the source's partition), then the hosts file, then
-    /// discovery, which looks it up if it knows nothing.
-    fn find(&mut self, ep: EndpointId, dest: &Address, now: Instant) -> Found {
-        let pkey = self.local.endpoint(ep).map(|e| e.pkey);
-        let known = pkey.and_then(|p| {
-            self.local
-                .holds(dest, p)
-                .or_else(|| self.hosts.lookup(dest).map(|r| (r.gid, r.lid)))
-        });
-        if let Some((gid, lid)) = known {
-            let dest = Dest {
-                gid,
-                lid,
-                mtu: None,
-                rate: None,
-            };
-            return Found::At(dest, None);
-        }
-        match self.discovery.resolve(&self.local, ep, dest, now) {
-            Resolution::Known(b) if pkey.is_some_and(|p| b.learned.in_partition(p)) => {
-                Found::At(dest_of(&b.learned), b.reconfirm_at)
+    /// Acts on what discovery decided: a changed binding leaves the
+    /// cache, a lookup's end answers the requests waiting for it.
+    pub fn apply<D: Daemon>(&mut self, outcome: Outcome, now: Instant, s: &Sources<D>) {
+        match outcome {
+            Outcome::Changed(a) => {
+                self.cache.evict(&a);
             }
-            Resolution::Known(_) => Found::NotInPartition,
-            Resolution::Failed(status) => Found::Failed(status),
-            Resolution::Started => Found::LookingUp,
-            Resolution::Refused(why) => Found::Refused(why),
+            Outcome::Resolved(a, bound) => self.answer_resolved(&a, bound, now, s),
+            Outcome::Failed(a, status) => {
+                self.waiting.fail(&a, status, &mut self.counters, s.daemon);
+            }
         }
-    }
-
-    fn build_path(&self, ep: EndpointId, dest: Dest) -> Result<PathRecord, Rejected> {
-        let (Some(e), Some(port)) = (self.local.endpoint(ep), self.local.port_of(ep)) else {
-            return Err(rejected(
-                ACM_STATUS_ESRCADDR,
-                "source endpoint is gone".into(),
-            ));
-        };
-        let (mut mtu, mut rate) = self.local.mtu_rate(port);
-        // A remote port that told us its MTU and rate bounds the path too.
-        if let Some(m) = dest.mtu {
-            mtu = mtu.min(m);
-        }
-        if let Some(r) = dest.rate {
-            rate = ib::min_rate(rate, r);
-        }
-        if ib::rate_x10(rate).is_none() {
-            return Err(rejected(ACM_STATUS_EDESTADDR, "no usable rate".into()));
-        }
-        Ok(PathRecord {
-            service_id: 0,
-            dgid: dest.gid,
-            sgid: port.gids[0],
-            dlid: dest.lid,
-            slid: port.lid,
-            flow_label: 0,
-            hop_limit: self.cfg.hop_limit,
-            tclass: self.cfg.tclass,
-            reversible: true,
-            pkey: e.pkey,
-            sl: self.cfg.sl,
-            mtu,
-            rate,
-            packet_lifetime: self.cfg.packet_lifetime,
-        })
     }
 
     /// The lookup of `key` found `bound`: every request waiting for it
     /// gets its path (or why not, from its own endpoint).
-    pub(super) fn answer_resolved(&mut self, key: &Address, bound: Binding, now: Instant) {
+    fn answer_resolved<D: Daemon>(
+        &mut self,
+        key: &Address,
+        bound: Binding,
+        now: Instant,
+        s: &Sources<D>,
+    ) {
         let dest = dest_of(&bound.learned);
         for w in self.waiting.take(key) {
-            let pkey = self.local.endpoint(w.endpoint).map(|e| e.pkey);
+            let pkey = s.local.endpoint(w.endpoint).map(|e| e.pkey);
             let reply = match pkey.is_some_and(|p| bound.learned.in_partition(p)) {
                 true => {
                     let (ep, at) = (w.endpoint, bound.reconfirm_at);
-                    match self.build_and_cache(ep, key.clone(), dest, at, now) {
+                    match self.build_and_cache(ep, key.clone(), dest, at, now, s) {
                         Ok((_, wire)) => msg::resolve_success(&w.request, &wire, w.echo_source),
                         Err(e) => msg::resolve_error(&w.request, e.status),
                     }
                 }
                 false => msg::resolve_error(&w.request, ACM_STATUS_ENODATA as u8),
             };
-            self.waiting
-                .answer(&w, reply, &mut self.counters, &self.daemon);
+            self.waiting.answer(&w, reply, &mut self.counters, s.daemon);
         }
     }
+
+    /// Endpoint `ep` is closing: the requests waiting on it are answered
+    /// (its port is going down), its counters and cached paths go. The
+    /// lookups they waited for go on for others (discovery is told whose
+    /// record to go on with) or end.
+    pub fn endpoint_closed<D: Daemon>(
+        &mut self,
+        ep: EndpointId,
+        local: &Local,
+        discovery: &mut Discovery,
+        daemon: &D,
+    ) {
+        let orphaned = self.waiting.take_endpoint(ep);
+        let waiting = &self.waiting;
+        discovery.endpoint_closed(local, ep, |key| waiting.first_endpoint(key));
+        let status = ACM_STATUS_ENOTCONN as u8;
+        self.waiting
+            .abandon(orphaned, status, &mut self.counters, daemon);
+        self.counters.close(ep);
+        self.cache.flush_endpoint(ep);
+    }
+
+    /// Answers every waiting request with `status`; returns how many
+    /// were answered.
+    pub fn abandon_all<D: Daemon>(&mut self, status: u8, daemon: &D) -> usize {
+        let keys = self.waiting.keys();
+        let counters = &mut self.counters;
+        keys.iter()
+            .map(|k| self.waiting.fail(k, status, counters, daemon))
+            .sum()
+    }
+}
+
+/// Where a destination is: this host's own addresses and ports first
+/// (preferring the source's partition), then the hosts file, then
+/// discovery, which looks it up if it knows nothing.
+fn find<D>(ep: EndpointId, dest: &Address, now: Instant, s: &mut Sources<D>) -> Found {
+    let pkey = s.local.endpoint(ep).map(|e| e.pkey);
+    let known = pkey.and_then(|p| {
+        s.local
+            .holds(dest, p)
+            .or_else(|| s.hosts.lookup(dest).map(|r| (r.gid, r.lid)))
+    });
+    if let Some((gid, lid)) = known {
+        let dest = Dest {
+            gid,
+            lid,
+            mtu: None,
+            rate: None,
+        };
+        return Found::At(dest, None);
+    }
+    match s.discovery.resolve(s.local, ep, dest, now) {
+        Resolution::Known(b) if pkey.is_some_and(|p| b.learned.in_partition(p)) => {
+            Found::At(dest_of(&b.learned), b.reconfirm_at)
+        }
+        Resolution::Known(_) => Found::NotInPartition,
+        Resolution::Failed(status) => Found::Failed(status),
+        Resolution::Started => Found::LookingUp,
+        Resolution::Refused(why) => Found::Refused(why),
+    }
+}
+
+/// The path from endpoint `ep` to `dest`, from its port and the options.
+fn build_path(
+    local: &Local,
+    cfg: &Config,
+    ep: EndpointId,
+    dest: Dest,
+) -> Result<PathRecord, Rejected> {
+    let (Some(e), Some(port)) = (local.endpoint(ep), local.port_of(ep)) else {
+        return Err(rejected(
+            ACM_STATUS_ESRCADDR,
+            "source endpoint is gone".into(),
+        ));
+    };
+    let (mut mtu, mut rate) = local.mtu_rate(port);
+    // A remote port that told us its MTU and rate bounds the path too.
+    if let Some(m) = dest.mtu {
+        mtu = mtu.min(m);
+    }
+    if let Some(r) = dest.rate {
+        rate = ib::min_rate(rate, r);
+    }
+    if ib::rate_x10(rate).is_none() {
+        return Err(rejected(ACM_STATUS_EDESTADDR, "no usable rate".into()));
+    }
+    Ok(PathRecord {
+        service_id: 0,
+        dgid: dest.gid,
+        sgid: port.gids[0],
+        dlid: dest.lid,
+        slid: port.lid,
+        flow_label: 0,
+        hop_limit: cfg.hop_limit,
+        tclass: cfg.tclass,
+        reversible: true,
+        pkey: e.pkey,
+        sl: cfg.sl,
+        mtu,
+        rate,
+        packet_lifetime: cfg.packet_lifetime,
+    })
 }
 
 /// Logs a malformed request, at most one line per

@@ -2,8 +2,10 @@
 //! what their bounds cost, said in the log at most once per
 //! [`crate::summary::EVERY`] when it changed.
 
+use super::cache::Cache;
 use super::tables::Tables;
 use crate::bounded::earliest;
+use crate::discovery::Discovery;
 use crate::summary::Summary;
 use std::time::{Duration, Instant};
 
@@ -20,18 +22,19 @@ pub(super) struct Sweeps {
 }
 
 impl Sweeps {
-    /// When the tables are next swept: when the cache (`cache`) or
-    /// discovery (`discovery`) may have something expired, or a summary of
-    /// `tables` is due, but not within [`SWEEP_EVERY`] of the last sweep.
+    /// When the tables are next swept, as of the engine's clock `now`:
+    /// when the cache or discovery may have something expired, or a
+    /// summary of `tables` (theirs) is due, but not within [`SWEEP_EVERY`]
+    /// of the last sweep.
     pub fn due(
         &self,
-        cache: Option<Instant>,
-        discovery: Option<Instant>,
+        cache: &Cache,
+        discovery: &Discovery,
         tables: &Tables,
         now: Instant,
     ) -> Option<Instant> {
         let summary = self.limits_logged.due_at(&tables.limits(), now);
-        let due = [cache, discovery, summary]
+        let due = [cache.sweep_due(), discovery.sweep_due(now), summary]
             .into_iter()
             .fold(None, earliest)?;
         Some(self.swept_at.map_or(due, |t| due.max(t + SWEEP_EVERY)))

@@ -10,6 +10,9 @@ pub struct Tables {
     pub max_cached: usize,
     /// Destinations evicted to make room, so far.
     pub cache_evicted: u64,
+    /// Requests waiting for a lookup: bounded by the lookups in flight
+    /// and what each endpoint's clients ask at once.
+    pub waiting: usize,
     /// Discovery's tables.
     pub discovery: Status,
 }

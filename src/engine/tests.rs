@@ -2,6 +2,7 @@ use super::*;
 use crate::addr::Gid;
 use crate::config::Lifetime;
 use crate::daemon::{Counter, FakeDaemon};
+use crate::discovery::Families;
 use crate::handle::{AddressId, DeviceId, EndpointId, Handle, PortId};
 use crate::request::msg::tests::{addr_entry, request};
 use crate::request::msg::{Entry, MsgBuf};
@@ -9,7 +10,7 @@ use crate::request::path::PathRecord;
 use acm_prov_sys::{
     ACM_ADDRESS_IP, ACM_ADDRESS_IP6, ACM_ADDRESS_NAME, ACM_EP_FLAG_DEST, ACM_EP_FLAG_SOURCE,
     ACM_EP_INFO_PATH, ACM_FLAGS_NODELAY, ACM_FLAGS_QUERY_SA, ACM_STATUS_EINVAL, ACM_STATUS_ENODATA,
-    ACM_STATUS_ESRCADDR,
+    ACM_STATUS_ENOMEM, ACM_STATUS_ESRCADDR,
 };
 use std::time::Duration;
 
@@ -36,7 +37,7 @@ fn fixture_with(cfg: Config, port0: PortInfo) -> Fixture {
     assert!(d.is_empty());
     let mut e = Engine::new(FakeDaemon::default(), cfg, hosts);
     // As the runtime's worker and the simulation do.
-    e.set_timers_run(true, Instant::now());
+    e.input(Input::TimersRun, Instant::now());
     let dev = e.open_device(0x505400fffe123456);
     let port0 = e.open_port(dev, port0).unwrap();
     let ep = e.open_endpoint(port0, 0xffff).unwrap();
@@ -362,12 +363,18 @@ fn close_port_and_reregister_flush_the_cache() {
     let req = request(&[dest(ACM_ADDRESS_NAME, b"node3")], false, 1);
     res(&mut f.e, f.ip, &req);
     assert_eq!(f.e.tables().cached, 1);
-    f.e.handle_event(f.port, 10);
+    f.e.change(Topology::PortEvent {
+        port: f.port,
+        event: 10,
+    });
     assert_eq!(f.e.tables().cached, 1, "other events keep the cache");
-    f.e.handle_event(f.port, EVENT_CLIENT_REREGISTER);
+    f.e.change(Topology::PortEvent {
+        port: f.port,
+        event: EVENT_CLIENT_REREGISTER,
+    });
     assert_eq!(f.e.tables().cached, 0);
     res(&mut f.e, f.ip, &req);
-    f.e.close_port(f.port);
+    f.e.change(Topology::ClosePort(f.port));
     assert_eq!(f.e.tables().cached, 0);
     assert_eq!(f.e.counters(f.ep), None, "the port's endpoints are gone");
     let r = res(&mut f.e, f.ip, &req);
@@ -443,14 +450,14 @@ fn requests_follow_their_source_address_as_it_comes_and_goes() {
     assert_eq!(f.e.counters(ep1).unwrap()[Counter::Resolve as usize], 2);
     // Its endpoint's counters move when an endpoint before it closes
     // (one without addresses left, so no address is removed with it).
-    f.e.remove_address(f.ip);
-    f.e.remove_address(f.name);
+    f.e.change(Topology::RemoveAddress(f.ip));
+    f.e.change(Topology::RemoveAddress(f.name));
     assert_eq!(res(&mut f.e, other, &req).0.status(), 0);
-    f.e.close_endpoint(f.ep);
+    f.e.change(Topology::CloseEndpoint(f.ep));
     assert_eq!(res(&mut f.e, other, &req).0.status(), 0);
     assert_eq!(f.e.counters(ep1).unwrap()[Counter::Resolve as usize], 4);
     // A removed address is unknown from then on.
-    f.e.remove_address(other);
+    f.e.change(Topology::RemoveAddress(other));
     let r = res(&mut f.e, other, &req);
     assert_eq!(r.0.status(), ACM_STATUS_ESRCADDR as u8);
     assert_eq!(f.e.counters(ep1).unwrap()[Counter::Resolve as usize], 4);
@@ -464,11 +471,6 @@ impl<D: Daemon> Engine<D> {
 
     pub(crate) fn discovery_mut(&mut self) -> &mut Discovery {
         &mut self.discovery
-    }
-
-    /// Requests waiting for lookups.
-    pub(crate) fn waiting(&self) -> usize {
-        self.waiting.len()
     }
 
     pub(crate) fn schedule_announce(&mut self) {
@@ -508,10 +510,10 @@ fn a_hit_reads_no_clock_and_no_path_outlives_its_lifetime() {
     assert!(blind(&mut f.e), "a hit read the clock");
     // The review is due the lead before 60 s: timers run before it (and
     // its batch) leave the hit blind.
-    f.e.on_timers(t0 + Duration::from_millis(58_400));
+    f.e.input(Input::Timers, t0 + Duration::from_millis(58_400));
     assert!(blind(&mut f.e), "reviewed before the lead before 60 s");
     // The worker runs the review; from then on the clock decides.
-    f.e.on_timers(t0 + Duration::from_secs(59));
+    f.e.input(Input::Timers, t0 + Duration::from_secs(59));
     assert!(!blind(&mut f.e), "not reviewed at 59 s");
     assert_eq!(at(&mut f.e, 59.5), first, "still cached at 59.5 s");
     assert_eq!(f.e.counters(f.ep).unwrap()[Counter::AddrQuery as usize], 1);
@@ -521,4 +523,30 @@ fn a_hit_reads_no_clock_and_no_path_outlives_its_lifetime() {
         2,
         "looked up again once the address lifetime ended"
     );
+}
+
+#[test]
+fn a_failed_worker_answers_every_waiting_request_and_ends_its_lookups() {
+    let mut f = fixture();
+    let now = Instant::now();
+    f.e.input(Input::DiscoveryUp(Families::V4), now);
+    let req = request(&[dest(ACM_ADDRESS_IP, &[10, 0, 0, 9])], false, 4);
+    assert_eq!(
+        f.e.resolve_at(f.ip, &req, 7, now),
+        None,
+        "waits for a lookup"
+    );
+    f.e.poll();
+    assert_eq!(f.e.tables().waiting, 1);
+    assert_eq!(f.e.tables().discovery.lookups, 1);
+
+    f.e.input(Input::WorkerFailed(ACM_STATUS_ENOMEM as u8), now);
+    let fx = f.e.poll().expect("the waiting request is answered");
+    assert_eq!(fx.replies.len(), 1, "{fx:?}");
+    assert_eq!(fx.replies[0].id, 7);
+    assert_eq!(fx.replies[0].msg.status(), ACM_STATUS_ENOMEM as u8);
+    assert_eq!(f.e.tables().waiting, 0);
+    assert_eq!(f.e.tables().discovery.lookups, 0);
+    let errors = f.e.counters(f.ep).unwrap()[Counter::Error as usize];
+    assert_eq!(errors, 1, "counted on its endpoint");
 }

@@ -1,6 +1,6 @@
 //! The engine's deadlines, each named by what it is for: whatever runs the
 //! engine asks for the earliest ([`Deadlines::next`], handed out as
-//! [`super::Effects::deadline`]) and calls [`super::Engine::on_timers`]
+//! [`super::Effects::deadline`]) and puts in [`super::Input::Timers`]
 //! then, and nothing is due that they do not hold.
 //!
 //! They are read from their owners (discovery, the cache, the sweeps) at

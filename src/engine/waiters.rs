@@ -24,6 +24,9 @@ pub struct Waiter {
 #[derive(Default)]
 pub(super) struct Waiters {
     waiting: Map<Address, Vec<Waiter>>,
+    /// How many wait, over every key: read at each poll (the tables'
+    /// summary), where counting them would cost a walk of every lookup.
+    held: usize,
     /// Replies made, for the engine's next poll.
     replies: Vec<Outgoing>,
 }
@@ -31,6 +34,7 @@ pub(super) struct Waiters {
 impl Waiters {
     pub fn add(&mut self, key: Address, w: Waiter) {
         self.waiting.entry(key).or_default().push(w);
+        self.held += 1;
     }
 
     /// Answers `w` with `reply`, counted on its endpoint.
@@ -85,7 +89,9 @@ impl Waiters {
 
     /// Everything waiting for `key`, which waits no more.
     pub fn take(&mut self, key: &Address) -> Vec<Waiter> {
-        self.waiting.remove(key).unwrap_or_default()
+        let waiters = self.waiting.remove(key).unwrap_or_default();
+        self.held -= waiters.len();
+        waiters
     }
 
     /// Everything waiting on endpoint `ep`, whatever for.
@@ -98,6 +104,7 @@ impl Waiters {
             theirs.extend(mine);
             !waiters.is_empty()
         });
+        self.held -= theirs.len();
         theirs
     }
 
@@ -115,6 +122,6 @@ impl Waiters {
     }
 
     pub fn len(&self) -> usize {
-        self.waiting.values().map(Vec::len).sum()
+        self.held
     }
 }

@@ -29,7 +29,7 @@ use crate::discovery::auth::Auth;
 use crate::discovery::seal::{Keyring, Sealing, WallClock};
 use crate::discovery::Families;
 use crate::engine::reconfigure::Change;
-use crate::engine::{Effects, Engine, Outgoing};
+use crate::engine::{Effects, Engine, Input, Outgoing};
 use crate::threads::Threads;
 use net::Net;
 use schedule::Schedule;
@@ -184,7 +184,7 @@ impl<D: Daemon + Copy + 'static> Runtime<D> {
             Ok(()) => self.start_discovery(),
             Err(()) => self.families(),
         };
-        self.with_engine(|e| e.set_discovery_up(families, Instant::now()));
+        self.with_engine(|e| e.input(Input::DiscoveryUp(families), Instant::now()));
         self.watch_files();
     }
 
@@ -289,7 +289,7 @@ impl<D: Daemon + Copy + 'static> Runtime<D> {
         let Some(families) = self.load_key(path) else {
             return;
         };
-        self.with_engine(|e| e.set_discovery_up(families, Instant::now()));
+        self.with_engine(|e| e.input(Input::DiscoveryUp(families), Instant::now()));
         log::info!(
             "key file {}: accepted; discovery on{}",
             path.display(),

@@ -10,6 +10,7 @@ use super::{lock, Runtime};
 use crate::daemon::Daemon;
 use crate::discovery::NssError;
 use crate::discovery::NssJob;
+use crate::engine::Input;
 use std::net::{IpAddr, ToSocketAddrs};
 use std::sync::mpsc::{channel, Receiver, Sender};
 use std::sync::{Arc, Mutex};
@@ -96,7 +97,7 @@ fn answer<D: Daemon + Copy + 'static>(rt: &Runtime<D>, job: NssJob) {
     let answer = resolve(&job.name);
     let replies = {
         let mut e = lock(&rt.engine);
-        e.on_nss(&job.key, answer, Instant::now());
+        e.input(Input::Nss(&job.key, answer), Instant::now());
         e.poll().map(|fx| rt.hand_over(fx))
     };
     if let Some(replies) = replies {

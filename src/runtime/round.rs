@@ -11,7 +11,7 @@ use super::schedule::Schedule;
 use crate::daemon::Daemon;
 use crate::discovery::Datagram;
 use crate::discovery::{NeighbourJob, NssJob};
-use crate::engine::{Engine, Outgoing};
+use crate::engine::{Engine, Input, Outgoing};
 use std::time::Instant;
 
 /// A neighbour lookup and the MAC it found (`None`: none).
@@ -77,10 +77,10 @@ pub fn round<D: Daemon, W: Worker<D>>(
     let ran = w.with_engine(|e, schedule| {
         inputs(e);
         for (job, mac) in answers {
-            e.on_neighbour(job, mac, now);
+            e.input(Input::Neighbour(job, mac), now);
         }
         if wake == Wake::Deadline {
-            e.on_timers(now);
+            e.input(Input::Timers, now);
         }
         #[cfg(feature = "fault-injection")]
         crate::fault::in_worker(e);

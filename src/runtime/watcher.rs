@@ -20,14 +20,14 @@ pub fn reload<D: Daemon>(engine: &Mutex<Engine<D>>, path: &Path) -> usize {
     let (new, _) = read(path);
     let old = lock(engine).hosts();
     let changed = Hosts::changes(&old, &new);
-    let addresses = new.len();
-    lock(engine).replace_hosts(Arc::new(new), &changed);
+    let (addresses, n) = (new.len(), changed.len());
+    let hosts = Arc::new(new);
+    lock(engine).reconfigure(Change::Hosts { hosts, changed });
     log::info!(
-        "hosts file {}: reloaded, {addresses} addresses, {} destinations changed",
+        "hosts file {}: reloaded, {addresses} addresses, {n} destinations changed",
         path.display(),
-        changed.len()
     );
-    changed.len()
+    n
 }
 
 /// Reads the options file again and puts its `urdma_` keys in force, those

@@ -9,7 +9,7 @@ use super::{lock, perform, Runtime};
 use crate::daemon::Daemon;
 use crate::discovery::Datagram;
 use crate::discovery::{NeighbourJob, NssJob};
-use crate::engine::{Engine, Outgoing};
+use crate::engine::{Engine, Input, Outgoing};
 use crate::threads::Stop;
 use acm_prov_sys::ACM_STATUS_ENOMEM;
 use std::sync::mpsc::Sender;
@@ -53,10 +53,7 @@ pub fn spawn<D: Daemon + Copy + 'static>(
 fn recover<D: Daemon + Copy>(rt: &'static Runtime<D>, net: &Net) {
     let fx = {
         let mut e = lock(&rt.engine);
-        // Until the thread is back, nothing runs the timers.
-        e.set_timers_run(false, Instant::now());
-        let answered = e.abandon_all(ACM_STATUS_ENOMEM as u8);
-        log::error!("discovery thread: {answered} waiting requests answered with an error");
+        e.input(Input::WorkerFailed(ACM_STATUS_ENOMEM as u8), Instant::now());
         let own = e.poll().unwrap_or_default();
         rt.schedule().round(own, Instant::now()).0
     };
@@ -77,7 +74,7 @@ fn run<D: Daemon + Copy + 'static>(
         times: Times::default(),
     };
     let mut lag = Lag::default();
-    lock(&rt.engine).set_timers_run(true, Instant::now());
+    lock(&rt.engine).input(Input::TimersRun, Instant::now());
     while !stop.requested() {
         let wake = thread.wake;
         let timeout = wake.map_or(IDLE, |t| t.saturating_duration_since(Instant::now()));
@@ -90,7 +87,7 @@ fn run<D: Daemon + Copy + 'static>(
                 match ev {
                     NetEvent::Datagram { from, to, bytes } => e.on_datagram(from, to, &bytes, now),
                     NetEvent::Unreachable { dest, payload } => {
-                        e.on_unreachable(dest, &payload, now)
+                        e.input(Input::Unreachable(dest, &payload), now)
                     }
                 }
             }
@@ -103,7 +100,7 @@ fn run<D: Daemon + Copy + 'static>(
             now.elapsed() - neighbours - engine,
         );
     }
-    lock(&rt.engine).set_timers_run(false, Instant::now());
+    lock(&rt.engine).input(Input::TimersStopped, Instant::now());
 }
 
 /// The worker thread, as a round acts through it: the runtime's locks,

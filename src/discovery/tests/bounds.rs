@@ -10,7 +10,12 @@ fn footprint(e: &Engine<FakeDaemon>) -> Vec<usize> {
     let held = d.footprint();
     let f = held.in_flight;
     sizes.extend([f.lookups, f.probes, f.checks]);
-    sizes.extend([e.tables().cached, e.waiting(), t.bindings, t.failures]);
+    sizes.extend([
+        e.tables().cached,
+        e.tables().waiting,
+        t.bindings,
+        t.failures,
+    ]);
     // The hints' queue is bounded, not constant: it is compacted when it
     // holds twice the names (`Hints::compact`).
     sizes.push(t.hints);
@@ -80,7 +85,7 @@ fn every_table_the_network_or_clients_fill_is_bounded() {
         "what left the bindings left the cache (a hint could not be checked)"
     );
     // What expires is swept without being asked for.
-    f.e.on_timers(f.t0 + Duration::from_secs(24 * 3600 + 1));
+    f.e.input(Input::Timers, f.t0 + Duration::from_secs(24 * 3600 + 1));
     assert_eq!(
         (f.e.discovery().status().bindings, f.e.tables().cached),
         (0, 0)
@@ -93,20 +98,20 @@ fn drops_are_summed_up_in_the_log_now_and_then() {
     for _ in 0..3 {
         f.e.on_datagram(peer(), None, b"garbage", f.t0);
     }
-    f.e.on_timers(f.t0);
+    f.e.input(Input::Timers, f.t0);
     assert_eq!(
         f.e.discovery().drops_said().malformed,
         3,
         "the first drops at once"
     );
     f.e.on_datagram(peer(), None, b"garbage", f.t0);
-    f.e.on_timers(f.t0 + Duration::from_secs(1));
+    f.e.input(Input::Timers, f.t0 + Duration::from_secs(1));
     assert_eq!(
         f.e.discovery().drops_said().malformed,
         3,
         "then once per interval"
     );
-    f.e.on_timers(f.t0 + DROP_SUMMARY_EVERY);
+    f.e.input(Input::Timers, f.t0 + DROP_SUMMARY_EVERY);
     assert_eq!(f.e.discovery().drops_said().malformed, 4);
     assert_eq!(
         f.e.discovery().counts().drops.to_string(),
@@ -125,18 +130,18 @@ fn many_announcements_leave_in_paced_batches_and_peers_check_each_binding_once()
     }
     polled(&mut f.e);
     f.e.schedule_announce();
-    f.e.on_timers(f.t0);
+    f.e.input(Input::Timers, f.t0);
     let announced = |e: &mut Engine<FakeDaemon>, t: Instant| {
-        e.on_timers(t);
+        e.input(Input::Timers, t);
         without_start_queries(&polled(e)).len()
     };
     let first = f.t0 + Duration::from_millis(50);
-    f.e.on_timers(first);
+    f.e.input(Input::Timers, first);
     let fx = polled(&mut f.e);
     assert_eq!(without_start_queries(&fx).len(), ANNOUNCE_BATCH);
     assert_eq!(fx.deadline, Some(first + ANNOUNCE_PACE));
     assert_eq!(announced(&mut f.e, first), 0, "not before the pace allows");
-    f.e.on_timers(first + ANNOUNCE_PACE);
+    f.e.input(Input::Timers, first + ANNOUNCE_PACE);
     let last = polled(&mut f.e).work.datagrams;
     assert_eq!(last.len(), 27 - ANNOUNCE_BATCH);
     assert_eq!(announced(&mut f.e, first + 2 * ANNOUNCE_PACE), 0);
@@ -210,16 +215,16 @@ fn port_cycles_with_lookups_pending_leave_nothing_behind() {
         let dev = f.e.local().port(port).unwrap().device;
         let ids: Vec<AddressId> = f.e.local().endpoint(ep).unwrap().addresses.to_vec();
         for a in ids {
-            f.e.remove_address(a);
+            f.e.change(Topology::RemoveAddress(a));
         }
-        f.e.close_endpoint(ep);
-        f.e.close_port(port);
-        f.e.close_device(dev);
+        f.e.change(Topology::CloseEndpoint(ep));
+        f.e.change(Topology::ClosePort(port));
+        f.e.change(Topology::CloseDevice(dev));
         t += Duration::from_millis(30);
-        f.e.on_timers(t);
+        f.e.input(Input::Timers, t);
         (ep, addr) = bring_up(&mut f.e, OWN);
         t += Duration::from_millis(30);
-        f.e.on_timers(t);
+        f.e.input(Input::Timers, t);
         let fx = polled(&mut f.e);
         assert_eq!(fx.replies.len(), 1, "the pending request is answered");
         let now = footprint(&f.e);
@@ -275,7 +280,7 @@ fn flood_an_hour(per_second: u32) {
         f.e.on_datagram(attacker(), Some(group()), &announce, t);
         f.e.on_datagram(attacker(), Some(group()), &withdraw, t);
         if n % per_second == 0 {
-            f.e.on_timers(t);
+            f.e.input(Input::Timers, t);
             polled(&mut f.e);
         }
         if n % minute == 0 {

@@ -16,14 +16,14 @@ fn a_name_asked_of_the_groups_is_decided_once_its_claim_window_is_over() {
         peer_record(PEER),
         t + Duration::from_millis(1),
     );
-    f.e.on_timers(t + window - Duration::from_millis(1));
+    f.e.input(Input::Timers, t + window - Duration::from_millis(1));
     let fx = polled(&mut f.e);
     assert!(
         fx.replies.is_empty(),
         "not before other holders could claim"
     );
     assert_eq!(fx.deadline, Some(t + window), "{fx:?}");
-    f.e.on_timers(t + window);
+    f.e.input(Input::Timers, t + window);
     let fx = polled(&mut f.e);
     assert_eq!(fx.replies.len(), 1, "{fx:?}");
     assert_eq!(dgid(&fx.replies[0].msg), PEER.parse().unwrap());
@@ -34,7 +34,7 @@ fn a_name_asked_of_the_groups_is_decided_once_its_claim_window_is_over() {
     claimed(&mut f, &g, peer(), x(PEER, PEER_IP), t);
     let late = t + window - Duration::from_millis(1);
     claimed(&mut f, &g, attacker(), x(ATTACKER, [10, 0, 0, 66]), late);
-    f.e.on_timers(t + window);
+    f.e.input(Input::Timers, t + window);
     let fx = polled(&mut f.e);
     assert_eq!(fx.replies[0].msg.status(), ACM_STATUS_ENODATA as u8);
     assert_eq!(f.e.discovery().counts().conflicts, 1);
@@ -44,7 +44,7 @@ fn a_name_asked_of_the_groups_is_decided_once_its_claim_window_is_over() {
     let g = group_asked(&mut f, "node-y", 3, t);
     let y = |gid: &str, ip| holding(gid, ip, "node-y");
     claimed(&mut f, &g, peer(), y(PEER, PEER_IP), t);
-    f.e.on_timers(t + window);
+    f.e.input(Input::Timers, t + window);
     assert_eq!(
         dgid(&polled(&mut f.e).replies[0].msg),
         PEER.parse().unwrap()

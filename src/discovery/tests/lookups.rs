@@ -139,20 +139,20 @@ fn silence_is_retried_then_times_out_and_is_not_remembered() {
     let mut txids = vec![first.txid()];
     // Each try waits twice as long as the one before: 100, 200, 400 ms.
     for (quiet, sent) in [(99, 101), (299, 302)] {
-        f.e.on_timers(f.t0 + Duration::from_millis(quiet));
+        f.e.input(Input::Timers, f.t0 + Duration::from_millis(quiet));
         assert!(sent_queries(&polled(&mut f.e)).is_empty(), "at {quiet} ms");
-        f.e.on_timers(f.t0 + Duration::from_millis(sent));
+        f.e.input(Input::Timers, f.t0 + Duration::from_millis(sent));
         let (again, _) = sent_query(&polled(&mut f.e));
         assert_eq!(again.target(), first.target());
         assert!(!txids.contains(&again.txid()), "every try has its own txid");
         txids.push(again.txid());
     }
-    f.e.on_timers(f.t0 + Duration::from_millis(690));
+    f.e.input(Input::Timers, f.t0 + Duration::from_millis(690));
     assert!(
         polled(&mut f.e).replies.is_empty(),
         "the last try is waited for"
     );
-    f.e.on_timers(f.t0 + Duration::from_millis(710));
+    f.e.input(Input::Timers, f.t0 + Duration::from_millis(710));
     let fx = polled(&mut f.e);
     assert_eq!(fx.replies.len(), 1);
     assert_eq!(fx.replies[0].msg.status(), ACM_STATUS_ETIMEDOUT as u8);
@@ -189,14 +189,16 @@ fn a_refusal_fails_at_once_with_enodata_and_an_icmp_error_with_etimedout() {
         panic!("{fx:?}")
     };
     // An ICMP error about a datagram to some other host is not ours.
-    f.e.on_unreachable(
-        SocketAddr::new(IpAddr::V4([10, 0, 0, 9].into()), 6126),
-        bytes,
+    f.e.input(
+        Input::Unreachable(
+            SocketAddr::new(IpAddr::V4([10, 0, 0, 9].into()), 6126),
+            bytes,
+        ),
         f.t0,
     );
     assert!(polled(&mut f.e).replies.is_empty());
     // ICMPv4 quotes only the start of the query.
-    f.e.on_unreachable(peer(), &bytes[..520], f.t0);
+    f.e.input(Input::Unreachable(peer(), &bytes[..520]), f.t0);
     let fx = polled(&mut f.e);
     assert_eq!(
         (fx.replies[0].id, fx.replies[0].msg.status()),
@@ -213,12 +215,11 @@ fn derivations_follow_a_failed_discovery_in_order() {
     let mut f = fixture(cfg);
     f.e.resolve_at(f.addr, &ip_request(PEER_IP, 0, 1), 11, Instant::now());
     let (q, _) = sent_query(&polled(&mut f.e));
-    f.e.on_unreachable(peer(), &Message::from(q).encode(), f.t0);
+    f.e.input(Input::Unreachable(peer(), &Message::from(q).encode()), f.t0);
     let jobs = polled(&mut f.e).work.neighbour_jobs;
     assert_eq!(jobs.len(), 1, "eui64 comes first");
-    f.e.on_neighbour(
-        jobs[0].clone(),
-        Some([0x52, 0x54, 0, 0xaa, 0xbb, 0xcc]),
+    f.e.input(
+        Input::Neighbour(jobs[0].clone(), Some([0x52, 0x54, 0, 0xaa, 0xbb, 0xcc])),
         f.t0,
     );
     let fx = polled(&mut f.e);
@@ -232,15 +233,15 @@ fn derivations_follow_a_failed_discovery_in_order() {
     f.e.resolve_at(f.addr, &ip_request(other, 0, 2), 12, Instant::now());
     let (q, _) = sent_query(&polled(&mut f.e));
     let to = SocketAddr::new(IpAddr::V4(other.into()), 6126);
-    f.e.on_unreachable(to, &Message::from(q).encode(), f.t0);
+    f.e.input(Input::Unreachable(to, &Message::from(q).encode()), f.t0);
     let job = polled(&mut f.e).work.neighbour_jobs.remove(0);
-    f.e.on_neighbour(job, None, f.t0);
+    f.e.input(Input::Neighbour(job, None), f.t0);
     let fx = polled(&mut f.e);
     assert!(
         fx.work.datagrams.is_empty(),
         "the query already made the kernel resolve the neighbour"
     );
-    f.e.on_timers(f.t0 + Duration::from_secs(1));
+    f.e.input(Input::Timers, f.t0 + Duration::from_secs(1));
     let fx = polled(&mut f.e);
     assert_eq!(dgid(&fx.replies[0].msg), "::ffff:10.0.0.3".parse().unwrap());
 }
@@ -281,16 +282,16 @@ fn closing_an_endpoint_answers_its_waiters() {
     let mut f = fixture(Config::default());
     f.e.resolve_at(f.addr, &ip_request(PEER_IP, 0, 1), 11, Instant::now());
     polled(&mut f.e);
-    f.e.close_endpoint(f.ep);
+    f.e.change(Topology::CloseEndpoint(f.ep));
     let mut fx = polled(&mut f.e);
     assert!(
         fx.deadline.is_some() && fx.work.datagrams.is_empty(),
         "withdrawals wait to leave together"
     );
     // The wake's timer counts their time; a later one sends them.
-    f.e.on_timers(f.t0);
+    f.e.input(Input::Timers, f.t0);
     assert!(polled(&mut f.e).work.datagrams.is_empty());
-    f.e.on_timers(f.t0 + Duration::from_secs(1));
+    f.e.input(Input::Timers, f.t0 + Duration::from_secs(1));
     fx.work.datagrams = polled(&mut f.e).work.datagrams;
     assert_eq!(fx.replies.len(), 1);
     assert_eq!(fx.replies[0].msg.status(), ACM_STATUS_ENOTCONN as u8);
@@ -324,20 +325,20 @@ fn without_discovery_only_derivations_run() {
         ..Config::default()
     };
     let mut f = fixture(cfg);
-    f.e.set_discovery_up(Families::NONE, f.t0);
+    f.e.input(Input::DiscoveryUp(Families::NONE), f.t0);
     polled(&mut f.e);
     assert_eq!(
         f.e.resolve_at(f.addr, &ip_request(PEER_IP, 0, 1), 11, Instant::now()),
         None
     );
     let job = polled(&mut f.e).work.neighbour_jobs.remove(0);
-    f.e.on_neighbour(job, None, f.t0);
+    f.e.input(Input::Neighbour(job, None), f.t0);
     let fx = polled(&mut f.e);
     assert!(
         matches!(&fx.work.datagrams[..], [Datagram::Unicast { to, .. }] if *to == SocketAddr::new(IpAddr::V4(PEER_IP.into()), 9)),
         "no query went out, so the kernel is made to resolve the neighbour: {fx:?}"
     );
-    f.e.on_timers(f.t0 + Duration::from_secs(1));
+    f.e.input(Input::Timers, f.t0 + Duration::from_secs(1));
     let fx = polled(&mut f.e);
     assert_eq!(fx.replies.len(), 1);
     assert_eq!(dgid(&fx.replies[0].msg), "::ffff:10.0.0.2".parse().unwrap());
@@ -364,14 +365,14 @@ fn a_claim_its_host_never_confirms_times_out() {
     assert_eq!(to, Some(peer()));
     // The confirmation and its tries are lost.
     for ms in (100..=3_400).step_by(100) {
-        f.e.on_timers(f.t0 + Duration::from_millis(ms));
+        f.e.input(Input::Timers, f.t0 + Duration::from_millis(ms));
     }
     assert!(
         polled(&mut f.e).replies.is_empty(),
         "its last try waited for"
     );
     for ms in (3_500..=4_000).step_by(100) {
-        f.e.on_timers(f.t0 + Duration::from_millis(ms));
+        f.e.input(Input::Timers, f.t0 + Duration::from_millis(ms));
     }
     assert_eq!(one_status(&mut f), ACM_STATUS_ETIMEDOUT as u8);
     assert_eq!(f.e.discovery().status().failures, 0);
@@ -398,7 +399,7 @@ fn a_refusal_is_remembered_and_an_icmp_error_is_not() {
             None
         );
         let (q, _) = sent_query(&polled(&mut f.e));
-        f.e.on_unreachable(to, &Message::from(q).encode(), f.t0);
+        f.e.input(Input::Unreachable(to, &Message::from(q).encode()), f.t0);
         assert_eq!(one_status(&mut f), ACM_STATUS_ETIMEDOUT as u8);
     }
 }
@@ -413,8 +414,8 @@ fn a_derivation_that_times_out_after_a_refusal_times_out_the_lookup() {
     let (q, _) = sent_query(&polled(&mut f.e));
     f.e.on_datagram(peer(), None, &reply_bytes(&q, Answer::Refused), f.t0);
     let job = polled(&mut f.e).work.neighbour_jobs.remove(0);
-    f.e.on_neighbour(job, None, f.t0);
-    f.e.on_timers(f.t0 + Duration::from_secs(1));
+    f.e.input(Input::Neighbour(job, None), f.t0);
+    f.e.input(Input::Timers, f.t0 + Duration::from_secs(1));
     assert_eq!(one_status(&mut f), ACM_STATUS_ETIMEDOUT as u8);
     assert_eq!(f.e.discovery().status().failures, 0);
 }
@@ -483,7 +484,7 @@ fn ask_slow_host(
             let found = reply_bytes(&query, Answer::Found(record.clone()));
             f.e.on_datagram(at, None, &found, t + elapsed);
         } else {
-            f.e.on_timers(t + elapsed);
+            f.e.input(Input::Timers, t + elapsed);
         }
         let fx = polled(&mut f.e);
         sends += sent_queries(&fx).len();
@@ -503,12 +504,12 @@ fn a_reply_to_an_earlier_try_still_answers_and_one_to_a_retry_too() {
     for (i, answered) in [(1, 1), (2, 0)] {
         let (ip, at, record) = host(i);
         let t = f.t0 + ms(10_000 * u64::from(i));
-        f.e.on_timers(t);
+        f.e.input(Input::Timers, t);
         polled(&mut f.e);
         f.e.resolve_at(f.addr, &ip_request(ip, 0, 1), 11, t);
         let mut tries = vec![sent_query(&polled(&mut f.e)).0];
         for step in 1..=50 {
-            f.e.on_timers(t + ms(10 * step));
+            f.e.input(Input::Timers, t + ms(10 * step));
             tries.extend(sent_queries(&polled(&mut f.e)).into_iter().map(|(q, _)| q));
         }
         assert_eq!(tries.len(), 2, "{tries:?}");
@@ -584,7 +585,7 @@ fn a_lookup_under_way_when_replies_turn_slow_gets_its_tries_at_the_longer_time()
             let found = reply_bytes(&q2, Answer::Found(record2.clone()));
             f.e.on_datagram(at2, None, &found, now);
         }
-        f.e.on_timers(now);
+        f.e.input(Input::Timers, now);
         let fx = polled(&mut f.e);
         answered.extend(fx.replies.iter().map(|r| (r.id, r.msg.status(), now - t)));
     }

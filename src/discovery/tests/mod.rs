@@ -22,7 +22,7 @@ use crate::config::keyfile::KeyFile;
 use crate::config::{Config, Derivation, NameLookup};
 use crate::daemon::FakeDaemon;
 use crate::engine::reconfigure::Change;
-use crate::engine::{Effects, Engine};
+use crate::engine::{Effects, Engine, Input, Topology};
 use crate::handle::{AddressId, EndpointId};
 use crate::local::PortInfo;
 use crate::request::msg::tests::{addr_entry, request};
@@ -95,7 +95,7 @@ fn bring_up(e: &mut Engine<FakeDaemon>, gid: &str) -> (EndpointId, AddressId) {
 fn fixture_with_gid(cfg: Config, gid: &str) -> Fixture {
     let mut e = Engine::new(FakeDaemon::default(), cfg, Hosts::default());
     let (ep, addr) = bring_up(&mut e, gid);
-    e.set_discovery_up(Families::V4, Instant::now());
+    e.input(Input::DiscoveryUp(Families::V4), Instant::now());
     polled(&mut e);
     Fixture {
         e,
@@ -180,7 +180,7 @@ fn after_claims(f: &mut Fixture) -> Effects {
         polled(&mut f.e).replies.is_empty(),
         "not before other holders could answer"
     );
-    f.e.on_timers(f.t0 + Duration::from_millis(600));
+    f.e.input(Input::Timers, f.t0 + Duration::from_millis(600));
     polled(&mut f.e)
 }
 

@@ -67,9 +67,9 @@ fn a_name_announced_by_two_endpoints_is_asked_of_the_groups() {
     // the claim window of a name nobody disputes.
     claimed(&mut f, &g, peer(), peer_record(PEER), later);
     let timeout = Duration::from_millis(u64::from(Config::default().timeout_ms));
-    f.e.on_timers(later + timeout / 2);
+    f.e.input(Input::Timers, later + timeout / 2);
     assert!(polled(&mut f.e).replies.is_empty());
-    f.e.on_timers(later + timeout);
+    f.e.input(Input::Timers, later + timeout);
     assert_eq!(
         dgid(&polled(&mut f.e).replies[0].msg),
         PEER.parse().unwrap()
@@ -105,7 +105,7 @@ fn a_newcomer_is_defended_against_the_forger(f: &mut Fixture, t: Instant) {
     .encode();
     let at = SocketAddr::new(IpAddr::V4([10, 0, 0, 77].into()), 6126);
     f.e.on_datagram(at, Some(group()), &start, t);
-    f.e.on_timers(t);
+    f.e.input(Input::Timers, t);
     assert_eq!(
         sent_announcements(&polled(&mut f.e)).len(),
         1,
@@ -118,7 +118,7 @@ fn a_newcomer_is_defended_against_the_forger(f: &mut Fixture, t: Instant) {
         attacker(),
         t,
     );
-    f.e.on_timers(t + hints::DEFEND_DELAY);
+    f.e.input(Input::Timers, t + hints::DEFEND_DELAY);
     assert_eq!(
         sent_announcements(&polled(&mut f.e)).len(),
         1,
@@ -131,7 +131,7 @@ fn a_host_that_hears_its_name_announced_by_another_announces_itself() {
     let mut f = fixture(Config::default());
     // Its own announcements at start-up are out.
     for ms in [0, 50, 1_000, 3_000] {
-        f.e.on_timers(f.t0 + Duration::from_millis(ms));
+        f.e.input(Input::Timers, f.t0 + Duration::from_millis(ms));
     }
     polled(&mut f.e);
     let t0 = f.t0 + Duration::from_secs(4);
@@ -145,7 +145,7 @@ fn a_host_that_hears_its_name_announced_by_another_announces_itself() {
         sent_announcements(&fx).is_empty(),
         "not from the datagram's handler"
     );
-    f.e.on_timers(t0);
+    f.e.input(Input::Timers, t0);
     let ours = sent_announcements(&polled(&mut f.e));
     assert_eq!(ours.len(), 1);
     assert_eq!(ours[0].records()[0].gid(), OWN.parse().unwrap());
@@ -165,9 +165,9 @@ fn a_host_that_hears_its_name_announced_by_another_announces_itself() {
         other,
         t,
     );
-    f.e.on_timers(t);
+    f.e.input(Input::Timers, t);
     assert!(sent_announcements(&polled(&mut f.e)).is_empty(), "paced");
-    f.e.on_timers(t0 + hints::DEFEND_DELAY);
+    f.e.input(Input::Timers, t0 + hints::DEFEND_DELAY);
     let fx = polled(&mut f.e);
     assert_eq!(sent_announcements(&fx).len(), 1, "{fx:?}");
     // The first one again: answered again, as an endpoint joined since
@@ -180,7 +180,7 @@ fn a_host_that_hears_its_name_announced_by_another_announces_itself() {
             attacker(),
             t,
         );
-        f.e.on_timers(t + hints::DEFEND_DELAY);
+        f.e.input(Input::Timers, t + hints::DEFEND_DELAY);
         assert_eq!(sent_announcements(&polled(&mut f.e)).len(), answered);
         t += hints::DEFEND_DELAY * 2;
     }
@@ -194,12 +194,12 @@ fn a_host_that_hears_its_own_gid_announced_from_another_address_announces_itself
     // holder drops its own announcements, but not this one.
     let mut f = fixture(Config::default());
     for ms in [0, 50, 1_000, 3_000] {
-        f.e.on_timers(f.t0 + Duration::from_millis(ms));
+        f.e.input(Input::Timers, f.t0 + Duration::from_millis(ms));
     }
     polled(&mut f.e);
     let t0 = f.t0 + Duration::from_secs(4);
     heard_on_group(&mut f, holding(OWN, [10, 0, 0, 66], "bait"), attacker(), t0);
-    f.e.on_timers(t0 + hints::DEFEND_DELAY);
+    f.e.input(Input::Timers, t0 + hints::DEFEND_DELAY);
     let ours = sent_announcements(&polled(&mut f.e));
     assert_eq!(ours.len(), 1);
     assert_eq!(ours[0].records()[0].gid(), OWN.parse().unwrap());
@@ -207,7 +207,7 @@ fn a_host_that_hears_its_own_gid_announced_from_another_address_announces_itself
     let t = t0 + Duration::from_secs(120);
     let own = SocketAddr::new(own_ip(), 6126);
     heard_on_group(&mut f, holding(OWN, [10, 0, 0, 1], "node-a"), own, t);
-    f.e.on_timers(t + hints::DEFEND_DELAY);
+    f.e.input(Input::Timers, t + hints::DEFEND_DELAY);
     assert!(sent_announcements(&polled(&mut f.e)).is_empty());
 }
 
@@ -232,7 +232,7 @@ fn a_host_that_refuses_its_hint_or_stays_silent_sends_the_name_to_the_groups() {
     let (confirm, to) = sent_query(&polled(&mut f.e));
     assert_eq!(to, Some(c));
     f.e.on_datagram(c, None, &reply_bytes(&confirm, Answer::Found(moved)), t);
-    f.e.on_timers(t + Duration::from_millis(500));
+    f.e.input(Input::Timers, t + Duration::from_millis(500));
     let fx = polled(&mut f.e);
     assert_eq!(fx.replies.len(), 1, "{fx:?}");
     assert_eq!(dgid(&fx.replies[0].msg), "fe80::c".parse().unwrap());
@@ -249,7 +249,7 @@ fn a_host_that_refuses_its_hint_or_stays_silent_sends_the_name_to_the_groups() {
     let (mut group_at, mut answered_at) = (None, None);
     for ms in (100..=5_000).step_by(100) {
         let now = t + Duration::from_millis(ms);
-        g.e.on_timers(now);
+        g.e.input(Input::Timers, now);
         let fx = polled(&mut g.e);
         if sent_queries(&fx).iter().any(|(_, to)| to.is_none()) {
             group_at.get_or_insert(ms);
@@ -276,8 +276,8 @@ fn every_name_of_a_host_with_many_is_asked_of_it() {
     }
     polled(&mut a.e);
     a.e.schedule_announce();
-    a.e.on_timers(a.t0);
-    a.e.on_timers(a.t0 + Duration::from_millis(50));
+    a.e.input(Input::Timers, a.t0);
+    a.e.input(Input::Timers, a.t0 + Duration::from_millis(50));
     let announced: Vec<Vec<u8>> = without_start_queries(&polled(&mut a.e))
         .into_iter()
         .filter_map(|d| match d {

@@ -29,7 +29,7 @@ fn to_the_resolver(f: &mut Fixture, name: &str, tid: u64) -> (NssJob, Instant) {
             t < start + Duration::from_secs(4),
             "the segment stage ends in time"
         );
-        f.e.on_timers(t);
+        f.e.input(Input::Timers, t);
         let fx = polled(&mut f.e);
         assert!(fx.replies.is_empty(), "{fx:?}");
         jobs = fx.work.resolver_jobs;
@@ -54,7 +54,7 @@ fn a_name_off_the_segment_is_found_through_the_system_resolver_and_asked_by_unic
     let (job, t) = to_the_resolver(&mut f, "node-far", 1);
     let far: IpAddr = IpAddr::V4([10, 0, 1, 2].into());
     let far_v6: IpAddr = "fd01::2".parse().unwrap();
-    f.e.on_nss(&job.key, Ok(vec![far_v6, far]), t);
+    f.e.input(Input::Nss(&job.key, Ok(vec![far_v6, far])), t);
     let asked = sent_queries(&polled(&mut f.e));
     assert_eq!(asked.len(), 2, "each address it gave, by unicast");
     let far_gid = "fe80::f";
@@ -101,7 +101,7 @@ fn a_name_the_resolver_does_not_know_fails_at_once_and_is_remembered() {
     );
     let job = polled(&mut f.e).work.resolver_jobs.remove(0);
     let no = NssError::NoSuchName("Name or service not known".into());
-    f.e.on_nss(&job.key, Err(no), f.t0);
+    f.e.input(Input::Nss(&job.key, Err(no)), f.t0);
     let fx = polled(&mut f.e);
     assert_eq!(fx.replies.len(), 1);
     assert_eq!(fx.replies[0].msg.status(), ACM_STATUS_ENODATA as u8);
@@ -122,15 +122,18 @@ fn a_resolver_that_never_answers_fails_the_name_at_the_stage_deadline_and_nothin
     let (job, t) = to_the_resolver(&mut f, "node-slow", 1);
     // Meanwhile an IP lookup runs its course as usual.
     learn_peer(&mut f, 2);
-    f.e.on_timers(job.deadline - Duration::from_millis(1));
+    f.e.input(Input::Timers, job.deadline - Duration::from_millis(1));
     assert!(polled(&mut f.e).replies.is_empty());
-    f.e.on_timers(job.deadline);
+    f.e.input(Input::Timers, job.deadline);
     let fx = polled(&mut f.e);
     assert_eq!(fx.replies.len(), 1);
     assert_eq!(fx.replies[0].msg.status(), ACM_STATUS_ETIMEDOUT as u8);
     assert_eq!(f.e.discovery().status().lookups, 0);
     // The answer that comes late changes nothing and sends nothing.
-    f.e.on_nss(&job.key, Ok(vec![IpAddr::V4([10, 0, 1, 2].into())]), t);
+    f.e.input(
+        Input::Nss(&job.key, Ok(vec![IpAddr::V4([10, 0, 1, 2].into())])),
+        t,
+    );
     assert!(polled(&mut f.e).is_empty());
 }
 
@@ -151,7 +154,7 @@ fn addresses_of_different_hosts_for_one_name_get_no_answer() {
         IpAddr::V4([10, 0, 1, 2].into()),
         IpAddr::V4([10, 0, 1, 3].into()),
     ];
-    f.e.on_nss(&job.key, Ok(ips.to_vec()), f.t0);
+    f.e.input(Input::Nss(&job.key, Ok(ips.to_vec())), f.t0);
     for (q, to) in &sent_queries(&polled(&mut f.e)) {
         let gid = ["fe80::2", "fe80::3"][usize::from(to.unwrap().ip() == ips[1])];
         let record = record_of(gid, to.unwrap().ip());
@@ -176,7 +179,7 @@ fn a_name_the_segment_could_not_find_and_the_resolver_does_not_know_times_out() 
     let mut f = fixture(Config::default());
     let (job, t) = to_the_resolver(&mut f, "node-b", 1);
     let no = NssError::NoSuchName("Name or service not known".into());
-    f.e.on_nss(&job.key, Err(no), t);
+    f.e.input(Input::Nss(&job.key, Err(no)), t);
     assert_eq!(one_status(&mut f), ACM_STATUS_ETIMEDOUT as u8);
     assert_eq!(f.e.discovery().status().failures, 0, "not remembered");
     // The next request asks the segment again, where the name is found.
@@ -193,7 +196,7 @@ fn a_resolver_that_could_not_find_out_is_no_answer() {
         );
         let job = polled(&mut f.e).work.resolver_jobs.remove(0);
         let again = NssError::Failed("Temporary failure in name resolution".into());
-        f.e.on_nss(&job.key, Err(again), f.t0);
+        f.e.input(Input::Nss(&job.key, Err(again)), f.t0);
         assert_eq!(one_status(&mut f), ACM_STATUS_ETIMEDOUT as u8);
         assert_eq!(f.e.discovery().status().failures, 0, "asked again: {tid}");
     }
@@ -213,11 +216,14 @@ fn addresses_the_resolver_gave_say_no_only_if_every_one_refuses() {
         None
     );
     let job = polled(&mut f.e).work.resolver_jobs.remove(0);
-    f.e.on_nss(&job.key, Ok(ips.to_vec()), f.t0);
+    f.e.input(Input::Nss(&job.key, Ok(ips.to_vec())), f.t0);
     let asked = sent_queries(&polled(&mut f.e));
     assert_eq!(asked.len(), 2);
     let (q, to) = &asked[0];
-    f.e.on_unreachable(to.unwrap(), &Message::from(q.clone()).encode(), f.t0);
+    f.e.input(
+        Input::Unreachable(to.unwrap(), &Message::from(q.clone()).encode()),
+        f.t0,
+    );
     assert!(polled(&mut f.e).replies.is_empty(), "the other may bind");
     let (q, to) = &asked[1];
     f.e.on_datagram(to.unwrap(), None, &reply_bytes(q, Answer::Refused), f.t0);
@@ -230,7 +236,7 @@ fn addresses_the_resolver_gave_say_no_only_if_every_one_refuses() {
         None
     );
     let job = polled(&mut f.e).work.resolver_jobs.remove(0);
-    f.e.on_nss(&job.key, Ok(ips.to_vec()), f.t0);
+    f.e.input(Input::Nss(&job.key, Ok(ips.to_vec())), f.t0);
     for (q, to) in &sent_queries(&polled(&mut f.e)) {
         f.e.on_datagram(to.unwrap(), None, &reply_bytes(q, Answer::Refused), f.t0);
     }

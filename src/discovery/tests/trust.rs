@@ -309,7 +309,10 @@ fn a_withdrawal_forgets_what_its_holder_no_longer_confirms() {
     // reply allowance), and a holder gone takes its GID with it.
     let cfg_timeout = Duration::from_millis(u64::from(f.e.config().timeout_ms));
     for i in [1, 3, 7] {
-        f.e.on_timers(f.t0 + cfg_timeout * i + Duration::from_millis(1));
+        f.e.input(
+            Input::Timers,
+            f.t0 + cfg_timeout * i + Duration::from_millis(1),
+        );
     }
     polled(&mut f.e);
     assert_eq!(
@@ -385,7 +388,7 @@ fn a_claim_counts_only_once_its_host_confirms_it() {
     );
     let (confirm, _) = sent_query(&polled(&mut f.e));
     f.e.on_datagram(peer(), None, &reply_bytes(&confirm, Answer::Refused), f.t0);
-    f.e.on_timers(f.t0 + Duration::from_secs(2));
+    f.e.input(Input::Timers, f.t0 + Duration::from_secs(2));
     let fx = polled(&mut f.e);
     assert_eq!(fx.replies.len(), 1);
     assert_eq!(fx.replies[0].msg.status(), ACM_STATUS_ETIMEDOUT as u8);
@@ -446,9 +449,9 @@ fn names_are_asked_of_the_groups_and_this_host_announces_itself() {
     // Counted from the next timer, which is due at once.
     f.e.schedule_announce();
     assert!(polled(&mut f.e).deadline.is_some());
-    f.e.on_timers(f.t0);
+    f.e.input(Input::Timers, f.t0);
     assert!(polled(&mut f.e).deadline.unwrap() <= f.t0 + Duration::from_millis(50));
-    f.e.on_timers(f.t0 + Duration::from_millis(60));
+    f.e.input(Input::Timers, f.t0 + Duration::from_millis(60));
     let fx = polled(&mut f.e);
     let [Datagram::Multicast { bytes, .. }] = &without_start_queries(&fx)[..] else {
         panic!("{fx:?}")
@@ -529,7 +532,10 @@ fn a_check_its_holder_never_answers_keeps_the_binding_for_the_requests_that_wait
     let cfg_timeout = Duration::from_millis(u64::from(f.e.config().timeout_ms));
     let mut fx = Effects::default();
     for i in [1, 3, 7, 15] {
-        f.e.on_timers(f.t0 + cfg_timeout * i + Duration::from_millis(1));
+        f.e.input(
+            Input::Timers,
+            f.t0 + cfg_timeout * i + Duration::from_millis(1),
+        );
         let p = polled(&mut f.e);
         fx.replies.extend(p.replies);
     }
@@ -565,7 +571,7 @@ fn a_claimant_that_never_confirms_leaves_the_name_undecided() {
     );
     let mut replies = Vec::new();
     for ms in (50..=4_000).step_by(50) {
-        f.e.on_timers(t + Duration::from_millis(ms));
+        f.e.input(Input::Timers, t + Duration::from_millis(ms));
         replies.extend(polled(&mut f.e).replies);
     }
     assert_eq!(replies.len(), 1, "{replies:?}");

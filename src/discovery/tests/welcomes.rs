@@ -33,7 +33,7 @@ fn announced_between(f: &mut Fixture, from: Duration, to: Duration) -> Vec<Durat
     let mut at = Vec::new();
     let mut t = from;
     while t <= to {
-        f.e.on_timers(f.t0 + t);
+        f.e.input(Input::Timers, f.t0 + t);
         if !sent_announcements(&polled(&mut f.e)).is_empty() {
             at.push(t);
         }
@@ -61,15 +61,15 @@ fn start_query(txid: u64, record: EndpointRecord) -> Vec<u8> {
 fn a_host_announces_itself_to_a_host_that_joined_after_its_announcements() {
     let mut f = keyed(fixture(Config::default()));
     // While its own announcements are still to come, they are enough.
-    f.e.on_timers(f.t0);
+    f.e.input(Input::Timers, f.t0);
     let t0 = f.t0;
     heard_on_group(&mut f, peer_record(PEER), peer(), t0);
-    f.e.on_timers(f.t0 + Duration::from_millis(50));
+    f.e.input(Input::Timers, f.t0 + Duration::from_millis(50));
     let fx = polled(&mut f.e);
     assert_eq!(sent_announcements(&fx).len(), 1, "the first of three");
     assert!(sent_welcomes(&fx).is_empty());
     for ms in [1_000, 3_000] {
-        f.e.on_timers(f.t0 + Duration::from_millis(ms));
+        f.e.input(Input::Timers, f.t0 + Duration::from_millis(ms));
     }
     polled(&mut f.e);
     // All out: a host never heard is answered soon, on the groups.
@@ -77,7 +77,7 @@ fn a_host_announces_itself_to_a_host_that_joined_after_its_announcements() {
     let t = f.t0 + Duration::from_secs(5);
     let (c, c_at) = newcomer(3);
     heard_on_group(&mut f, c, c_at, t);
-    f.e.on_timers(t + within);
+    f.e.input(Input::Timers, t + within);
     let fx = polled(&mut f.e);
     assert!(sent_welcomes(&fx).is_empty(), "{fx:?}");
     let ours = sent_announcements(&fx);
@@ -86,14 +86,14 @@ fn a_host_announces_itself_to_a_host_that_joined_after_its_announcements() {
     // A host heard before is not.
     let t = t + within;
     heard_on_group(&mut f, peer_record(PEER), peer(), t);
-    f.e.on_timers(t + within);
+    f.e.input(Input::Timers, t + within);
     assert!(polled(&mut f.e).work.datagrams.is_empty());
     // The peer, heard at its address for a while, back with new hardware:
     // answered by unicast, to that address, from this host's own, within
     // two windows (the first lets a burst show its size).
     let t = t + every;
     heard_on_group(&mut f, peer_record("fe80::b2"), peer(), t);
-    f.e.on_timers(t + within * 2);
+    f.e.input(Input::Timers, t + within * 2);
     let fx = polled(&mut f.e);
     assert!(sent_announcements(&fx).is_empty(), "{fx:?}");
     let w = sent_welcomes(&fx);
@@ -103,13 +103,13 @@ fn a_host_announces_itself_to_a_host_that_joined_after_its_announcements() {
     // Again, with other hardware, soon after: that address was welcomed
     // (a forger naming it does not make this host flood it).
     heard_on_group(&mut f, peer_record("fe80::b3"), peer(), t + within * 2);
-    f.e.on_timers(t + within * 4);
+    f.e.input(Input::Timers, t + within * 4);
     assert!(polled(&mut f.e).work.datagrams.is_empty());
     // Long after its own start, a host that joins is answered too.
     let late = f.t0 + Duration::from_secs(4_000);
     let (e, e_at) = newcomer(5);
     heard_on_group(&mut f, e, e_at, late);
-    f.e.on_timers(late + within);
+    f.e.input(Input::Timers, late + within);
     assert_eq!(sent_announcements(&polled(&mut f.e)).len(), 1);
 }
 
@@ -119,7 +119,7 @@ fn a_host_announces_itself_to_a_host_that_joined_after_its_announcements() {
 fn settled_among(n: u8) -> (Fixture, Instant, Duration) {
     let mut f = keyed(fixture(Config::default()));
     for ms in [0, 50, 1_000, 3_000] {
-        f.e.on_timers(f.t0 + Duration::from_millis(ms));
+        f.e.input(Input::Timers, f.t0 + Duration::from_millis(ms));
     }
     let t = f.t0 + Duration::from_secs(4);
     for n in 11..11 + n {
@@ -128,7 +128,7 @@ fn settled_among(n: u8) -> (Fixture, Instant, Duration) {
     }
     let (within, _) = announce::welcome_pace(n.into());
     let t = t + Duration::from_secs(20);
-    f.e.on_timers(t);
+    f.e.input(Input::Timers, t);
     polled(&mut f.e);
     (f, t, within)
 }
@@ -158,7 +158,7 @@ fn own_start_query(txid: u64, record: EndpointRecord) -> Vec<u8> {
 fn a_host_back_before_its_names_is_welcomed_by_unicast_where_it_is_bound() {
     let mut f = keyed(fixture(Config::default()));
     for ms in [0, 50, 1_000, 3_000] {
-        f.e.on_timers(f.t0 + Duration::from_millis(ms));
+        f.e.input(Input::Timers, f.t0 + Duration::from_millis(ms));
     }
     learn_peer(&mut f, 1);
     polled(&mut f.e);
@@ -170,7 +170,7 @@ fn a_host_back_before_its_names_is_welcomed_by_unicast_where_it_is_bound() {
     let t = f.t0 + Duration::from_secs(10);
     let bytes = own_start_query(77, ip_only("fe80::b2", PEER_IP));
     deliver(&mut f, peer(), Some(group()), &bytes, t);
-    f.e.on_timers(t + within * 2);
+    f.e.input(Input::Timers, t + within * 2);
     let fx = polled(&mut f.e);
     assert!(sent_announcements(&fx).is_empty(), "{fx:?}");
     let w = sent_welcomes(&fx);
@@ -182,7 +182,7 @@ fn a_host_back_before_its_names_is_welcomed_by_unicast_where_it_is_bound() {
     let t = t + WELCOMED_FOR;
     let bytes = own_start_query(78, ip_only("fe80::9", [10, 0, 0, 9]));
     deliver(&mut f, c_at, Some(group()), &bytes, t);
-    f.e.on_timers(t + within * announce::WELCOME_WAIT);
+    f.e.input(Input::Timers, t + within * announce::WELCOME_WAIT);
     let fx = polled(&mut f.e);
     assert!(sent_welcomes(&fx).is_empty(), "{fx:?}");
     assert_eq!(sent_announcements(&fx).len(), 1, "{fx:?}");
@@ -200,7 +200,7 @@ fn a_host_back_before_its_names_is_welcomed_by_unicast_where_it_announced_them()
     let (_, at) = newcomer(11);
     let bytes = own_start_query(77, ip_only("fe80::1:b", [10, 0, 0, 11]));
     deliver(&mut f, at, Some(group()), &bytes, t);
-    f.e.on_timers(t + within * announce::WELCOME_WAIT);
+    f.e.input(Input::Timers, t + within * announce::WELCOME_WAIT);
     let fx = polled(&mut f.e);
     assert!(sent_announcements(&fx).is_empty(), "{fx:?}");
     let w = sent_welcomes(&fx);
@@ -218,13 +218,13 @@ fn many_hosts_back_at_once_are_welcomed_by_one_announcement_to_the_groups() {
         back(&mut f, n, 1, t);
     }
     let t = t + within * announce::WELCOME_WAIT;
-    f.e.on_timers(t);
+    f.e.input(Input::Timers, t);
     let fx = polled(&mut f.e);
     assert_eq!(sent_welcomes(&fx).len(), 0, "{fx:?}");
     assert_eq!(sent_announcements(&fx).len(), 1, "{fx:?}");
     // One that comes back after it is answered by unicast again.
     back(&mut f, 91, 2, t);
-    f.e.on_timers(t + within * 2);
+    f.e.input(Input::Timers, t + within * 2);
     assert_eq!(sent_welcomes(&polled(&mut f.e)).len(), 1);
 }
 
@@ -238,12 +238,12 @@ fn welcomes_for_burst(count: u8) -> (usize, usize) {
     for (i, n) in (11..11 + count).enumerate() {
         let t = t0 + step * i as u32;
         back(&mut f, n, 1, t);
-        f.e.on_timers(t);
+        f.e.input(Input::Timers, t);
         fx.push(polled(&mut f.e));
     }
     let mut t = t0 + step * count.into();
     while t <= t0 + within * (announce::WELCOME_WAIT + 2) {
-        f.e.on_timers(t);
+        f.e.input(Input::Timers, t);
         fx.push(polled(&mut f.e));
         t += step;
     }
@@ -266,7 +266,7 @@ fn a_burst_that_passes_the_bound_within_a_window_gets_no_unicast_welcome() {
 fn a_host_that_starts_takes_the_welcomes_sent_to_it_alone_as_hints_for_a_while() {
     let mut f = keyed(fixture(segment_only()));
     for ms in [0, 50] {
-        f.e.on_timers(f.t0 + Duration::from_millis(ms));
+        f.e.input(Input::Timers, f.t0 + Duration::from_millis(ms));
     }
     polled(&mut f.e);
     // The peer's welcome, sent to this host alone after its start query.
@@ -351,7 +351,7 @@ fn a_host_that_starts_sends_a_start_query_and_hosts_that_hear_it_announce_themse
     let mut f = keyed(fixture(Config::default()));
     let mut starts = Vec::new();
     for ms in (0..=3_000).step_by(50) {
-        f.e.on_timers(f.t0 + Duration::from_millis(ms));
+        f.e.input(Input::Timers, f.t0 + Duration::from_millis(ms));
         let fx = polled(&mut f.e);
         if has_start_query(&fx) {
             starts.push(ms);
@@ -377,7 +377,7 @@ fn a_host_that_starts_sends_a_start_query_and_hosts_that_hear_it_announce_themse
     // segment.
     f.e.add_address(f.ep, Address::name("node-a2").unwrap());
     for ms in (3_100..=7_000).step_by(50) {
-        f.e.on_timers(f.t0 + Duration::from_millis(ms));
+        f.e.input(Input::Timers, f.t0 + Duration::from_millis(ms));
         assert!(!has_start_query(&polled(&mut f.e)));
     }
 
@@ -387,7 +387,7 @@ fn a_host_that_starts_sends_a_start_query_and_hosts_that_hear_it_announce_themse
     let (within, _) = announce::welcome_pace(1);
     let heard = f.t0 + Duration::from_secs(8);
     heard_on_group(&mut f, peer_record(PEER), peer(), heard);
-    f.e.on_timers(heard + within);
+    f.e.input(Input::Timers, heard + within);
     assert_eq!(
         sent_announcements(&polled(&mut f.e)).len(),
         1,
@@ -398,18 +398,18 @@ fn a_host_that_starts_sends_a_start_query_and_hosts_that_hear_it_announce_themse
     deliver(&mut f, peer(), Some(group()), &bytes, t);
     let fx = polled(&mut f.e);
     assert!(fx.work.datagrams.is_empty(), "not answered: {fx:?}");
-    f.e.on_timers(t + within * 2);
+    f.e.input(Input::Timers, t + within * 2);
     let w = sent_welcomes(&polled(&mut f.e));
     assert_eq!(w.len(), 1);
     assert_eq!(w[0].0, peer());
     deliver(&mut f, peer(), Some(group()), &bytes, t + within * 2);
-    f.e.on_timers(t + within * 4);
+    f.e.input(Input::Timers, t + within * 4);
     assert!(polled(&mut f.e).work.datagrams.is_empty());
     let every = announce::welcome_pace(1).1;
     // A query by unicast for the asker's own address is no start query.
     let t = t + WELCOMED_FOR * 2;
     deliver(&mut f, peer(), Some(own_ip()), &bytes, t);
-    f.e.on_timers(t + every + within);
+    f.e.input(Input::Timers, t + every + within);
     assert!(sent_announcements(&polled(&mut f.e)).is_empty());
 }
 
@@ -423,10 +423,10 @@ fn a_host_whose_discovery_starts_before_its_addresses_still_sends_both_start_que
     let port = e.open_port(dev, PortInfo::infiniband(1, OWN.parse().unwrap()));
     let port = port.unwrap();
     let t0 = Instant::now();
-    e.set_discovery_up(Families::V4, t0);
+    e.input(Input::DiscoveryUp(Families::V4), t0);
     let mut starts = 0;
     let mut run = |e: &mut Engine<FakeDaemon>, ms: u64| {
-        e.on_timers(t0 + Duration::from_millis(ms));
+        e.input(Input::Timers, t0 + Duration::from_millis(ms));
         starts += usize::from(has_start_query(&polled(e)));
     };
     run(&mut e, 0);
@@ -462,9 +462,9 @@ fn a_lookup_in_flight_asks_again_at_once_when_its_host_says_it_has_just_started(
     assert!(sent_queries(&polled(&mut f.e)).is_empty());
     // Its tries keep their times: the second still at the end of the
     // first, 500 ms after it.
-    f.e.on_timers(t + Duration::from_millis(499));
+    f.e.input(Input::Timers, t + Duration::from_millis(499));
     assert!(sent_queries(&polled(&mut f.e)).is_empty());
-    f.e.on_timers(t + Duration::from_millis(500));
+    f.e.input(Input::Timers, t + Duration::from_millis(500));
     assert_eq!(sent_query(&polled(&mut f.e)).1, Some(peer()));
     // The reply binds as any reply does: the request is answered with the
     // GID the holder gives.
@@ -567,14 +567,14 @@ fn only_what_left_before_a_host_was_heard_back_is_asked_again_at_its_start() {
 fn a_host_announcing_a_change_of_its_own_still_asks_again_only_what_left_before() {
     let mut f = fixture(Config::default());
     for ms in [0, 50, 1_000, 3_000] {
-        f.e.on_timers(f.t0 + Duration::from_millis(ms));
+        f.e.input(Input::Timers, f.t0 + Duration::from_millis(ms));
     }
     // This host takes a new address: its own announcements are due over
     // the next 3 s, while the peer comes back. They answer the peer, but
     // when it was first heard counts all the same.
     let t = f.t0 + Duration::from_secs(10);
     f.e.add_address(f.ep, Address::Ip4([10, 0, 0, 7].into()));
-    f.e.on_timers(t);
+    f.e.input(Input::Timers, t);
     polled(&mut f.e);
     assert_eq!(asked_again_at_start(&mut f, t), 1);
 }
@@ -630,7 +630,7 @@ fn forged_start_queries_from_many_sources_leave_a_real_one_its_asking_again() {
 fn without_a_key_a_welcome_sent_to_this_host_alone_gives_no_hint() {
     let mut f = fixture(segment_only());
     for ms in [0, 50] {
-        f.e.on_timers(f.t0 + Duration::from_millis(ms));
+        f.e.input(Input::Timers, f.t0 + Duration::from_millis(ms));
     }
     polled(&mut f.e);
     // A forger saw the start query and unicasts a "welcome" naming
@@ -654,7 +654,7 @@ fn without_a_key_a_host_back_is_welcomed_on_the_groups_only() {
     // announcements at it.
     let mut f = fixture(Config::default());
     for ms in [0, 50, 1_000, 3_000] {
-        f.e.on_timers(f.t0 + Duration::from_millis(ms));
+        f.e.input(Input::Timers, f.t0 + Duration::from_millis(ms));
     }
     let t = f.t0 + Duration::from_secs(4);
     let victim = SocketAddr::new(IpAddr::V4([10, 0, 0, 77].into()), 6126);
@@ -671,7 +671,7 @@ fn without_a_key_a_host_back_is_welcomed_on_the_groups_only() {
         let gid = format!("fe80::77:{n:x}");
         let bytes = own_start_query(90 + u64::from(n), holding(&gid, [10, 0, 0, 77], "node-v"));
         f.e.on_datagram(victim, Some(group()), &bytes, t);
-        f.e.on_timers(t + within * announce::WELCOME_WAIT);
+        f.e.input(Input::Timers, t + within * announce::WELCOME_WAIT);
         let fx = polled(&mut f.e);
         assert!(sent_welcomes(&fx).is_empty(), "aimed at 10.0.0.77: {fx:?}");
         welcomes += sent_announcements(&fx).len();

@@ -148,7 +148,7 @@ fn a_peer_whose_clock_is_off_counts_as_stale_not_as_replayed() {
 fn a_key_holder_gone_rogue_can_plant_a_name_at_a_host_that_just_started() {
     let mut f = keyed(fixture(segment_only()));
     for ms in [0, 50] {
-        f.e.on_timers(f.t0 + Duration::from_millis(ms));
+        f.e.input(Input::Timers, f.t0 + Duration::from_millis(ms));
     }
     polled(&mut f.e);
     let rogue = holding(ATTACKER, [10, 0, 0, 66], "node-b");
@@ -183,7 +183,7 @@ fn a_key_holder_gone_rogue_that_answers_slowly_slows_only_its_own_queries() {
         assert_eq!(to, Some(attacker()));
         let late = t + Duration::from_millis(3_400);
         let found = reply_bytes(&confirm, Answer::Found(record));
-        f.e.on_timers(late);
+        f.e.input(Input::Timers, late);
         deliver(&mut f, attacker(), None, &found, late);
         polled(&mut f.e);
         t = late + Duration::from_secs(1);
@@ -195,7 +195,7 @@ fn a_key_holder_gone_rogue_that_answers_slowly_slows_only_its_own_queries() {
     f.e.resolve_at(f.addr, &ip_request(PEER_IP, 0, 99), 99, t);
     let (first, to) = sent_query(&polled(&mut f.e));
     assert_eq!(to, Some(peer()));
-    f.e.on_timers(t + Duration::from_millis(501));
+    f.e.input(Input::Timers, t + Duration::from_millis(501));
     let (second, _) = sent_query(&polled(&mut f.e));
     assert_ne!(first.txid(), second.txid(), "asked again after 500 ms");
 }

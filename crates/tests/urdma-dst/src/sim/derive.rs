@@ -9,6 +9,7 @@
 
 use super::{Event, Sim, MS};
 use ibacm_urdma::discovery::NeighbourJob;
+use ibacm_urdma::engine::Input;
 
 /// How long the kernel takes to answer a neighbour lookup.
 const NEIGHBOUR_DELAY: u64 = MS / 10;
@@ -35,7 +36,7 @@ impl Sim {
         let mac = owner.filter(|&o| self.partition.meet(host, o)).map(mac);
         let now = self.clock.instant(self.now);
         if let Some(e) = self.hosts[host].engine.as_mut() {
-            e.on_neighbour(job, mac, now);
+            e.input(Input::Neighbour(job, mac), now);
             self.after(host);
         }
     }

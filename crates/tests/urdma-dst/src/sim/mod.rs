@@ -23,7 +23,7 @@ use ibacm_urdma::daemon::NullDaemon;
 use ibacm_urdma::discovery::seal::Sealing;
 use ibacm_urdma::discovery::NeighbourJob;
 use ibacm_urdma::discovery::NssError;
-use ibacm_urdma::engine::Engine;
+use ibacm_urdma::engine::{Engine, Input};
 use ibacm_urdma::handle::AddressId;
 use ibacm_urdma::request::msg::{addr_entry, request};
 use ibacm_urdma::runtime::schedule::Schedule;
@@ -318,7 +318,7 @@ impl Sim {
             Event::Unreachable { to, dest, payload } => {
                 let now = self.clock.instant(self.now);
                 if let Some(e) = self.hosts[to].engine.as_mut() {
-                    e.on_unreachable(dest, &payload, now);
+                    e.input(Input::Unreachable(dest, &payload), now);
                     self.after(to);
                 }
             }
@@ -337,7 +337,7 @@ impl Sim {
                     _ => Err(NssError::NoSuchName("Name or service not known".into())),
                 };
                 if let Some(e) = self.hosts[host].engine.as_mut() {
-                    e.on_nss(&key, answer, now);
+                    e.input(Input::Nss(&key, answer), now);
                     self.handed_over(host);
                 }
             }

@@ -13,7 +13,7 @@ use ibacm_urdma::discovery::seal::Sealing;
 use ibacm_urdma::discovery::wire::{Message, V4_GROUP, V6_GROUP};
 use ibacm_urdma::discovery::{Datagram, Families, Family};
 use ibacm_urdma::engine::reconfigure::Change;
-use ibacm_urdma::engine::Engine;
+use ibacm_urdma::engine::{Engine, Input};
 use ibacm_urdma::entropy::Seed;
 use ibacm_urdma::local::PortInfo;
 use ibacm_urdma::runtime::schedule::Schedule;
@@ -126,9 +126,12 @@ impl Sim {
             }
             None => Sealing::default(),
         };
-        e.set_discovery_up(stack.families(), self.clock.instant(self.now));
+        e.input(
+            Input::DiscoveryUp(stack.families()),
+            self.clock.instant(self.now),
+        );
         // Every deadline the engine reports gets its Event::Timer.
-        e.set_timers_run(true, self.clock.instant(self.now));
+        e.input(Input::TimersRun, self.clock.instant(self.now));
         self.hosts[host].source = Some(source.expect("an address"));
         self.hosts[host].engine = Some(e);
         self.hosts[host].schedule = Schedule::new(None);
