@@ -22,7 +22,7 @@ const MAX_METHODS: usize = 25;
 
 /// What is still over a limit, each with the most it may have until it is
 /// split: a ceiling that only comes down. Keys are those the checks print.
-const OVER: &[(&str, usize)] = &[(".: type Discovery", 49), (".: type Engine", 44)];
+const OVER: &[(&str, usize)] = &[(".: type Discovery", 49)];
 
 fn root() -> &'static Path {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -413,11 +413,7 @@ fn private_reads() -> Vec<String> {
 
 /// Reads of another module's private fields still there, each to go
 /// through its owner's interface: a list that only shrinks.
-const READS_LEFT: &[&str] = &[
-    "src/engine/tests.rs reads .local",
-    "src/engine/tests.rs reads .pending",
-    "src/engine/tests.rs reads .waiting",
-];
+const READS_LEFT: &[&str] = &["src/engine/tests.rs reads .pending"];
 
 #[test]
 fn no_unit_test_reads_another_modules_private_fields() {
