@@ -73,6 +73,17 @@ pub struct Offer {
     pub rate_gbps: u32,
 }
 
+/// How much [`Local`] holds ([`Local::sizes`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LocalSizes {
+    pub devices: usize,
+    pub ports: usize,
+    pub endpoints: usize,
+    pub addresses: usize,
+    /// Addresses told apart (an address on two endpoints is one).
+    pub distinct_addresses: usize,
+}
+
 pub struct Local {
     offer: Offer,
     devices: Map<DeviceId, u64>,
@@ -371,15 +382,14 @@ impl Local {
             .or_else(|| self.endpoint_ids().next())
     }
 
-    /// Counts, for tests: devices, ports, endpoints, addresses, distinct
-    /// addresses.
-    pub fn sizes(&self) -> [usize; 5] {
-        [
-            self.devices.len(),
-            self.ports.len(),
-            self.endpoints.len(),
-            self.addresses.len(),
-            self.by_address.len(),
-        ]
+    /// How much it holds, for tests.
+    pub fn sizes(&self) -> LocalSizes {
+        LocalSizes {
+            devices: self.devices.len(),
+            ports: self.ports.len(),
+            endpoints: self.endpoints.len(),
+            addresses: self.addresses.len(),
+            distinct_addresses: self.by_address.len(),
+        }
     }
 }

@@ -2,7 +2,7 @@
 //! a snapshot the runtime renders into its metrics file.
 
 use super::counters::ERROR_REASONS;
-use super::{Engine, Tables};
+use super::{Engine, Limits, Tables};
 use crate::daemon::Daemon;
 use crate::discovery::counts::{Counts, LookupStats};
 use crate::discovery::Status;
@@ -117,8 +117,13 @@ impl Numbers {
 
     /// What the tables' bounds cost.
     fn limits(&self, e: &mut Exposition) {
-        let [cache_evicted, learned_evicted, failed_evicted, refused, skipped] =
-            self.tables.limits();
+        let Limits {
+            cache_evicted,
+            bindings_evicted: learned_evicted,
+            failures_evicted: failed_evicted,
+            lookups_refused: refused,
+            checks_skipped: skipped,
+        } = self.tables.limits();
         let c = &self.counts;
         let counters = [
             (

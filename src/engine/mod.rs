@@ -44,7 +44,7 @@ pub use input::{Input, Topology};
 use pending::Pending;
 use resolve::{Requests, Sources};
 use sweeps::Sweeps;
-pub use tables::{Bounded, Tables};
+pub use tables::{Bounded, Limits, Tables};
 pub use waiters::Waiter;
 
 use crate::addr::Address;

@@ -3,7 +3,7 @@
 //! [`crate::summary::EVERY`] when it changed.
 
 use super::cache::Cache;
-use super::tables::Tables;
+use super::tables::{Limits, Tables};
 use crate::bounded::earliest;
 use crate::discovery::Discovery;
 use crate::summary::Summary;
@@ -18,7 +18,7 @@ pub(super) struct Sweeps {
     /// When the tables were last swept.
     swept_at: Option<Instant>,
     /// What the last summary of tables at their bounds said, and when.
-    limits_logged: Summary<[u64; 5]>,
+    limits_logged: Summary<Limits>,
 }
 
 impl Sweeps {
@@ -48,7 +48,13 @@ impl Sweeps {
         if !self.limits_logged.due(&limits, now) {
             return;
         }
-        let [cache, learned, failed, refused, skipped] = limits;
+        let Limits {
+            cache_evicted: cache,
+            bindings_evicted: learned,
+            failures_evicted: failed,
+            lookups_refused: refused,
+            checks_skipped: skipped,
+        } = limits;
         let t = tables.discovery;
         let (learned_cap, lookups_cap) = (t.max_bindings, t.max_lookups);
         log::info!(

@@ -17,6 +17,19 @@ pub struct Tables {
     pub discovery: Status,
 }
 
+/// What the tables' bounds cost so far.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Limits {
+    /// Destinations evicted from the full cache.
+    pub cache_evicted: u64,
+    pub bindings_evicted: u64,
+    pub failures_evicted: u64,
+    /// Lookups refused: the table of lookups in flight was full.
+    pub lookups_refused: u64,
+    /// Hints left unchecked: too many checks were in flight.
+    pub checks_skipped: u64,
+}
+
 /// A table with a bound: how many it holds, and the bound.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Bounded {
@@ -39,17 +52,15 @@ impl Tables {
         ]
     }
 
-    /// What reached a table's bound so far: destinations evicted, bindings
-    /// evicted, failures evicted, lookups refused, hints left unchecked.
-    /// (An array the tests of discovery index.)
-    pub fn limits(&self) -> [u64; 5] {
+    /// What reached a table's bound so far.
+    pub fn limits(&self) -> Limits {
         let d = &self.discovery;
-        [
-            self.cache_evicted,
-            d.bindings_evicted,
-            d.failures_evicted,
-            d.lookups_refused,
-            d.checks_skipped,
-        ]
+        Limits {
+            cache_evicted: self.cache_evicted,
+            bindings_evicted: d.bindings_evicted,
+            failures_evicted: d.failures_evicted,
+            lookups_refused: d.lookups_refused,
+            checks_skipped: d.checks_skipped,
+        }
     }
 }

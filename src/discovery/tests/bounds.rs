@@ -6,7 +6,14 @@ use super::*;
 fn footprint(e: &Engine<FakeDaemon>) -> Vec<usize> {
     let d = e.discovery();
     let t = d.status();
-    let mut sizes = e.local().sizes().to_vec();
+    let l = e.local().sizes();
+    let mut sizes = vec![
+        l.devices,
+        l.ports,
+        l.endpoints,
+        l.addresses,
+        l.distinct_addresses,
+    ];
     let held = d.footprint();
     let f = held.in_flight;
     sizes.extend([f.lookups, f.probes, f.checks]);
@@ -45,7 +52,7 @@ fn every_table_the_network_or_clients_fill_is_bounded() {
         f.e.resolve_at(f.addr, &ip_request([10, 0, 0, 8], 0, 2), 2, Instant::now())
             .unwrap();
     assert_eq!(r.status(), ACM_STATUS_ENOMEM as u8);
-    assert_eq!(f.e.tables().limits()[3], 1, "counted");
+    assert_eq!(f.e.tables().limits().lookups_refused, 1, "counted");
     // Learned bindings: at most two (an address and a GID per answer).
     let from7 = SocketAddr::new(IpAddr::V4([10, 0, 0, 7].into()), 6126);
     let rec = |last: u8| {
@@ -75,7 +82,7 @@ fn every_table_the_network_or_clients_fill_is_bounded() {
     }
     assert_eq!(f.e.discovery().status().bindings, 2);
     assert_eq!(
-        f.e.tables().limits()[1],
+        f.e.tables().limits().bindings_evicted,
         4,
         "the oldest made room, two per answer"
     );
