@@ -16,11 +16,11 @@
 use super::auth::Rejection;
 use super::counts::DropReason;
 use super::inflight::{Probe, Purpose, MAX_CHECKS, MAX_CLAIMS};
-use super::lookup::Try;
+use super::lookup::{Cx, Lookups, Try};
 use super::presence::Around;
 use super::responder::Answered;
 use super::state::Learned;
-use super::wire::{Announce, Answer, EndpointRecord, Message, Query, Reply};
+use super::wire::{Answer, Message, Query, Reply};
 use super::{Discovery, Outcome, CHECK_HOLDOFF};
 use crate::addr::Address;
 use crate::local::{ip_of, Local};
@@ -62,15 +62,55 @@ impl Discovery {
                 }
             },
         };
-        match decoded {
+        let q = match decoded {
             Err(e) => {
+                return self.counts.drops.count(
+                    |d| &mut d.malformed,
+                    from,
+                    format_args!("malformed: {e}"),
+                )
+            }
+            Ok(Message::Query(q)) => q,
+            Ok(Message::Reply(r)) => return inbound!(self, local).on_reply(r, from, now),
+            Ok(Message::Announce(a)) => {
+                let mut around = Around {
+                    keyed: self.auth.is_some(),
+                    port: self.cfg.discovery_port,
+                    state: &self.state,
+                    probes: self.lookups.in_flight_mut().probes_mut(),
+                };
+                let place = (from, to);
+                let counts = &mut self.counts;
+                let checks =
+                    (self.presence).on_announce(local, &a, place, &mut around, counts, now);
+                let mut inbound = inbound!(self, local);
+                return checks.iter().for_each(|key| inbound.check(key, now));
+            }
+        };
+        // A query from another host: a hint about the address it asked
+        // from, a start query to welcome, and a question that only the
+        // holder of its target answers (`responder.rs`).
+        if local.is_own_gid(q.sender().gid()) {
+            return self
+                .counts
+                .drops
+                .count(|d| &mut d.own, from, "our own query");
+        }
+        inbound!(self, local).on_query(&q, from, to, now);
+        match self
+            .responder
+            .answer(local, &q, (from, to), &mut self.buggify, now)
+        {
+            Answered::Reply(d) => {
+                self.counts.traffic.replies += 1;
+                self.out.work.datagrams.push(d);
+            }
+            Answered::RateLimited => {
                 self.counts
                     .drops
-                    .count(|d| &mut d.malformed, from, format_args!("malformed: {e}"))
+                    .count(|d| &mut d.rate_limited, from, "over urdma_reply_rate")
             }
-            Ok(Message::Query(q)) => self.on_query(local, q, from, to, now),
-            Ok(Message::Reply(r)) => self.on_reply(local, r, from, now),
-            Ok(Message::Announce(a)) => self.on_announce(local, a, from, to, now),
+            Answered::Nothing => {}
         }
     }
 
@@ -89,32 +129,29 @@ impl Discovery {
         let Some(txid) = Message::query_txid(payload) else {
             return;
         };
-        let Some(p) = self.inflight.probes().get(txid) else {
+        let Some(p) = self.lookups.in_flight().probes().get(txid) else {
             return;
         };
         if p.to.is_some_and(|to| same_place(to, dest)) {
             log::trace!("lookup {}: {dest} unreachable", p.target);
-            self.probe_failed(local, txid, ACM_STATUS_ETIMEDOUT as u8, "unreachable", now);
+            let status = ACM_STATUS_ETIMEDOUT as u8;
+            inbound!(self, local).failed(txid, status, "unreachable", now);
         }
     }
+}
 
-    /// A query from another host: a hint about the address it asked from,
-    /// a start query to welcome, and a question that only the holder of
-    /// its target answers (`responder.rs`).
-    fn on_query(
-        &mut self,
-        local: &Local,
-        q: Query,
-        from: SocketAddr,
-        to: Option<IpAddr>,
-        now: Instant,
-    ) {
-        if local.is_own_gid(q.sender().gid()) {
-            return self
-                .counts
-                .drops
-                .count(|d| &mut d.own, from, "our own query");
-        }
+/// One datagram's effect on the lookups, by the trust rules: what it
+/// binds, the lookups it advances, the checks it starts.
+pub(super) struct Inbound<'l, 'c, 'a> {
+    pub lookups: &'l mut Lookups,
+    pub cx: &'c mut Cx<'a>,
+}
+
+impl Inbound<'_, '_, '_> {
+    /// The asker of query `q`, from `from` (to `to`, when the socket
+    /// says): a changed record is checked with its holder, never taken; a
+    /// start query is welcomed.
+    fn on_query(&mut self, q: &Query, from: SocketAddr, to: Option<IpAddr>, now: Instant) {
         // The asker's record is a hint about the address it asked from,
         // never a binding: a changed record is checked with its holder.
         let source = Address::from(from.ip());
@@ -127,18 +164,19 @@ impl Discovery {
         // and elsewhere than the asker says.
         let moved = lists_source
             .then(|| {
-                self.state
+                self.cx
+                    .state
                     .binding(&source)
                     .map(|l| l.differs_from(q.sender()))
             })
             .flatten();
         if moved == Some(true) {
-            self.check(local, &source, now);
+            self.check(&source, now);
         }
         // Where the socket cannot say, the query may have been a group's:
         // never refuse it then.
         let group = to.is_none_or(|ip| ip.is_multicast());
-        if group && super::welcome::is_start_query(&q) {
+        if group && super::welcome::is_start_query(q) {
             log::trace!(
                 "discovery: {from} started ({}); announcing ourselves",
                 match moved {
@@ -148,26 +186,23 @@ impl Discovery {
                     None => "not bound",
                 }
             );
-            self.welcome(local, q.sender(), from.ip(), now);
+            let mut around = Around {
+                keyed: self.cx.keyed,
+                port: self.cx.cfg.discovery_port,
+                state: self.cx.state,
+                probes: self.lookups.in_flight_mut().probes_mut(),
+            };
+            let (local, record) = (self.cx.local, q.sender());
+            (self.cx.presence).welcome(local, record, from.ip(), &mut around, now);
             if lists_source {
-                self.ask_again(local, &q, from, now);
+                self.ask_again(q, from, now);
             }
         }
-        match self
-            .responder
-            .answer(local, &q, (from, to), &mut self.buggify, now)
-        {
-            Answered::Reply(d) => {
-                self.counts.traffic.replies += 1;
-                self.out.work.datagrams.push(d);
-            }
-            Answered::RateLimited => {
-                self.counts
-                    .drops
-                    .count(|d| &mut d.rate_limited, from, "over urdma_reply_rate")
-            }
-            Answered::Nothing => {}
-        }
+    }
+
+    /// A probe that got no answer it can use (`Lookups::probe_failed`).
+    fn failed(&mut self, txid: NonZeroU64, status: u8, what: &str, now: Instant) {
+        self.lookups.probe_failed(self.cx, txid, status, what, now);
     }
 
     /// The host that sent start query `q` from `from` has just started:
@@ -177,53 +212,47 @@ impl Discovery {
     /// Asked once more now; the reply still binds only as a reply does.
     /// What left after it was heard reached it, and asked again would
     /// double what a restarted host answers.
-    fn ask_again(&mut self, local: &Local, q: &Query, from: SocketAddr, now: Instant) {
+    fn ask_again(&mut self, q: &Query, from: SocketAddr, now: Instant) {
         let ips: Vec<IpAddr> = q
             .sender()
             .addresses()
             .iter()
             .filter_map(|w| ip_of(w.address()))
             .collect();
-        let since = self.presence.arrived_at(q.sender().gid(), now);
+        let since = self.cx.presence.arrived_at(q.sender().gid(), now);
         let before = since.unwrap_or(now);
-        for txid in self.inflight.probes_mut().asked_of_restarted(&ips, before) {
+        for txid in self
+            .lookups
+            .in_flight_mut()
+            .probes_mut()
+            .asked_of_restarted(&ips, before)
+        {
             log::trace!("discovery: asking {from} again: it has just started");
-            self.transmit(local, txid, Try::Extra, now);
+            self.lookups.transmit(self.cx, txid, Try::Extra, now);
         }
     }
 
-    /// The endpoint of `record`, at `from`, joined the segment: this host
-    /// announces itself to it (`welcome.rs`).
-    fn welcome(&mut self, local: &Local, record: &EndpointRecord, from: IpAddr, now: Instant) {
-        let mut around = Around {
-            keyed: self.auth.is_some(),
-            port: self.cfg.discovery_port,
-            state: &self.state,
-            probes: self.inflight.probes_mut(),
-        };
-        (self.presence).welcome(local, record, from, &mut around, now);
-    }
-
-    fn on_reply(&mut self, local: &Local, r: Reply, from: SocketAddr, now: Instant) {
-        let (txid, try_sent) = match self.inflight.probes().try_of(r.txid()) {
+    fn on_reply(&mut self, r: Reply, from: SocketAddr, now: Instant) {
+        let (txid, try_sent) = match self.lookups.in_flight().probes().try_of(r.txid()) {
             Some(t) => t,
             None => (r.txid(), None),
         };
-        let Some(p) = self.inflight.probes().get(txid) else {
-            if self.inflight.probes_mut().is_late(txid, now) {
-                return self
-                    .counts
-                    .drops
-                    .count(|d| &mut d.late, from, "a reply no longer awaited");
+        let Some(p) = self.lookups.in_flight().probes().get(txid) else {
+            if self.lookups.in_flight_mut().probes_mut().is_late(txid, now) {
+                return self.cx.counts.drops.count(
+                    |d| &mut d.late,
+                    from,
+                    "a reply no longer awaited",
+                );
             }
-            return self.counts.drops.count(
+            return self.cx.counts.drops.count(
                 |d| &mut d.unsolicited,
                 from,
                 "no query with that transaction id",
             );
         };
         if r.target().address() != &p.target {
-            return self.counts.drops.count(
+            return self.cx.counts.drops.count(
                 |d| &mut d.unsolicited,
                 from,
                 "reply does not match its query",
@@ -231,46 +260,52 @@ impl Discovery {
         }
         match p.to {
             Some(to) if !same_place(to, from) => {
-                return self.counts.drops.count(
+                return self.cx.counts.drops.count(
                     |d| &mut d.wrong_source,
                     from,
                     "reply not from the queried address",
                 )
             }
             Some(_) => {}
-            None => return self.on_claim(local, txid, r, from, now),
+            None => return self.on_claim(txid, r, from, now),
         }
         // The holder's own reply to one try: how long replies take
         // (`rto.rs`).
-        if let Some(sent) = try_sent {
-            self.retry
-                .sample(from.ip(), now.saturating_duration_since(sent), now);
+        if let Some(took) = try_sent.map(|sent| now.saturating_duration_since(sent)) {
+            self.lookups.try_timers_mut().sample(from.ip(), took, now);
         }
         match r.answer() {
             Answer::Found(record) => {
                 let learned = Learned::from_record(record, from);
-                let p = self.inflight.end_probe(txid, now).expect("probe exists");
+                let p = self
+                    .lookups
+                    .in_flight_mut()
+                    .end_probe(txid, now)
+                    .expect("probe exists");
                 match p.purpose {
-                    Purpose::Lookup => self.succeed(&p.target, learned, now),
+                    Purpose::Lookup => {
+                        self.lookups
+                            .succeed(self.cx.found(), &p.target, learned, now)
+                    }
                     Purpose::Claim | Purpose::Address => {
                         log::trace!("lookup {}: {from} confirms {}", p.key, learned.gid);
                         if p.purpose == Purpose::Address {
                             // Asked by unicast, answered from there: as
                             // good as a lookup of the address itself.
-                            let changed = self.state.bind(&p.target, learned.clone(), now);
-                            self.out.changed(changed);
+                            let changed = self.cx.state.bind(&p.target, learned.clone(), now);
+                            self.cx.out.changed(changed);
                         }
-                        if let Some(l) = self.inflight.lookup_mut(&p.key) {
+                        if let Some(l) = self.lookups.in_flight_mut().lookup_mut(&p.key) {
                             l.confirmed.push((from, learned));
                         }
-                        self.settle(local, &p.key, now);
+                        self.lookups.settle(self.cx, &p.key, now);
                     }
                     Purpose::Check => self.check_confirmed(&p.target, learned, now),
                 }
             }
             Answer::Refused => {
                 log::trace!("discovery: {from} refused {}", r.target().address());
-                self.probe_failed(local, txid, ACM_STATUS_ENODATA as u8, "refused", now);
+                self.failed(txid, ACM_STATUS_ENODATA as u8, "refused", now);
             }
         }
     }
@@ -278,29 +313,22 @@ impl Discovery {
     /// A host answered a lookup's group query: it claims the name. Anyone
     /// who can read the group's traffic could answer in its place, so the
     /// claim counts only once the host confirms it by unicast.
-    fn on_claim(
-        &mut self,
-        local: &Local,
-        group: NonZeroU64,
-        r: Reply,
-        from: SocketAddr,
-        now: Instant,
-    ) {
-        if matches!(r.answer(), Answer::Refused) || from.port() != self.cfg.discovery_port {
-            return self.counts.drops.count(
+    fn on_claim(&mut self, group: NonZeroU64, r: Reply, from: SocketAddr, now: Instant) {
+        if matches!(r.answer(), Answer::Refused) || from.port() != self.cx.cfg.discovery_port {
+            return self.cx.counts.drops.count(
                 |d| &mut d.unsolicited,
                 from,
                 "not an answer to a group query",
             );
         }
         let key = r.target().address().clone();
-        let Some(l) = self.inflight.lookup(&key) else {
+        let Some(l) = self.lookups.in_flight().lookup(&key) else {
             return;
         };
         let claims: Vec<&Probe> = l
             .probes()
             .iter()
-            .filter_map(|t| self.inflight.probes().get(*t))
+            .filter_map(|t| self.lookups.in_flight().probes().get(*t))
             .filter(|p| p.purpose == Purpose::Claim)
             .collect();
         if claims
@@ -311,19 +339,19 @@ impl Discovery {
             return;
         }
         if claims.len() >= MAX_CLAIMS {
-            return self.counts.drops.count(
+            return self.cx.counts.drops.count(
                 |d| &mut d.unsolicited,
                 from,
                 "too many hosts claim the name",
             );
         }
         let ep = l.endpoint;
-        if let Some(p) = self.inflight.probes_mut().get_mut(group) {
+        if let Some(p) = self.lookups.in_flight_mut().probes_mut().get_mut(group) {
             p.answered = true;
         }
         log::trace!("lookup {key}: claimed by {from}; asking it to confirm");
-        let sent = self.send_probe(
-            local,
+        let sent = self.lookups.send_probe(
+            self.cx,
             &key,
             key.clone(),
             Some(from),
@@ -331,7 +359,7 @@ impl Discovery {
             ep,
             now,
         );
-        if let Some(p) = sent.and_then(|t| self.inflight.probes_mut().get_mut(t)) {
+        if let Some(p) = sent.and_then(|t| self.lookups.in_flight_mut().probes_mut().get_mut(t)) {
             p.claimed = true;
         }
     }
@@ -340,136 +368,66 @@ impl Discovery {
     /// its holder again by unicast, unless it was asked very recently or is
     /// being asked now. Only the holder's reply changes the binding (see
     /// [`Purpose::Check`]).
-    fn check(&mut self, local: &Local, key: &Address, now: Instant) {
-        if !self.families.any() || self.inflight.checking(key) {
+    fn check(&mut self, key: &Address, now: Instant) {
+        if !self.cx.families.any() || self.lookups.in_flight().checking(key) {
             return;
         }
-        if !self.state.check_due(key, now) {
+        if !self.cx.state.check_due(key, now) {
             log::trace!("discovery: not checking {key}: checked within the last second");
             return;
         }
-        let Some(via) = self.state.binding(key).and_then(|l| l.via) else {
+        let Some(via) = self.cx.state.binding(key).and_then(|l| l.via) else {
             // Derived bindings are not discovery's to check.
             log::trace!("discovery: not checking {key}: not bound, or derived");
             return;
         };
-        if self.inflight.checks() >= MAX_CHECKS {
-            self.counts.checks_skipped += 1;
+        if self.lookups.in_flight().checks() >= MAX_CHECKS {
+            self.cx.counts.checks_skipped += 1;
             return;
         }
         let to = match ip_of(key) {
-            Some(ip) => SocketAddr::new(ip, self.cfg.discovery_port),
+            Some(ip) => SocketAddr::new(ip, self.cx.cfg.discovery_port),
             None => via,
         };
-        let Some(ep) = local.endpoint_for(to.ip()) else {
+        let Some(ep) = self.cx.local.endpoint_for(to.ip()) else {
             log::trace!("discovery: not checking {key}: no endpoint to ask {to} from");
             return;
         };
         log::trace!("discovery: checking {key} at {to}");
-        let sent = self.send_probe(local, key, key.clone(), Some(to), Purpose::Check, ep, now);
+        let sent =
+            self.lookups
+                .send_probe(self.cx, key, key.clone(), Some(to), Purpose::Check, ep, now);
         if sent.is_some() {
-            self.state.checked(key, now + CHECK_HOLDOFF);
+            self.cx.state.checked(key, now + CHECK_HOLDOFF);
             // In doubt until its holder answers: requests wait for the
             // reply rather than take a GID that may have gone
             // (`Discovery::resolve`).
-            self.out.outcomes.push(Outcome::Changed(key.clone()));
+            self.cx.out.outcomes.push(Outcome::Changed(key.clone()));
         }
     }
 
     /// A binding's holder answered a check.
     fn check_confirmed(&mut self, key: &Address, learned: Learned, now: Instant) {
-        let before = self.state.binding(key).map(|l| l.gid);
+        let before = self.cx.state.binding(key).map(|l| l.gid);
         let gid = learned.gid;
         log::trace!("discovery: {key} confirmed at {gid}");
-        let changed = self.state.bind(key, learned.clone(), now);
-        self.out.changed(changed);
+        let changed = self.cx.state.bind(key, learned.clone(), now);
+        self.cx.out.changed(changed);
         // The host at this address has a new GID (back after a crash with
         // new hardware, so nothing was withdrawn): what is still bound to
         // the old one went with it, and is asked again when needed.
         if let (Some(old), true) = (before, ip_of(key).is_some()) {
             if old != gid {
-                for gone in self.state.forget_gid(old) {
+                for gone in self.cx.state.forget_gid(old) {
                     log::trace!("discovery: {gone} forgotten: its host moved to {gid}");
-                    self.out.outcomes.push(Outcome::Changed(gone));
+                    self.cx.out.outcomes.push(Outcome::Changed(gone));
                 }
             }
         }
         // Requests that came while the binding was in doubt waited for
         // this reply.
-        if self.inflight.has_lookup(key) {
-            self.succeed(key, learned, now);
-        }
-    }
-
-    fn on_announce(
-        &mut self,
-        local: &Local,
-        a: Announce,
-        from: SocketAddr,
-        to: Option<IpAddr>,
-        now: Instant,
-    ) {
-        // Never believed, whatever its source says: each address it says
-        // something new about that this host has a binding for is checked
-        // with its holder. Addresses never asked about are ignored. Names
-        // heard on a group, from an address of the record, become hints of
-        // whom to ask (`hints/`); one announced to a single host is not
-        // heard by the name's holder, who could not contradict it.
-        let group = to.is_some_and(|ip| ip.is_multicast());
-        // Sent to this host alone, in the seconds after its start query: a
-        // welcome it asked for (`welcome.rs`), taken only from key holders.
-        // Without a key anyone could send one naming any name, and nothing
-        // would contradict it (docs/protocol.md, trust table: announcement
-        // to this host alone).
-        let welcome = !group && self.auth.is_some() && self.presence.listening(now);
-        let source = Address::from(from.ip());
-        // An endpoint whose addresses fill several records lists them in
-        // the first (an address appears once per announcement): the
-        // source is the endpoint's if any record of its GID lists it.
-        let listed: Vec<_> = a
-            .records()
-            .iter()
-            .filter(|r| r.addresses().iter().any(|w| *w.address() == source))
-            .map(|r| r.gid())
-            .collect();
-        let mut hints: Vec<Address> = Vec::new();
-        for record in a.records() {
-            if local.is_own_gid(record.gid()) {
-                // This host's GID at an address it does not hold, which
-                // the record lists: whoever hears it would ask that
-                // address for the record's names (`hints/`).
-                let forged = group
-                    && !a.withdrawn()
-                    && listed.contains(&record.gid())
-                    && local.holder(&source).is_none();
-                self.presence.own_heard(record.gid(), forged, from, now);
-                self.counts
-                    .drops
-                    .count(|d| &mut d.own, from, "our own announcement");
-                continue;
-            }
-            let from_record = (group || welcome) && listed.contains(&record.gid());
-            let names = record
-                .addresses()
-                .iter()
-                .any(|w| matches!(w.address(), Address::Name(_)));
-            if group
-                && from_record
-                && names
-                && !a.withdrawn()
-                && self.presence.hints_mut().endpoint_heard(record.gid(), now)
-            {
-                self.welcome(local, record, from.ip(), now);
-            }
-            hints.extend(self.state.contradicted_by(record, a.withdrawn()));
-            if from_record {
-                let withdrawn = a.withdrawn();
-                let disputed = (self.presence).names_heard(local, record, withdrawn, from, now);
-                self.counts.disputed_names += disputed;
-            }
-        }
-        for key in hints {
-            self.check(local, &key, now);
+        if self.lookups.in_flight().has_lookup(key) {
+            self.lookups.succeed(self.cx.found(), key, learned, now);
         }
     }
 }

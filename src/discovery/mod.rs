@@ -11,8 +11,9 @@
 //! requests waiting for a lookup stay with the request path; discovery
 //! never sees one.
 //!
-//! Its parts keep their fields to themselves: what is in flight
-//! (`inflight/`: lookups and checks, and their `Probes`), the bindings
+//! Its parts keep their fields to themselves: the lookups (`lookup/`:
+//! what is in flight, `inflight/`, lookups and checks and their
+//! `Probes`; how long a try waits; the stages and decisions), the bindings
 //! (`state.rs`), this host's presence and what it heard of the others'
 //! (`presence/`: announcements, name hints, welcomes), the answers to
 //! other hosts' queries (`responder.rs`).
@@ -20,7 +21,7 @@
 //! A miss that only another host can answer becomes a lookup: a QUERY
 //! (unicast to an IP destination, to the discovery groups for a name),
 //! retried every `urdma_timeout` ms up to `urdma_retries` more times, then
-//! the configured derivations in order (`lookup.rs`). Trust (`inbound.rs`):
+//! the configured derivations in order (`lookup/`). Trust (`inbound.rs`):
 //! only the reply to a unicast query with a fresh, unpredictable
 //! transaction id binds an address, and only the address it was asked
 //! about; everything else is at most a hint to ask again.
@@ -28,17 +29,42 @@
 //! Sans-IO with explicit time: the worker thread owns the sockets
 //! (`runtime/net.rs`) and performs what this produces.
 
+/// Discovery's parts besides its lookups, lent to them for one call
+/// (`lookup::Cx`): a macro, so that the fields are borrowed one by one.
+macro_rules! cx {
+    ($d:ident, $local:expr) => {
+        $crate::discovery::lookup::Cx {
+            local: $local,
+            cfg: &$d.cfg,
+            families: $d.families,
+            keyed: $d.auth.is_some(),
+            state: &mut $d.state,
+            presence: &mut $d.presence,
+            counts: &mut $d.counts,
+            out: &mut $d.out,
+            buggify: &mut $d.buggify,
+        }
+    };
+}
+
+/// What one datagram does to the lookups (`inbound.rs`).
+macro_rules! inbound {
+    ($d:ident, $local:expr) => {
+        $crate::discovery::inbound::Inbound {
+            lookups: &mut $d.lookups,
+            cx: &mut cx!($d, $local),
+        }
+    };
+}
+
 mod announce;
 pub mod auth;
 pub mod counts;
-mod decide;
-mod derive;
 mod hints;
 mod inbound;
 mod inflight;
 pub mod inspect;
 mod lookup;
-mod names;
 mod presence;
 pub mod ratelimit;
 mod responder;
@@ -59,16 +85,18 @@ use crate::local::Local;
 use crate::summary::Summary;
 use auth::Auth;
 use counts::{Counts, DropCounts};
-use inflight::InFlight;
+#[cfg(test)]
+use lookup::decide;
+use lookup::Lookups;
 use presence::welcome;
 use state::{Learned, State};
 use std::time::{Duration, Instant};
 use wire::{EndpointRecord, WireAddress, MAX_ADDRESSES};
 
 pub use announce::welcome_pace;
-pub use derive::eui64_gid;
 pub use hints::SETTLE as HINT_SETTLE;
-pub use names::NssError;
+pub use lookup::eui64_gid;
+pub use lookup::NssError;
 pub use rto::{stage_time, CEILING as RETRY_CEILING};
 pub use work::{Datagram, Families, Family, NeighbourJob, NssJob, Work};
 
@@ -195,6 +223,8 @@ pub struct Deadlines {
 #[derive(Debug)]
 pub(crate) struct Footprint {
     pub in_flight: inflight::InFlightSizes,
+    /// The drops the log said last (`sweep`).
+    pub drops_said: DropCounts,
     /// What the engine has not yet taken.
     pub datagrams: usize,
     pub resolver_jobs: usize,
@@ -209,10 +239,8 @@ pub struct Discovery {
     /// The families the sockets are open for (none: discovery is down).
     families: Families,
     state: State,
-    /// Lookups, their probes and checks, linked (`inflight/`).
-    inflight: InFlight,
-    /// How long a try of a query waits (`rto.rs`).
-    retry: rto::RetryTimers,
+    /// The lookups and checks in flight, and how long their tries wait.
+    lookups: Lookups,
     /// Its announcements, the names others announced, the hosts that
     /// join (`presence.rs`).
     presence: presence::Presence,
@@ -226,7 +254,6 @@ pub struct Discovery {
     out: Output,
     /// Faults to inject into itself (off but in simulations).
     buggify: Buggify,
-    failures_logged: why::FailureLog,
 }
 
 /// The record of endpoint `ep`: its port's GID, LID, MTU and rate, its
@@ -262,8 +289,7 @@ impl Discovery {
     pub fn new(cfg: &Config, seed: Seed, buggify: Buggify) -> Discovery {
         Discovery {
             state: State::new(cfg),
-            inflight: InFlight::new(cfg, seed.clone()),
-            retry: rto::RetryTimers::new(cfg.timeout()),
+            lookups: Lookups::new(cfg, seed.clone()),
             responder: responder::Responder::new(cfg),
             cfg: cfg.clone(),
             families: Families::NONE,
@@ -273,7 +299,6 @@ impl Discovery {
             auth: None,
             out: Output::default(),
             buggify,
-            failures_logged: why::FailureLog::default(),
         }
     }
 
@@ -324,7 +349,7 @@ impl Discovery {
         if self.buggify.fires(Fault::BindingEvicted) {
             self.state.forget(key);
         }
-        if !self.inflight.checking(key) {
+        if !self.lookups.in_flight().checking(key) {
             if let Some(b) = self.state.live(key, now) {
                 return Resolution::Known(b);
             }
@@ -332,16 +357,17 @@ impl Discovery {
         if let Some(status) = self.state.failure(key, now) {
             return Resolution::Failed(status);
         }
-        if let Err(why) = self.lookup_room(key) {
+        let cx = &mut cx!(self, local);
+        if let Err(why) = self.lookups.room(cx, key) {
             return Resolution::Refused(why);
         }
-        self.start_lookup(local, ep, key.clone(), now);
+        self.lookups.start(cx, ep, key.clone(), now);
         Resolution::Started
     }
 
     /// Whether a lookup of `key` is in flight.
     pub fn looking_up(&self, key: &Address) -> bool {
-        self.inflight.has_lookup(key)
+        self.lookups.in_flight().has_lookup(key)
     }
 
     /// Its tables: bindings and remembered failures.
@@ -357,7 +383,7 @@ impl Discovery {
     /// bounds.
     pub fn status(&self) -> Status {
         let (held, evicted) = (self.state.sizes(), self.state.evicted());
-        let in_flight = self.inflight.sizes();
+        let in_flight = self.lookups.in_flight().sizes();
         let hints = self.presence.hints().sizes();
         Status {
             up: self.families.any(),
@@ -367,11 +393,11 @@ impl Discovery {
             probes: in_flight.probes,
             bindings_evicted: evicted.bindings,
             failures_evicted: evicted.failures,
-            lookups_refused: self.inflight.refused(),
+            lookups_refused: self.lookups.in_flight().refused(),
             checks_skipped: self.counts.checks_skipped,
             max_bindings: self.state.capacity(),
-            max_lookups: self.inflight.max_lookups(),
-            try_time: self.retry.current(),
+            max_lookups: self.lookups.in_flight().max_lookups(),
+            try_time: self.lookups.try_timers().current(),
             hints: hints.names,
             hint_queue: hints.queue,
             max_hints: self.presence.hints().capacity(),
@@ -404,7 +430,7 @@ impl Discovery {
     pub fn deadlines(&mut self, asap: Option<Instant>) -> Deadlines {
         let lookups = match asap {
             Some(now) if self.buggify.fires(Fault::EarlyWake) => Some(now),
-            _ => self.inflight.next_deadline(),
+            _ => self.lookups.in_flight().next_deadline(),
         };
         Deadlines {
             lookups,
@@ -414,32 +440,8 @@ impl Discovery {
 
     /// Retries, stage changes and announcements that are due.
     pub fn on_timers(&mut self, local: &Local, now: Instant) {
-        for txid in self.inflight.probes().due(now) {
-            self.probe_due(local, txid, now);
-        }
-        for key in self.inflight.due_lookups(now) {
-            // Claims not confirmed in time do not count; those confirmed
-            // decide.
-            // A claim still unconfirmed at the stage's end is a claimant
-            // silent (`decide.rs`).
-            let confirmed = self.inflight.lookup(&key).is_some_and(|l| {
-                let silent = l.probes().iter().any(|t| {
-                    self.inflight
-                        .probes()
-                        .get(*t)
-                        .is_some_and(|p| p.claimed && p.tries > 0)
-                });
-                decide::asks(l.stage) && !l.confirmed.is_empty() && !silent
-            });
-            if confirmed {
-                self.inflight.end_probes_of(&key, now);
-                self.settle(local, &key, now);
-            } else {
-                why::stage_over(&mut self.inflight, &key, now);
-                self.next_stage(local, &key, inflight::UNKNOWN, now);
-            }
-        }
-        let around = (self.families, self.inflight.probes_mut());
+        self.lookups.on_timers(&mut cx!(self, local), now);
+        let around = (self.families, self.lookups.in_flight_mut().probes_mut());
         let out = &mut self.out.work.datagrams;
         let sent = self.presence.on_timers(local, around, now, out);
         self.counts.traffic.announcements += sent.announcements as u64;
@@ -452,8 +454,8 @@ impl Discovery {
         self.state.sweep(now);
         self.responder.sweep(now);
         self.presence.sweep(now);
-        self.retry.refresh(now);
-        self.inflight.probes_mut().sweep(now);
+        self.lookups.try_timers_mut().refresh(now);
+        self.lookups.in_flight_mut().probes_mut().sweep(now);
         if self.drops_logged.due(&self.counts.drops, now) {
             log::info!("discovery: datagrams dropped so far: {}", self.counts.drops);
         }
@@ -467,8 +469,8 @@ impl Discovery {
             self.state.sweep_due(),
             self.responder.sweep_due(),
             self.presence.sweep_due(),
-            self.inflight.probes().sweep_due(),
-            self.retry.refresh_due(),
+            self.lookups.in_flight().probes().sweep_due(),
+            self.lookups.try_timers().refresh_due(),
             self.drops_logged.due_at(&self.counts.drops, now),
         ]
         .into_iter()
@@ -480,7 +482,8 @@ impl Discovery {
     pub(crate) fn footprint(&self) -> Footprint {
         let o = &self.out;
         Footprint {
-            in_flight: self.inflight.sizes(),
+            in_flight: self.lookups.in_flight().sizes(),
+            drops_said: self.drops_logged.said.clone(),
             datagrams: o.work.datagrams.len(),
             resolver_jobs: o.work.resolver_jobs.len(),
             neighbour_jobs: o.work.neighbour_jobs.len(),
@@ -489,10 +492,52 @@ impl Discovery {
         }
     }
 
-    /// The drops the log said last (`sweep`).
-    #[cfg(test)]
-    pub(crate) fn drops_said(&self) -> &DropCounts {
-        &self.drops_logged.said
+    /// What the system's resolver said about the name of lookup `key`
+    /// (`lookup/names.rs`).
+    pub fn on_nss(
+        &mut self,
+        local: &Local,
+        key: &Address,
+        answer: Result<Vec<std::net::IpAddr>, NssError>,
+        now: Instant,
+    ) {
+        self.lookups.on_nss(&mut cx!(self, local), key, answer, now);
+    }
+
+    /// The result of a neighbour lookup for an `eui64` derivation
+    /// (`lookup/derive.rs`).
+    pub fn on_neighbour(&mut self, job: NeighbourJob, mac: Option<[u8; 6]>, now: Instant) {
+        let found = lookup::Found {
+            cfg: &self.cfg,
+            state: &mut self.state,
+            out: &mut self.out,
+            counts: &mut self.counts,
+        };
+        self.lookups.on_neighbour(found, job, mac, now);
+    }
+
+    /// Ends every lookup and check at once, with no outcome: the request
+    /// path answers what waits for them. For after the discovery thread
+    /// failed: the state of what was in flight cannot be trusted (no
+    /// failure is remembered: the next request asks again).
+    pub fn abandon_all(&mut self) {
+        self.lookups.in_flight_mut().clear();
+        self.out.work.neighbour_jobs.clear();
+        self.out.work.resolver_jobs.clear();
+    }
+
+    /// Endpoint `ep` is closing. A lookup whose queries carry its record
+    /// goes on with the record of `carrier(key)` (an endpoint still
+    /// waiting for it) or ends; a check sent from it goes on from another
+    /// endpoint, or ends.
+    pub fn endpoint_closed(
+        &mut self,
+        local: &Local,
+        ep: EndpointId,
+        carrier: impl Fn(&Address) -> Option<EndpointId>,
+    ) {
+        let other = local.endpoint_ids().find(|&e| e != ep);
+        (self.lookups.in_flight_mut()).endpoint_closed(ep, carrier, other);
     }
 
     /// What discovery wants done since the last call: the engine takes it

@@ -48,7 +48,7 @@ pub enum Doing {
     /// query's whole try is heard before it is decided.
     AskingDisputed,
     /// A check of the same destination was in flight when the lookup
-    /// started (`Discovery::start_lookup`): the check's end ends the
+    /// started (`Lookups::start`): the check's end ends the
     /// discovery stage.
     AwaitingCheck,
     /// Waiting for the system's resolver.
@@ -78,7 +78,7 @@ pub struct Lookup {
     /// Name lookups: the hosts that confirmed a claim, and what they said.
     pub confirmed: Vec<(SocketAddr, Learned)>,
     /// A host that claimed the name on the groups never confirmed it: the
-    /// name is not decided by the others' confirmations (`decide.rs`).
+    /// name is not decided by the others' confirmations (`lookup/decide.rs`).
     pub claim_silent: bool,
     /// The try time (`rto.rs`) the discovery stage's deadline was set
     /// with: a longer one later lengthens the stage by as much per try.

@@ -61,6 +61,6 @@ pub struct Probe {
     /// started (`Probes::asked_of_restarted`).
     pub asked_again: bool,
     /// A claimant's confirmation: the host answered the lookup's group
-    /// query. Its silence leaves the name undecided (`decide.rs`).
+    /// query. Its silence leaves the name undecided (`lookup/decide.rs`).
     pub claimed: bool,
 }

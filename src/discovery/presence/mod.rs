@@ -8,10 +8,11 @@
 pub(super) mod welcome;
 
 use super::announce::Announcer;
+use super::counts::Counts;
 use super::hints::Hints;
 use super::inflight::Probes;
 use super::state::State;
-use super::wire::EndpointRecord;
+use super::wire::{Announce, EndpointRecord};
 use super::{Datagram, Families};
 use crate::addr::{Address, Gid};
 use crate::bounded::earliest;
@@ -19,7 +20,7 @@ use crate::config::Config;
 use crate::entropy::Seed;
 use crate::handle::EndpointId;
 use crate::local::Local;
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::time::Instant;
 use welcome::Welcomes;
 
@@ -114,6 +115,78 @@ impl Presence {
     /// for with its start query.
     pub(super) fn listening(&self, now: Instant) -> bool {
         self.welcomes.listening(now)
+    }
+
+    /// An announcement from `from`, sent to `to` (when the socket says).
+    /// Never believed, whatever its source says: returns the addresses
+    /// it says something new about that this host has a binding for, for
+    /// the lookups to check with their holders. Addresses never asked
+    /// about are ignored. Names heard on a group, from an address of the
+    /// record, become hints of whom to ask (`hints/`); one announced to a
+    /// single host is not heard by the name's holder, who could not
+    /// contradict it.
+    pub(super) fn on_announce(
+        &mut self,
+        local: &Local,
+        a: &Announce,
+        (from, to): (SocketAddr, Option<IpAddr>),
+        around: &mut Around<'_>,
+        counts: &mut Counts,
+        now: Instant,
+    ) -> Vec<Address> {
+        let group = to.is_some_and(|ip| ip.is_multicast());
+        // Sent to this host alone, in the seconds after its start query: a
+        // welcome it asked for (`welcome.rs`), taken only from key holders.
+        // Without a key anyone could send one naming any name, and nothing
+        // would contradict it (docs/protocol.md, trust table: announcement
+        // to this host alone).
+        let welcome = !group && around.keyed && self.listening(now);
+        let source = Address::from(from.ip());
+        // An endpoint whose addresses fill several records lists them in
+        // the first (an address appears once per announcement): the
+        // source is the endpoint's if any record of its GID lists it.
+        let listed: Vec<_> = a
+            .records()
+            .iter()
+            .filter(|r| r.addresses().iter().any(|w| *w.address() == source))
+            .map(|r| r.gid())
+            .collect();
+        let mut hints: Vec<Address> = Vec::new();
+        for record in a.records() {
+            if local.is_own_gid(record.gid()) {
+                // This host's GID at an address it does not hold, which
+                // the record lists: whoever hears it would ask that
+                // address for the record's names (`hints/`).
+                let forged = group
+                    && !a.withdrawn()
+                    && listed.contains(&record.gid())
+                    && local.holder(&source).is_none();
+                self.own_heard(record.gid(), forged, from, now);
+                counts
+                    .drops
+                    .count(|d| &mut d.own, from, "our own announcement");
+                continue;
+            }
+            let from_record = (group || welcome) && listed.contains(&record.gid());
+            let names = record
+                .addresses()
+                .iter()
+                .any(|w| matches!(w.address(), Address::Name(_)));
+            if group
+                && from_record
+                && names
+                && !a.withdrawn()
+                && self.hints.endpoint_heard(record.gid(), now)
+            {
+                self.welcome(local, record, from.ip(), around, now);
+            }
+            hints.extend(around.state.contradicted_by(record, a.withdrawn()));
+            if from_record {
+                let withdrawn = a.withdrawn();
+                counts.disputed_names += self.names_heard(local, record, withdrawn, from, now);
+            }
+        }
+        hints
     }
 
     /// When the endpoint `gid`, welcomed lately, was first heard.

@@ -107,19 +107,19 @@ fn drops_are_summed_up_in_the_log_now_and_then() {
     }
     f.e.input(Input::Timers, f.t0);
     assert_eq!(
-        f.e.discovery().drops_said().malformed,
+        f.e.discovery().footprint().drops_said.malformed,
         3,
         "the first drops at once"
     );
     f.e.on_datagram(peer(), None, b"garbage", f.t0);
     f.e.input(Input::Timers, f.t0 + Duration::from_secs(1));
     assert_eq!(
-        f.e.discovery().drops_said().malformed,
+        f.e.discovery().footprint().drops_said.malformed,
         3,
         "then once per interval"
     );
     f.e.input(Input::Timers, f.t0 + DROP_SUMMARY_EVERY);
-    assert_eq!(f.e.discovery().drops_said().malformed, 4);
+    assert_eq!(f.e.discovery().footprint().drops_said.malformed, 4);
     assert_eq!(
         f.e.discovery().counts().drops.to_string(),
         "4 (malformed 4, unsolicited 0, late 0, wrong source 0, own 0, unauthenticated 0, \

@@ -1,11 +1,12 @@
 //! The derivations (`urdma_derive`) that need the neighbour table: a GID
 //! computed from a peer's MAC, for peers that do not run the provider.
 
-use super::inflight::Stage;
-use super::state::Learned;
-use super::{Datagram, Discovery, NeighbourJob};
+use super::{Found, Lookups};
 use crate::addr::Gid;
 use crate::config::Derivation;
+use crate::discovery::inflight::Stage;
+use crate::discovery::state::Learned;
+use crate::discovery::{Datagram, NeighbourJob};
 use std::net::SocketAddr;
 use std::time::Instant;
 
@@ -27,32 +28,38 @@ pub fn eui64_gid(mac: [u8; 6]) -> Gid {
     Gid(g)
 }
 
-impl Discovery {
+impl Lookups {
     /// The result of a neighbour lookup for an `eui64` derivation.
-    pub fn on_neighbour(&mut self, mut job: NeighbourJob, mac: Option<[u8; 6]>, now: Instant) {
+    pub(in crate::discovery) fn on_neighbour(
+        &mut self,
+        cx: Found<'_>,
+        mut job: NeighbourJob,
+        mac: Option<[u8; 6]>,
+        now: Instant,
+    ) {
         let Some(l) = self.inflight.lookup(&job.dest) else {
             return;
         };
         let Stage::Derive(i) = l.stage else { return };
-        if self.cfg.derive.get(i) != Some(&Derivation::Eui64) {
+        if cx.cfg.derive.get(i) != Some(&Derivation::Eui64) {
             return;
         }
         match mac {
             Some(mac) => {
                 let learned = Learned::derived(eui64_gid(mac));
-                self.succeed(&job.dest.clone(), learned, now);
+                self.succeed(cx, &job.dest.clone(), learned, now);
             }
             None if now < l.deadline() => {
                 if !job.poked {
-                    self.out.work.datagrams.push(Datagram::Unicast {
+                    cx.out.work.datagrams.push(Datagram::Unicast {
                         to: SocketAddr::new(job.ip, POKE_PORT),
                         from: None,
                         bytes: vec![0],
                     });
                     job.poked = true;
                 }
-                job.at = now + super::NEIGHBOUR_POLL;
-                self.out.work.neighbour_jobs.push(job);
+                job.at = now + crate::discovery::NEIGHBOUR_POLL;
+                cx.out.work.neighbour_jobs.push(job);
             }
             // The timer moves the lookup on at its deadline.
             None => {}

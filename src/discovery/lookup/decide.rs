@@ -3,10 +3,10 @@
 //! it once every holder had its chance to claim it (the claim window);
 //! two that disagree get no answer, as a wrong answer is worse than none.
 
-use super::inflight::{Doing, Purpose, Stage, NO, UNKNOWN};
-use super::Discovery;
+use super::{Cx, Lookups};
 use crate::addr::Address;
-use crate::local::Local;
+use crate::discovery::inflight::{Doing, Purpose, Stage, NO, UNKNOWN};
+use crate::discovery::why;
 use std::time::{Duration, Instant};
 
 /// Whether a stage asks hosts, whose confirmations decide it.
@@ -50,11 +50,39 @@ fn claim_window(
     }
 }
 
-impl Discovery {
+impl Lookups {
+    /// The tries that timed out, and the stages whose time is up:
+    /// claims not confirmed in time do not count; those confirmed decide.
+    pub(in crate::discovery) fn on_timers(&mut self, cx: &mut Cx<'_>, now: Instant) {
+        for txid in self.inflight.probes().due(now) {
+            self.probe_due(cx, txid, now);
+        }
+        for key in self.inflight.due_lookups(now) {
+            // A claim still unconfirmed at the stage's end is a claimant
+            // silent.
+            let confirmed = self.inflight.lookup(&key).is_some_and(|l| {
+                let silent = l.probes().iter().any(|t| {
+                    self.inflight
+                        .probes()
+                        .get(*t)
+                        .is_some_and(|p| p.claimed && p.tries > 0)
+                });
+                asks(l.stage) && !l.confirmed.is_empty() && !silent
+            });
+            if confirmed {
+                self.inflight.end_probes_of(&key, now);
+                self.settle(cx, &key, now);
+            } else {
+                why::stage_over(&mut self.inflight, &key, now);
+                self.next_stage(cx, &key, UNKNOWN, now);
+            }
+        }
+    }
+
     /// One of a lookup's probes ended without a binding.
-    pub(super) fn lookup_probe_ended(
+    pub(super) fn probe_ended(
         &mut self,
-        local: &Local,
+        cx: &mut Cx<'_>,
         key: &Address,
         status: Option<u8>,
         now: Instant,
@@ -65,7 +93,7 @@ impl Discovery {
         if let Some(s) = status {
             l.failure = weakest(l.failure, s);
         }
-        self.settle(local, key, now);
+        self.settle(cx, key, now);
     }
 
     /// Decides a lookup's discovery stage once no claim is left to
@@ -73,7 +101,7 @@ impl Discovery {
     /// two hosts claiming one name with different GIDs get no answer (which
     /// one is right cannot be told, and a wrong answer is worse than none);
     /// with nothing confirmed and nothing more to wait for, the stage fails.
-    pub(super) fn settle(&mut self, local: &Local, key: &Address, now: Instant) {
+    pub(in crate::discovery) fn settle(&mut self, cx: &mut Cx<'_>, key: &Address, now: Instant) {
         let Some(l) = self.inflight.lookup(key) else {
             return;
         };
@@ -99,10 +127,10 @@ impl Discovery {
             // after it left, and must be heard: the first host to confirm
             // may be the one that lies, fastest. The query ends when its
             // claim window is over (`probe_due`), or now if it is.
-            let authenticated = self.auth.is_some();
+            let authenticated = cx.keyed;
             let timeout = self.retry.timeout(None, now);
             let disputed = l.doing == Doing::AskingDisputed;
-            let window = claim_window(disputed, authenticated, self.cfg.claim_window, timeout);
+            let window = claim_window(disputed, authenticated, cx.cfg.claim_window, timeout);
             let sent = self.inflight.probes().get(g).and_then(|p| p.sent_at);
             let decide_at = sent.map_or(now, |t| t + window);
             if now < decide_at {
@@ -128,12 +156,12 @@ impl Discovery {
             // drained by queries forged in this host's name), and the
             // others liars. Not decided; asked again at the next request.
             log::debug!("lookup {key}: a claimant never confirmed it; not decided");
-            return self.next_stage(local, key, UNKNOWN, now);
+            return self.next_stage(cx, key, UNKNOWN, now);
         }
         if let Some((_, first)) = l.confirmed.first() {
             let first = first.clone();
             if l.confirmed.iter().all(|(_, c)| c.gid == first.gid) {
-                return self.succeed(key, first, now);
+                return self.succeed(cx.found(), key, first, now);
             }
             let who: Vec<String> = l
                 .confirmed
@@ -144,12 +172,12 @@ impl Discovery {
                 "lookup {key}: claimed by hosts with different GIDs ({}); not answered",
                 who.join(", ")
             );
-            self.counts.conflicts += 1;
-            return self.next_stage(local, key, NO, now);
+            cx.counts.conflicts += 1;
+            return self.next_stage(cx, key, NO, now);
         }
-        if l.probes().is_empty() && !self.ask_groups(local, key, now) {
+        if l.probes().is_empty() && !self.ask_groups(cx, key, now) {
             let status = self.inflight.lookup(key).map_or(UNKNOWN, |l| l.failure);
-            self.next_stage(local, key, status, now);
+            self.next_stage(cx, key, status, now);
         }
     }
 
@@ -158,7 +186,7 @@ impl Discovery {
     /// within the stage's time. A refusal means the name moved, and the hint goes.
     /// False if the lookup was not hinted, or the groups could not be
     /// asked.
-    pub(super) fn ask_groups(&mut self, local: &Local, key: &Address, now: Instant) -> bool {
+    pub(super) fn ask_groups(&mut self, cx: &mut Cx<'_>, key: &Address, now: Instant) -> bool {
         let Some(l) = self.inflight.lookup_mut(key) else {
             return false;
         };
@@ -168,10 +196,10 @@ impl Discovery {
         l.doing = Doing::Asking;
         let ep = l.endpoint;
         if l.failure == NO && l.probes().is_empty() {
-            self.presence.hints_mut().forget(key);
+            cx.presence.hints_mut().forget(key);
         }
         log::trace!("lookup {key}: its announcer did not confirm it; asking the groups");
-        let sent = self.send_probe(local, key, key.clone(), None, Purpose::Lookup, ep, now);
+        let sent = self.send_probe(cx, key, key.clone(), None, Purpose::Lookup, ep, now);
         if sent.is_none() {
             if let Some(l) = self.inflight.lookup_mut(key) {
                 // Not asked: the stage could not find out.

@@ -11,35 +11,120 @@
 //! error, a stage cut short) it fails ETIMEDOUT, which is never
 //! remembered: the next request asks again.
 
+pub(super) mod decide;
+mod derive;
+mod names;
+
+pub use derive::eui64_gid;
+pub use names::NssError;
+
 use super::inflight::{Doing, Lookup, Probe, Purpose, SoFar, Stage, NO, UNKNOWN};
 use super::rto;
 use super::state::{Learned, Source};
 use super::why;
 use super::wire::{Message, Query, WireAddress};
-use super::{Datagram, Discovery, NeighbourJob, NssJob, Outcome, Refused};
+use super::{counts::Counts, inflight::InFlight, presence::Presence, state::State};
+use super::{Datagram, Families, NeighbourJob, NssJob, Outcome, Output, Refused};
 use crate::addr::{Address, Gid};
-use crate::buggify::Fault;
+use crate::buggify::{Buggify, Fault};
 use crate::config::{Config, Derivation, NameLookup};
+use crate::entropy::Seed;
 use crate::handle::EndpointId;
 use crate::local::{ip_of, Local};
 use std::net::SocketAddr;
 use std::num::NonZeroU64;
 use std::time::{Duration, Instant};
 
-impl Discovery {
+/// The lookups in flight and what times their tries: they run their
+/// stages, decide on what hosts reply, and check a binding a hint
+/// contradicts. What they find goes to the parts they are handed
+/// ([`Cx`]): bindings to the `State`, datagrams, jobs and outcomes to the
+/// `Output`, counts to the `Counts`.
+pub(super) struct Lookups {
+    /// Lookups, their probes and checks, linked (`inflight/`).
+    inflight: InFlight,
+    /// How long a try of a query waits (`rto.rs`).
+    retry: rto::RetryTimers,
+    /// Says in the log why lookups failed, now and then.
+    failures_logged: why::FailureLog,
+}
+
+/// What a lookup acts on besides its own fields: discovery's other parts,
+/// lent for one call.
+pub(super) struct Cx<'a> {
+    pub local: &'a Local,
+    pub cfg: &'a Config,
+    /// The families the discovery sockets are open for.
+    pub families: Families,
+    /// Discovery datagrams are authenticated.
+    pub keyed: bool,
+    pub state: &'a mut State,
+    pub presence: &'a mut Presence,
+    pub counts: &'a mut Counts,
+    pub out: &'a mut Output,
+    pub buggify: &'a mut Buggify,
+}
+
+/// The parts a lookup that ends writes to: its binding or failure, its
+/// outcome, its count.
+pub(super) struct Found<'a> {
+    pub cfg: &'a Config,
+    pub state: &'a mut State,
+    pub out: &'a mut Output,
+    pub counts: &'a mut Counts,
+}
+
+impl Cx<'_> {
+    pub(super) fn found(&mut self) -> Found<'_> {
+        Found {
+            cfg: self.cfg,
+            state: self.state,
+            out: self.out,
+            counts: self.counts,
+        }
+    }
+}
+
+impl Lookups {
+    pub(super) fn new(cfg: &Config, seed: Seed) -> Lookups {
+        Lookups {
+            inflight: InFlight::new(cfg, seed),
+            retry: rto::RetryTimers::new(cfg.timeout()),
+            failures_logged: why::FailureLog::default(),
+        }
+    }
+
+    /// What is in flight.
+    pub(super) fn in_flight(&self) -> &InFlight {
+        &self.inflight
+    }
+
+    pub(super) fn in_flight_mut(&mut self) -> &mut InFlight {
+        &mut self.inflight
+    }
+
+    /// How long a try of a query waits now (`rto.rs`).
+    pub(super) fn try_timers(&self) -> &rto::RetryTimers {
+        &self.retry
+    }
+
+    pub(super) fn try_timers_mut(&mut self) -> &mut rto::RetryTimers {
+        &mut self.retry
+    }
+
     /// Whether a lookup for `key` can be started or joined; counts one
     /// refused when the table of lookups in flight is full.
-    pub(super) fn lookup_room(&mut self, key: &Address) -> Result<(), Refused> {
-        let up = self.families.any();
+    pub(super) fn room(&mut self, cx: &mut Cx<'_>, key: &Address) -> Result<(), Refused> {
+        let up = cx.families.any();
         let possible = match key {
             Address::Name(_) => up,
-            Address::Ip4(_) | Address::Ip6(_) => up || !self.cfg.derive.is_empty(),
+            Address::Ip4(_) | Address::Ip6(_) => up || !cx.cfg.derive.is_empty(),
             Address::Gid(_) | Address::Lid(_) => false,
         };
         if !possible {
             return Err(Refused::Unknown);
         }
-        let buggify = &mut self.buggify;
+        let buggify = &mut cx.buggify;
         match self
             .inflight
             .room(key, || buggify.fires(Fault::LookupsFull))
@@ -51,15 +136,9 @@ impl Discovery {
 
     /// Starts a lookup for `key` on behalf of endpoint `ep` (whose record
     /// the queries carry), unless one is in flight. The caller
-    /// ([`Discovery::resolve`]) has made sure of [`Discovery::lookup_room`];
+    /// ([`Discovery::resolve`]) has made sure of [`Lookups::room`];
     /// the lookup ends with an [`Outcome`], maybe at once.
-    pub(super) fn start_lookup(
-        &mut self,
-        local: &Local,
-        ep: EndpointId,
-        key: Address,
-        now: Instant,
-    ) {
+    pub(super) fn start(&mut self, cx: &mut Cx<'_>, ep: EndpointId, key: Address, now: Instant) {
         if self.inflight.has_lookup(&key) {
             return;
         }
@@ -71,43 +150,40 @@ impl Discovery {
             let mut lookup = Lookup::new(Stage::Discover, ep, NO, now);
             lookup.doing = Doing::AwaitingCheck;
             lookup.try_time = self.retry.timeout(ip_of(&key), now);
-            let stage =
-                rto::stage_time(lookup.try_time, self.cfg.retries + 1, self.retry.ceiling());
+            let stage = rto::stage_time(lookup.try_time, cx.cfg.retries + 1, self.retry.ceiling());
             self.inflight.start(key.clone(), lookup);
             return self.inflight.set_lookup_deadline(&key, now + stage);
         }
         log::trace!("lookup {key}: started");
-        let first = asking(&self.cfg, self.families.any(), &key)
-            .first()
-            .copied();
+        let first = asking(cx.cfg, cx.families.any(), &key).first().copied();
         let lookup = Lookup::new(Stage::Discover, ep, NO, now);
         self.inflight.start(key.clone(), lookup);
-        self.run_stage(local, key, first.unwrap_or(Stage::Derive(0)), now);
+        self.run_stage(cx, key, first.unwrap_or(Stage::Derive(0)), now);
     }
 
-    fn run_stage(&mut self, local: &Local, key: Address, stage: Stage, now: Instant) {
-        let timeout = self.cfg.timeout();
+    fn run_stage(&mut self, cx: &mut Cx<'_>, key: Address, stage: Stage, now: Instant) {
+        let timeout = cx.cfg.timeout();
         let Some(l) = self.inflight.lookup(&key) else {
             return;
         };
         let (ep, so_far) = (l.endpoint, l.so_far);
         match stage {
-            Stage::Discover => self.discover(local, key, ep, now),
-            Stage::Nss => self.ask_resolver(local, key, now),
-            Stage::Derive(i) => match self.cfg.derive.get(i).copied() {
+            Stage::Discover => self.discover(cx, key, ep, now),
+            Stage::Nss => self.ask_resolver(cx, key, now),
+            Stage::Derive(i) => match cx.cfg.derive.get(i).copied() {
                 None => {
                     let status = match so_far {
                         SoFar::ToldNo => NO,
                         SoFar::Unsure => UNKNOWN,
                     };
-                    self.fail(&key, status, now)
+                    self.fail(cx.found(), &key, status, now)
                 }
                 Some(Derivation::Ipv4Mapped) => match key {
                     Address::Ip4(v4) => {
                         let gid = Gid(v4.to_ipv6_mapped().octets());
-                        self.succeed(&key, Learned::derived(gid), now)
+                        self.succeed(cx.found(), &key, Learned::derived(gid), now)
                     }
-                    _ => self.run_stage(local, key, Stage::Derive(i + 1), now),
+                    _ => self.run_stage(cx, key, Stage::Derive(i + 1), now),
                 },
                 Some(Derivation::Eui64) => match ip_of(&key) {
                     Some(ip) => {
@@ -117,15 +193,15 @@ impl Discovery {
                         self.inflight.set_lookup_deadline(&key, now + timeout);
                         // The query (if any) already made the kernel
                         // resolve the neighbour.
-                        let poked = self.families.any();
-                        self.out.work.neighbour_jobs.push(NeighbourJob {
+                        let poked = cx.families.any();
+                        cx.out.work.neighbour_jobs.push(NeighbourJob {
                             dest: key,
                             ip,
                             poked,
                             at: now,
                         });
                     }
-                    None => self.run_stage(local, key, Stage::Derive(i + 1), now),
+                    None => self.run_stage(cx, key, Stage::Derive(i + 1), now),
                 },
             },
         }
@@ -133,10 +209,10 @@ impl Discovery {
 
     /// The discovery stage: an IP address asked of itself by unicast, a
     /// name of the host that announced it (`hints/`) or of the groups.
-    fn discover(&mut self, local: &Local, key: Address, ep: EndpointId, now: Instant) {
-        let port = self.cfg.discovery_port;
+    fn discover(&mut self, cx: &mut Cx<'_>, key: Address, ep: EndpointId, now: Instant) {
+        let port = cx.cfg.discovery_port;
         let hinted = match key {
-            Address::Name(_) => self.presence.hints_mut().whom(&key, now),
+            Address::Name(_) => cx.presence.hints_mut().whom(&key, now),
             _ => None,
         };
         // Every try at the time a try to whom it asks takes now
@@ -154,7 +230,7 @@ impl Discovery {
                 Purpose::Lookup,
             ),
         };
-        let sent = self.send_probe(local, &key, key.clone(), to, purpose, ep, now);
+        let sent = self.send_probe(cx, &key, key.clone(), to, purpose, ep, now);
         if sent.is_none() {
             // Not asked: the stage could not find out.
             log::debug!("lookup {key}: no record of the source endpoint to send");
@@ -166,9 +242,9 @@ impl Discovery {
                 &key,
                 "no record of the source endpoint to send".into(),
             );
-            return self.next_stage(local, &key, UNKNOWN, now);
+            return self.next_stage(cx, &key, UNKNOWN, now);
         }
-        let disputed = hinted.is_none() && self.presence.hints_mut().disputed(&key, now);
+        let disputed = hinted.is_none() && cx.presence.hints_mut().disputed(&key, now);
         if let Some(l) = self.inflight.lookup_mut(&key) {
             l.stage = Stage::Discover;
             l.doing = match (hinted, disputed) {
@@ -177,19 +253,19 @@ impl Discovery {
                 (None, false) => Doing::Asking,
             };
         }
-        let discovery_time = rto::stage_time(try_time, self.cfg.retries + 1, self.retry.ceiling());
+        let discovery_time = rto::stage_time(try_time, cx.cfg.retries + 1, self.retry.ceiling());
         self.inflight
             .set_lookup_deadline(&key, now + discovery_time);
     }
 
     /// The system resolver's stage (names only): the runtime asks it.
-    fn ask_resolver(&mut self, local: &Local, key: Address, now: Instant) {
+    fn ask_resolver(&mut self, cx: &mut Cx<'_>, key: Address, now: Instant) {
         let Address::Name(name) = &key else {
-            return self.run_stage(local, key.clone(), Stage::Derive(0), now);
+            return self.run_stage(cx, key.clone(), Stage::Derive(0), now);
         };
-        let tries = self.cfg.retries + 1;
-        let deadline = now + rto::stage_time(self.cfg.timeout(), tries, self.retry.ceiling());
-        self.out.work.resolver_jobs.push(NssJob {
+        let tries = cx.cfg.retries + 1;
+        let deadline = now + rto::stage_time(cx.cfg.timeout(), tries, self.retry.ceiling());
+        cx.out.work.resolver_jobs.push(NssJob {
             key: key.clone(),
             name: name.to_string(),
             deadline,
@@ -205,9 +281,9 @@ impl Discovery {
     /// carrying endpoint `ep`'s record, with a transaction id of its own,
     /// for the lookup of `key` (a check: of `target`), which lists it.
     #[allow(clippy::too_many_arguments)]
-    pub(super) fn send_probe(
+    pub(in crate::discovery) fn send_probe(
         &mut self,
-        local: &Local,
+        cx: &mut Cx<'_>,
         key: &Address,
         target: Address,
         to: Option<SocketAddr>,
@@ -231,7 +307,7 @@ impl Discovery {
             claimed: false,
         };
         self.inflight.add_probe(txid, probe, now);
-        if self.transmit(local, txid, Try::Next, now) {
+        if self.transmit(cx, txid, Try::Next, now) {
             Some(txid)
         } else {
             self.inflight.remove_probe(txid);
@@ -242,9 +318,9 @@ impl Discovery {
     /// Sends probe `txid`'s query (again: under a transaction id of the
     /// try's own, and a late reply to an earlier try still counts). False
     /// if it cannot be built any more (its endpoint is gone).
-    pub(super) fn transmit(
+    pub(in crate::discovery) fn transmit(
         &mut self,
-        local: &Local,
+        cx: &mut Cx<'_>,
         txid: NonZeroU64,
         send: Try,
         now: Instant,
@@ -258,7 +334,7 @@ impl Discovery {
         let this_wait = rto::backoff(timeout, p.tries, self.retry.ceiling());
         let (Ok(target), Some(sender)) = (
             WireAddress::new(p.target.clone()),
-            super::record_for(local, p.endpoint, None),
+            super::record_for(cx.local, p.endpoint, None),
         ) else {
             return false;
         };
@@ -273,19 +349,16 @@ impl Discovery {
         let bytes = Message::from(Query::new(this_try, target, sender)).encode();
         match to {
             Some(to) => {
-                self.counts.traffic.unicast_queries += 1;
-                self.out.work.datagrams.push(Datagram::Unicast {
+                cx.counts.traffic.unicast_queries += 1;
+                cx.out.work.datagrams.push(Datagram::Unicast {
                     to,
-                    from: local.source_for(endpoint, to.ip()),
+                    from: cx.local.source_for(endpoint, to.ip()),
                     bytes,
                 });
             }
             None => {
-                self.counts.traffic.group_queries += 1;
-                self.out
-                    .work
-                    .datagrams
-                    .extend(self.families.multicast(bytes));
+                cx.counts.traffic.group_queries += 1;
+                cx.out.work.datagrams.extend(cx.families.multicast(bytes));
             }
         }
         if send == Try::Extra {
@@ -304,7 +377,7 @@ impl Discovery {
         // A try that grew since the stage began (`rto.rs`) lengthens the
         // stage as if it had been planned with it, so that it does not cut
         // the last tries short: at most every try at the longest.
-        let (tries, ceiling) = (self.cfg.retries + 1, self.retry.ceiling());
+        let (tries, ceiling) = (cx.cfg.retries + 1, self.retry.ceiling());
         let grown = match self.inflight.lookup_mut(&key) {
             Some(l) if purpose != Purpose::Check && l.stage == Stage::Discover => {
                 let more = rto::stage_time(timeout, tries, ceiling)
@@ -323,7 +396,7 @@ impl Discovery {
     /// Moves a lookup past a stage that failed with `status` (ENODATA: it
     /// was told no; anything else: it could not find out); the stage's
     /// probes end with it.
-    pub(super) fn next_stage(&mut self, local: &Local, key: &Address, status: u8, now: Instant) {
+    pub(super) fn next_stage(&mut self, cx: &mut Cx<'_>, key: &Address, status: u8, now: Instant) {
         let Some(l) = self.inflight.lookup_mut(key) else {
             return;
         };
@@ -335,12 +408,18 @@ impl Discovery {
         l.confirmed.clear();
         let stage = l.stage;
         self.inflight.end_probes_of(key, now);
-        let next = after(&self.cfg, self.families.any(), key, stage);
-        self.run_stage(local, key.clone(), next, now);
+        let next = after(cx.cfg, cx.families.any(), key, stage);
+        self.run_stage(cx, key.clone(), next, now);
     }
 
     /// Completes a lookup with a binding.
-    pub(super) fn succeed(&mut self, key: &Address, mut learned: Learned, now: Instant) {
+    pub(super) fn succeed(
+        &mut self,
+        cx: Found<'_>,
+        key: &Address,
+        mut learned: Learned,
+        now: Instant,
+    ) {
         log::trace!("lookup {key}: {}", learned.gid);
         if let Some(l) = self.inflight.lookup(key) {
             learned.source = match l.stage {
@@ -349,28 +428,26 @@ impl Discovery {
                 Stage::Derive(_) => Source::Derived,
             };
         }
-        let bound = self.state.bound(learned.clone(), now);
-        let changed = self.state.bind(key, learned, now);
-        self.out.changed(changed);
+        let bound = cx.state.bound(learned.clone(), now);
+        let changed = cx.state.bind(key, learned, now);
+        cx.out.changed(changed);
         if let Some(l) = self.inflight.end_lookup(key, now) {
-            self.counts
+            cx.counts
                 .lookups
                 .resolved
                 .observe(now.saturating_duration_since(l.started));
-            self.out
-                .outcomes
-                .push(Outcome::Resolved(key.clone(), bound));
+            cx.out.outcomes.push(Outcome::Resolved(key.clone(), bound));
         }
     }
 
     /// Completes a lookup without a binding. Only a no (ENODATA) is
     /// remembered for `urdma_negative_timeout`: not finding out in time
     /// says nothing about the destination, and the next request asks again.
-    fn fail(&mut self, key: &Address, status: u8, now: Instant) {
+    fn fail(&mut self, cx: Found<'_>, key: &Address, status: u8, now: Instant) {
         log::trace!("lookup {key}: failed with status {status}");
-        if status == NO && self.cfg.negative_timeout_ms > 0 {
-            let until = now + Duration::from_millis(u64::from(self.cfg.negative_timeout_ms));
-            self.state.remember_failure(key, status, until);
+        if status == NO && cx.cfg.negative_timeout_ms > 0 {
+            let until = now + Duration::from_millis(u64::from(cx.cfg.negative_timeout_ms));
+            cx.state.remember_failure(key, status, until);
         }
         if let Some(l) = self.inflight.end_lookup(key, now) {
             let took = now.saturating_duration_since(l.started);
@@ -379,38 +456,14 @@ impl Discovery {
                 self.failures_logged
                     .warn(key, status, took, &why.join("; then "), now);
             }
-            self.counts.lookups.failed.observe(took);
-            self.out.outcomes.push(Outcome::Failed(key.clone(), status));
+            cx.counts.lookups.failed.observe(took);
+            cx.out.outcomes.push(Outcome::Failed(key.clone(), status));
         }
-    }
-
-    /// Ends every lookup and check at once, with no outcome: the request
-    /// path answers what waits for them. For after the discovery thread
-    /// failed: the state of what was in flight cannot be trusted (no
-    /// failure is remembered: the next request asks again).
-    pub fn abandon_all(&mut self) {
-        self.inflight.clear();
-        self.out.work.neighbour_jobs.clear();
-        self.out.work.resolver_jobs.clear();
-    }
-
-    /// Endpoint `ep` is closing. A lookup whose queries carry its record
-    /// goes on with the record of `carrier(key)` (an endpoint still
-    /// waiting for it) or ends; a check sent from it goes on from another
-    /// endpoint, or ends.
-    pub fn endpoint_closed(
-        &mut self,
-        local: &Local,
-        ep: EndpointId,
-        carrier: impl Fn(&Address) -> Option<EndpointId>,
-    ) {
-        let other = local.endpoint_ids().find(|&e| e != ep);
-        self.inflight.endpoint_closed(ep, carrier, other);
     }
 
     /// A probe whose try timed out: sent again while it has tries left
     /// (and its lookup time), else given up.
-    pub(super) fn probe_due(&mut self, local: &Local, txid: NonZeroU64, now: Instant) {
+    pub(super) fn probe_due(&mut self, cx: &mut Cx<'_>, txid: NonZeroU64, now: Instant) {
         let Some(p) = self.inflight.probes().get(txid) else {
             return;
         };
@@ -433,38 +486,38 @@ impl Discovery {
             );
             self.inflight.end_probe(txid, now);
             why::note(&mut self.inflight, &key, why);
-            return self.lookup_probe_ended(local, &key, Some(UNKNOWN), now);
+            return self.probe_ended(cx, &key, Some(UNKNOWN), now);
         }
-        if p.purpose == Purpose::Claim && p.tries >= self.cfg.retries.max(1) {
+        if p.purpose == Purpose::Claim && p.tries >= cx.cfg.retries.max(1) {
             // A hinted host silent for all tries but its last may be gone:
             // the groups are asked beside it, with a try's time left. Not
             // sooner: a host slow under load answers the groups no faster,
             // and every group query costs every host of the segment.
             let key = p.key.clone();
-            self.ask_groups(local, &key, now);
+            self.ask_groups(cx, &key, now);
         }
         let Some(p) = self.inflight.probes().get(txid) else {
             return;
         };
-        if p.tries <= self.cfg.retries && in_time {
+        if p.tries <= cx.cfg.retries && in_time {
             log::trace!(
                 "lookup {}: try {} timed out, asking again",
                 p.target,
                 p.tries
             );
-            if self.transmit(local, txid, Try::Next, now) {
+            if self.transmit(cx, txid, Try::Next, now) {
                 return;
             }
         }
-        self.probe_failed(local, txid, UNKNOWN, NO_REPLY, now);
+        self.probe_failed(cx, txid, UNKNOWN, NO_REPLY, now);
     }
 
     /// A probe that got no answer it can use: a refusal by the address's
     /// holder (ENODATA), or an ICMP error or silence (ETIMEDOUT: nobody
     /// there could say); `what` says which, for the log.
-    pub(super) fn probe_failed(
+    pub(in crate::discovery) fn probe_failed(
         &mut self,
-        local: &Local,
+        cx: &mut Cx<'_>,
         txid: NonZeroU64,
         status: u8,
         what: &str,
@@ -489,15 +542,15 @@ impl Discovery {
                 // confirmed last; waiting requests take it (docs/protocol.md,
                 // trust table: check).
                 log::trace!("discovery: check of {}: no reply; kept", p.target);
-                self.counts.checks_unanswered += 1;
-                let kept = self.state.binding(&p.target).cloned();
+                cx.counts.checks_unanswered += 1;
+                let kept = cx.state.binding(&p.target).cloned();
                 let waits = self
                     .inflight
                     .lookup(&p.target)
                     .is_some_and(|l| l.doing == Doing::AwaitingCheck);
                 match kept {
-                    Some(l) if waits => self.succeed(&p.target, l, now),
-                    None if waits => self.run_stage(local, p.target, Stage::Discover, now),
+                    Some(l) if waits => self.succeed(cx.found(), &p.target, l, now),
+                    None if waits => self.run_stage(cx, p.target, Stage::Discover, now),
                     _ => {}
                 }
             }
@@ -506,8 +559,8 @@ impl Discovery {
                     "discovery: check of {} failed ({status}); forgotten",
                     p.target
                 );
-                if self.state.forget(&p.target) {
-                    self.out.outcomes.push(Outcome::Changed(p.target.clone()));
+                if cx.state.forget(&p.target) {
+                    cx.out.outcomes.push(Outcome::Changed(p.target.clone()));
                 }
                 let waits = self
                     .inflight
@@ -518,8 +571,8 @@ impl Discovery {
                     // by the check, ends as the check did; a name may have
                     // moved to another host, and is asked afresh.
                     match ip_of(&p.target) {
-                        Some(_) => self.next_stage(local, &p.target, status, now),
-                        None => self.run_stage(local, p.target, Stage::Discover, now),
+                        Some(_) => self.next_stage(cx, &p.target, status, now),
+                        None => self.run_stage(cx, p.target, Stage::Discover, now),
                     }
                 }
             }
@@ -529,17 +582,17 @@ impl Discovery {
                         l.claim_silent = true;
                     }
                 }
-                self.lookup_probe_ended(local, &p.key, Some(status), now)
+                self.probe_ended(cx, &p.key, Some(status), now)
             }
         }
     }
 }
 
-/// What [`Discovery::probe_failed`] is told of a probe whose every try went
+/// What [`Lookups::probe_failed`] is told of a probe whose every try went
 /// unanswered.
 const NO_REPLY: &str = "no reply";
 
-/// How [`Discovery::transmit`] sends a probe's query.
+/// How [`Lookups::transmit`] sends a probe's query.
 #[derive(Clone, Copy, PartialEq, Eq)]
 pub(super) enum Try {
     /// The next of its tries: counted, and the probe waits the try's time.

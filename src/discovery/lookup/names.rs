@@ -3,11 +3,10 @@
 //! addresses, and each is asked by unicast; the hosts that answer decide
 //! as claimants of a name on the segment do.
 
-use super::inflight::{Doing, Purpose, Stage, MAX_CLAIMS};
-use super::Discovery;
+use super::{Cx, Lookups};
 use crate::addr::Address;
 use crate::buggify::Fault;
-use crate::local::Local;
+use crate::discovery::inflight::{Doing, Purpose, Stage, MAX_CLAIMS};
 use acm_prov_sys::{ACM_STATUS_ENODATA, ACM_STATUS_ETIMEDOUT};
 use std::net::{IpAddr, SocketAddr};
 use std::time::Instant;
@@ -31,15 +30,15 @@ impl std::fmt::Display for NssError {
     }
 }
 
-impl Discovery {
+impl Lookups {
     /// What the system's resolver said about the name of lookup `key`:
     /// each address it gave is asked by unicast, and the hosts that answer
     /// decide as claimants of the name do; no address ends the stage with
     /// a no, an error that is not "no such name" as one that could not
     /// find out.
-    pub fn on_nss(
+    pub(in crate::discovery) fn on_nss(
         &mut self,
-        local: &Local,
+        cx: &mut Cx<'_>,
         key: &Address,
         answer: Result<Vec<IpAddr>, NssError>,
         now: Instant,
@@ -52,9 +51,9 @@ impl Discovery {
         }
         l.doing = Doing::Asking;
         let ep = l.endpoint;
-        self.counts.lookups.nss_asked += 1;
+        cx.counts.lookups.nss_asked += 1;
         let answer = match answer {
-            Ok(_) if self.buggify.fires(Fault::ResolverFailed) => Err(NssError::Failed(
+            Ok(_) if cx.buggify.fires(Fault::ResolverFailed) => Err(NssError::Failed(
                 "Temporary failure in name resolution".into(),
             )),
             a => a,
@@ -62,13 +61,13 @@ impl Discovery {
         let mut ips = match answer {
             Ok(ips) if !ips.is_empty() => ips,
             Ok(_) => {
-                self.counts.lookups.nss_failed += 1;
-                return self.next_stage(local, key, ACM_STATUS_ENODATA as u8, now);
+                cx.counts.lookups.nss_failed += 1;
+                return self.next_stage(cx, key, ACM_STATUS_ENODATA as u8, now);
             }
             Err(e) => {
-                self.counts.lookups.nss_failed += 1;
+                cx.counts.lookups.nss_failed += 1;
                 log::debug!("lookup {key}: the system's resolver: {e}");
-                super::why::note(
+                crate::discovery::why::note(
                     &mut self.inflight,
                     key,
                     format!("the system's resolver: {e}"),
@@ -76,11 +75,11 @@ impl Discovery {
                 let status = match e {
                     NssError::NoSuchName(_) => ACM_STATUS_ENODATA,
                     NssError::Failed(_) => {
-                        self.counts.lookups.nss_errors += 1;
+                        cx.counts.lookups.nss_errors += 1;
                         ACM_STATUS_ETIMEDOUT
                     }
                 };
-                return self.next_stage(local, key, status as u8, now);
+                return self.next_stage(cx, key, status as u8, now);
             }
         };
         ips.sort();
@@ -89,14 +88,14 @@ impl Discovery {
         log::trace!("lookup {key}: the system's resolver gives {ips:?}");
         let mut asked = 0;
         for ip in ips {
-            let to = SocketAddr::new(ip, self.cfg.discovery_port);
+            let to = SocketAddr::new(ip, cx.cfg.discovery_port);
             let target = Address::from(ip);
-            let sent = self.send_probe(local, key, target, Some(to), Purpose::Address, ep, now);
+            let sent = self.send_probe(cx, key, target, Some(to), Purpose::Address, ep, now);
             asked += usize::from(sent.is_some());
         }
         if asked == 0 && self.inflight.has_lookup(key) {
             // None of them could be asked.
-            self.next_stage(local, key, ACM_STATUS_ETIMEDOUT as u8, now);
+            self.next_stage(cx, key, ACM_STATUS_ETIMEDOUT as u8, now);
         }
     }
 }
