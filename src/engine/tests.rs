@@ -472,11 +472,6 @@ impl<D: Daemon> Engine<D> {
     pub(crate) fn discovery_mut(&mut self) -> &mut Discovery {
         &mut self.discovery
     }
-
-    pub(crate) fn schedule_announce(&mut self) {
-        self.pending.change();
-        self.discovery.schedule_announce();
-    }
 }
 
 #[test]

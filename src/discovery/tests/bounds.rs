@@ -136,7 +136,7 @@ fn many_announcements_leave_in_paced_batches_and_peers_check_each_binding_once()
             .unwrap();
     }
     polled(&mut f.e);
-    f.e.schedule_announce();
+    f.e.input(Input::DiscoveryUp(Families::V4), f.t0);
     f.e.input(Input::Timers, f.t0);
     let announced = |e: &mut Engine<FakeDaemon>, t: Instant| {
         e.input(Input::Timers, t);

@@ -275,7 +275,7 @@ fn every_name_of_a_host_with_many_is_asked_of_it() {
             .unwrap();
     }
     polled(&mut a.e);
-    a.e.schedule_announce();
+    a.e.input(Input::DiscoveryUp(Families::V4), a.t0);
     a.e.input(Input::Timers, a.t0);
     a.e.input(Input::Timers, a.t0 + Duration::from_millis(50));
     let announced: Vec<Vec<u8>> = without_start_queries(&polled(&mut a.e))

@@ -447,7 +447,7 @@ fn names_are_asked_of_the_groups_and_this_host_announces_itself() {
     assert_eq!(bound_gid(&f.e, &peer_ip()), None, "only the name was asked");
 
     // Counted from the next timer, which is due at once.
-    f.e.schedule_announce();
+    f.e.input(Input::DiscoveryUp(Families::V4), f.t0);
     assert!(polled(&mut f.e).deadline.is_some());
     f.e.input(Input::Timers, f.t0);
     assert!(polled(&mut f.e).deadline.unwrap() <= f.t0 + Duration::from_millis(50));

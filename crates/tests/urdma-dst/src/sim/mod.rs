@@ -5,17 +5,18 @@
 
 use crate::net::{Conditions, Queue, Rng};
 pub mod adversary;
+mod checker;
 mod clock;
 mod derive;
 mod gone;
+pub(crate) mod impostor;
 mod stack;
 mod traffic;
 mod tuning;
 mod worker;
 
-use crate::check::Checker;
-use crate::hostile::Impostor;
 use acm_prov_sys::{ACM_ADDRESS_IP, ACM_ADDRESS_IP6, ACM_ADDRESS_NAME, ACM_EP_FLAG_DEST};
+use checker::Checker;
 use clock::Clock;
 use gone::Gone;
 use ibacm_urdma::addr::{Address, Gid};
@@ -27,6 +28,7 @@ use ibacm_urdma::engine::{Engine, Input};
 use ibacm_urdma::handle::AddressId;
 use ibacm_urdma::request::msg::{addr_entry, request};
 use ibacm_urdma::runtime::schedule::Schedule;
+use impostor::Impostor;
 pub use stack::{Authenticated, Stack};
 use std::collections::HashMap;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
