@@ -333,20 +333,7 @@ mod tests {
                 1 => f.set_lookup_deadline(&k, at),
                 2 if f.has_lookup(&k) => {
                     let txid = f.probes_mut().new_txid();
-                    let probe = Probe {
-                        target: k.clone(),
-                        key: k,
-                        to: None,
-                        purpose: Purpose::Lookup,
-                        tries: 0,
-                        first_sent_at: None,
-                        sent_at: None,
-                        retry_txids: Vec::new(),
-                        endpoint: ep,
-                        answered: false,
-                        asked_again: false,
-                        claimed: false,
-                    };
+                    let probe = Probe::unsent(k.clone(), k, None, Purpose::Lookup, ep);
                     f.add_probe(txid, probe, at);
                     txids.push(txid);
                 }

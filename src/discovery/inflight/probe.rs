@@ -64,3 +64,30 @@ pub struct Probe {
     /// query. Its silence leaves the name undecided (`lookup/decide.rs`).
     pub claimed: bool,
 }
+
+impl Probe {
+    /// A query for `target`, on behalf of `key`'s lookup, about to be sent
+    /// the first time, to `to` (`None`: the groups) with `ep`'s record.
+    pub fn unsent(
+        key: Address,
+        target: Address,
+        to: Option<SocketAddr>,
+        purpose: Purpose,
+        endpoint: EndpointId,
+    ) -> Probe {
+        Probe {
+            target,
+            key,
+            to,
+            purpose,
+            tries: 0,
+            first_sent_at: None,
+            sent_at: None,
+            retry_txids: Vec::new(),
+            endpoint,
+            answered: false,
+            asked_again: false,
+            claimed: false,
+        }
+    }
+}

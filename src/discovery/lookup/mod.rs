@@ -292,20 +292,7 @@ impl Lookups {
         now: Instant,
     ) -> Option<NonZeroU64> {
         let txid = self.inflight.probes_mut().new_txid();
-        let probe = Probe {
-            key: key.clone(),
-            target,
-            to,
-            purpose,
-            tries: 0,
-            first_sent_at: None,
-            sent_at: None,
-            retry_txids: Vec::new(),
-            endpoint: ep,
-            answered: false,
-            asked_again: false,
-            claimed: false,
-        };
+        let probe = Probe::unsent(key.clone(), target, to, purpose, ep);
         self.inflight.add_probe(txid, probe, now);
         if self.transmit(cx, txid, Try::Next, now) {
             Some(txid)
