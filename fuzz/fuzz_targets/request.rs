@@ -8,7 +8,7 @@ use ibacm_urdma::addr::Address;
 use ibacm_urdma::config::hosts::Hosts;
 use ibacm_urdma::config::Config;
 use ibacm_urdma::daemon::NullDaemon;
-use ibacm_urdma::engine::Engine;
+use ibacm_urdma::engine::{Engine, Input};
 use ibacm_urdma::handle::AddressId;
 use ibacm_urdma::local::PortInfo;
 use ibacm_urdma::request::msg::MsgBuf;
@@ -24,7 +24,7 @@ fn engine() -> &'static Mutex<(Engine<NullDaemon>, AddressId)> {
         );
         let mut e = Engine::new(NullDaemon, Config::default(), hosts);
         // Hits then take the way the daemon's thread takes them.
-        e.set_timers_run(true, std::time::Instant::now());
+        e.input(Input::TimersRun, std::time::Instant::now());
         let dev = e.open_device(1);
         let info = PortInfo::infiniband(1, "fe80::1".parse().unwrap());
         let port = e.open_port(dev, info).unwrap();

@@ -15,7 +15,7 @@ use ibacm_urdma::discovery::seal::{Keyring, WallClock};
 use ibacm_urdma::discovery::wire::{Message, QUERY_LEN};
 use ibacm_urdma::discovery::{Datagram, Families};
 use ibacm_urdma::engine::reconfigure::Change;
-use ibacm_urdma::engine::Engine;
+use ibacm_urdma::engine::{Engine, Input};
 use ibacm_urdma::local::PortInfo;
 use libfuzzer_sys::fuzz_target;
 use std::net::SocketAddr;
@@ -50,7 +50,7 @@ fn engine(authenticated: bool) -> &'static Mutex<Engine<NullDaemon>> {
         e.add_address(ep, Address::Ip4([10, 0, 0, 1].into()))
             .unwrap();
         e.add_address(ep, Address::name("node1").unwrap()).unwrap();
-        e.set_discovery_up(Families::V4, Instant::now());
+        e.input(Input::DiscoveryUp(Families::V4), Instant::now());
         e.poll();
         Mutex::new(e)
     })
@@ -79,7 +79,7 @@ fn deliver(engine: &Mutex<Engine<NullDaemon>>, data: &[u8]) {
         data,
         Instant::now(),
     );
-    e.on_unreachable(from, data, Instant::now());
+    e.input(Input::Unreachable(from, data), Instant::now());
     let fx = e.poll().unwrap_or_default();
     assert!(fx.replies.is_empty(), "no client is waiting");
     assert!(fx.work.datagrams.len() <= 1, "one answer at most");

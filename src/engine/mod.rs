@@ -10,7 +10,7 @@
 //!
 //! One contract, for the runtime and the simulation alike: inputs come in
 //! as calls, each with the time when it has one: the daemon's requests
-//! (handled by the request path, [`resolve`]), its port and address
+//! (handled by the request path, `resolve.rs`), its port and address
 //! changes (opens, and one [`Topology`] for the rest), and the worker's
 //! datagrams and other [`Input`]s (timers, the resolver's and the
 //! neighbour table's answers); the engine routes each to the parts it

@@ -60,7 +60,7 @@ pub struct Lookup {
     pub stage: Stage,
     /// When the stage gives up: for discovery, `urdma_timeout ×
     /// (urdma_retries + 1)` after it began, however many hosts answered.
-    /// Set through [`InFlight::set_lookup_deadline`], which indexes it.
+    /// Set through [`super::InFlight::set_lookup_deadline`], which indexes it.
     pub(super) deadline: Instant,
     /// The endpoint whose record the queries carry.
     pub endpoint: EndpointId,
@@ -73,7 +73,7 @@ pub struct Lookup {
     /// What its current stage is doing.
     pub doing: Doing,
     /// The probes working for this lookup: its own query, then the hosts
-    /// asked to confirm a claim. Kept by [`InFlight`] alone.
+    /// asked to confirm a claim. Kept by [`super::InFlight`] alone.
     pub(super) probes: Vec<NonZeroU64>,
     /// Name lookups: the hosts that confirmed a claim, and what they said.
     pub confirmed: Vec<(SocketAddr, Learned)>,

@@ -136,7 +136,7 @@ impl Lookups {
 
     /// Starts a lookup for `key` on behalf of endpoint `ep` (whose record
     /// the queries carry), unless one is in flight. The caller
-    /// ([`Discovery::resolve`]) has made sure of [`Lookups::room`];
+    /// ([`crate::discovery::Discovery::resolve`]) has made sure of [`Lookups::room`];
     /// the lookup ends with an [`Outcome`], maybe at once.
     pub(super) fn start(&mut self, cx: &mut Cx<'_>, ep: EndpointId, key: Address, now: Instant) {
         if self.inflight.has_lookup(&key) {

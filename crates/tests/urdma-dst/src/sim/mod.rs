@@ -142,7 +142,7 @@ pub(crate) struct Pending {
 }
 
 /// The segment: its hosts, the network between them and virtual time,
-/// with what checks every answer ([`Checker`]) and what attacks it.
+/// with what checks every answer (its `Checker`) and what attacks it.
 pub struct Sim {
     pub now: u64,
     /// Every draw of the run, in one sequence: a seed replays it.
