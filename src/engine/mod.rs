@@ -145,15 +145,9 @@ impl<D: Daemon> Engine<D> {
         // Outcomes follow inputs, and every input sets the clock.
         debug_assert!(out.outcomes.is_empty() || clock.is_some());
         if let Some(now) = clock {
-            let s = Sources {
-                local: &self.local,
-                hosts: &self.hosts,
-                cfg: &self.cfg,
-                daemon: &self.daemon,
-                discovery: &mut self.discovery,
-            };
+            let (requests, s) = self.request_path();
             for outcome in out.outcomes {
-                self.requests.apply(outcome, now, &s);
+                requests.apply(outcome, now, &s);
             }
         }
         let due = self.discovery.deadlines(clock);
@@ -213,27 +207,27 @@ impl<D: Daemon> Engine<D> {
         };
         let now = now();
         self.pending.input(now);
-        let mut s = Sources {
-            local: &self.local,
-            hosts: &self.hosts,
-            cfg: &self.cfg,
-            daemon: &self.daemon,
-            discovery: &mut self.discovery,
-        };
+        let (r, mut s) = self.request_path();
         r.resolve_miss(source, msg, id, now, &mut s)
     }
 
     /// Handles a `query` (`ib_acme -v`): there is no SA to ask, so the
     /// record is checked against what this provider would build.
     pub fn query_at(&mut self, addr: AddressId, req: &MsgBuf, now: Instant) -> Response {
-        let mut s = Sources {
+        let (r, mut s) = self.request_path();
+        r.query(addr, req, now, &mut s)
+    }
+
+    /// The request path, and what it answers from besides its own state.
+    fn request_path(&mut self) -> (&mut Requests, Sources<'_, D>) {
+        let s = Sources {
             local: &self.local,
             hosts: &self.hosts,
             cfg: &self.cfg,
             daemon: &self.daemon,
             discovery: &mut self.discovery,
         };
-        self.requests.query(addr, req, now, &mut s)
+        (&mut self.requests, s)
     }
 
     pub fn open_device(&mut self, guid: u64) -> DeviceId {
