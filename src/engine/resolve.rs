@@ -128,13 +128,18 @@ impl Requests {
         // from the entry straight into the reply (a success: nothing for
         // count_status to count). Nothing of this parse outlives the hit: the
         // rest parses again rather than have every hit keep the whole
-        // request on its stack.
-        if let Ok(ResolveRequest {
-            target: Target::Address(a),
-            echo_source,
-            ..
-        }) = ResolveRequest::parse(msg)
-        {
+        // request on its stack. The match keeps only the two fields a hit
+        // uses: with `if let` on the whole `Result`, its drop made the
+        // compiler spill the request to the stack (some 15 instructions a hit).
+        let cached = match ResolveRequest::parse(msg) {
+            Ok(ResolveRequest {
+                target: Target::Address(a),
+                echo_source,
+                ..
+            }) => Some((a, echo_source)),
+            _ => None,
+        };
+        if let Some((a, echo_source)) = cached {
             if let Some(e) = self.cache.hit_entry(ep, a, now) {
                 msg.make_resolve_success(&e.wire, echo_source);
                 self.counters.tally_hit(slot, daemon);
