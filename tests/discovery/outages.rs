@@ -3,7 +3,10 @@
 //! answers its pending requests and is withdrawn from its peers.
 
 use std::time::{Duration, Instant};
-use urdma_harness::nodes::{add_silent_neighbour, resolve_fails, resolve_node, timed, Node, WAIT};
+use urdma_harness::nodes::{
+    add_silent_neighbour, resolve_fails, resolve_node, resolves_by_address_and_name, timed, Node,
+    WAIT,
+};
 use urdma_harness::{Host, Net};
 
 // 3 ------------------------------------------------------------------------
@@ -146,13 +149,7 @@ fn a_port_going_down_answers_its_pending_requests() {
     if !a.wait_log_count("urdma: endpoint pkey 0xffff: address node-a", 2, WAIT) {
         panic!("port 1 did not come back\n{}", a.diagnostics());
     }
-    resolve_node(&a, Node::A, Node::B, &["-f", "i", "-d", "10.0.0.2"]);
-    resolve_node(
-        &a,
-        Node::A,
-        Node::B,
-        &["-f", "n", "-s", "node-a", "-d", "node-b"],
-    );
+    resolves_by_address_and_name(&a, Node::A, Node::B);
 }
 
 #[test]

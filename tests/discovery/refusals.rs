@@ -3,7 +3,9 @@
 
 use std::net::UdpSocket;
 use std::time::{Duration, Instant};
-use urdma_harness::nodes::{resolve_fails, resolve_node, Node, DISCOVERY_PORT, WAIT};
+use urdma_harness::nodes::{
+    resolve_fails, resolve_node, resolves_by_address_and_name, Node, DISCOVERY_PORT, WAIT,
+};
 use urdma_harness::{Host, KeyFile, Net};
 
 // 8 ------------------------------------------------------------------------
@@ -90,13 +92,7 @@ fn garbage_on_the_discovery_port_is_dropped_counted_and_never_answered() {
 
     // A is unharmed: it still resolves a peer and its own name.
     assert!(a.daemon_alive(), "{}", a.diagnostics());
-    resolve_node(&a, Node::A, Node::B, &["-f", "i", "-d", "10.0.0.2"]);
-    resolve_node(
-        &a,
-        Node::A,
-        Node::B,
-        &["-f", "n", "-s", "node-a", "-d", "node-b"],
-    );
+    resolves_by_address_and_name(&a, Node::A, Node::B);
 }
 
 // 11 -----------------------------------------------------------------------

@@ -168,30 +168,18 @@ pub fn resolve_node(host: &Host, from: Node, to: Node, args: &[&str]) -> String 
 }
 
 /// `from`'s host resolves `to` by IPv4 address (the daemon picking the
-/// source), by name and by IPv6 address.
+/// source) and by name.
+pub fn resolves_by_address_and_name(host: &Host, from: Node, to: Node) {
+    resolve_node(host, from, to, &["-f", "i", "-d", &to.ip4()]);
+    let (src, dst) = (from.name(), to.name());
+    resolve_node(host, from, to, &["-f", "n", "-s", &src, "-d", &dst]);
+}
+
+/// [`resolves_by_address_and_name`], then by IPv6 address.
 pub fn resolves_by_every_kind(host: &Host, from: Node, to: Node) {
-    for args in [
-        vec!["-f".to_string(), "i".into(), "-d".into(), to.ip4()],
-        vec![
-            "-f".into(),
-            "n".into(),
-            "-s".into(),
-            from.name(),
-            "-d".into(),
-            to.name(),
-        ],
-        vec![
-            "-f".into(),
-            "i".into(),
-            "-s".into(),
-            from.ip6(),
-            "-d".into(),
-            to.ip6(),
-        ],
-    ] {
-        let args: Vec<&str> = args.iter().map(String::as_str).collect();
-        resolve_node(host, from, to, &args);
-    }
+    resolves_by_address_and_name(host, from, to);
+    let (src, dst) = (from.ip6(), to.ip6());
+    resolve_node(host, from, to, &["-f", "i", "-s", &src, "-d", &dst]);
 }
 
 /// Makes `ip` a neighbour of `host`'s `eth0` that exists (a permanent
