@@ -231,6 +231,8 @@ pub(crate) struct Footprint {
     pub neighbour_jobs: usize,
     pub outcomes: usize,
     pub announcer: announce::AnnouncerSizes,
+    /// GIDs the hints keep: holding names, or announced lately.
+    pub hint_endpoints: usize,
 }
 
 pub struct Discovery {
@@ -489,6 +491,7 @@ impl Discovery {
             neighbour_jobs: o.work.neighbour_jobs.len(),
             outcomes: o.outcomes.len(),
             announcer: self.presence.announcer_sizes(),
+            hint_endpoints: self.presence.hints().sizes().endpoints,
         }
     }
 

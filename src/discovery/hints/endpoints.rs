@@ -1,11 +1,30 @@
 //! The endpoints heard announcing names, each kept once for all its
 //! names: its GID, the addresses it announced from, how many names it
 //! holds here. A name's hint refers to its endpoint by slot.
+//!
+//! The same table says which GIDs announced themselves on a group lately,
+//! names kept or not (whom not to welcome again as a newcomer): one entry
+//! per GID of the segment serves both, since every host keeps one for
+//! every other (10^8 in a simulated segment of 10,000 hosts). A GID kept
+//! for its announcement alone (its names withdrawn, disputed, or refused
+//! by a full table) counts against a bound of its own; a flood of those
+//! makes room by dropping the oldest of them, never an endpoint that
+//! holds names.
 
 use super::Tick;
 use crate::addr::Gid;
 use crate::fastmap::Map;
+use std::collections::VecDeque;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+
+/// The slot of a GID that holds no name here.
+const NO_SLOT: u32 = u32::MAX;
+/// When a GID that never announced itself on a group did (it was heard in
+/// an announcement sent to this host alone, or as a name's new holder).
+const NEVER: Tick = Tick::MAX;
+/// Places the queue of GIDs kept without names may hold beyond twice
+/// them before it is rebuilt.
+const QUEUE_SLACK: usize = 64;
 
 /// The addresses an endpoint announced from: it announces from one
 /// address per family; the first of each is kept, and the first heard is
@@ -76,14 +95,29 @@ pub(super) struct Endpoint {
     pub(super) conflicted: bool,
 }
 
+/// What is kept of a GID: the slot of its endpoint while it holds names
+/// here, and when it last announced itself on a group.
+#[derive(Clone, Copy, Debug)]
+struct Known {
+    slot: u32,
+    announced: Tick,
+}
+
 /// The endpoints, by slot; a slot is reused once its endpoint holds no
 /// name.
-#[derive(Default)]
 pub(super) struct Endpoints {
     all: Vec<Endpoint>,
     /// Slots of `all` free for reuse.
     free: Vec<u32>,
-    by_gid: Map<Gid, u32>,
+    by_gid: Map<Gid, Known>,
+    /// The GIDs kept without names, oldest announcement first when
+    /// queued; one announced again since, or holding names again, is
+    /// moved back or dropped when it reaches the front.
+    unnamed: VecDeque<(Tick, Gid)>,
+    /// How many GIDs are kept without names: at most `cap`.
+    unnamed_len: usize,
+    cap: usize,
+    lifetime: Option<Tick>,
 }
 
 impl std::ops::Index<u32> for Endpoints {
@@ -100,13 +134,28 @@ impl std::ops::IndexMut<u32> for Endpoints {
 }
 
 impl Endpoints {
+    /// At most `cap` GIDs kept without names, each a `lifetime` after it
+    /// last announced itself.
+    pub(super) fn new(cap: usize, lifetime: Option<Tick>) -> Endpoints {
+        Endpoints {
+            all: Vec::new(),
+            free: Vec::new(),
+            by_gid: Map::default(),
+            unnamed: VecDeque::new(),
+            unnamed_len: 0,
+            cap: cap.max(1),
+            lifetime,
+        }
+    }
+
     /// The slot of endpoint `gid`, made if new, heard at `t` from `from`,
     /// and whether that made it conflicted (heard from a second address of
     /// one family).
     pub(super) fn heard(&mut self, gid: Gid, from: IpAddr, t: Tick) -> (u32, bool) {
-        let e = match self.by_gid.get(&gid) {
-            Some(&e) => e,
-            None => {
+        let known = self.by_gid.get(&gid).copied();
+        let e = match known {
+            Some(k) if k.slot != NO_SLOT => k.slot,
+            _ => {
                 let ep = Endpoint {
                     gid,
                     at: Sources::default(),
@@ -125,7 +174,11 @@ impl Endpoints {
                         (self.all.len() - 1) as u32
                     }
                 };
-                self.by_gid.insert(gid, e);
+                if known.is_some() {
+                    self.unnamed_len -= 1;
+                }
+                let announced = known.map_or(NEVER, |k| k.announced);
+                self.by_gid.insert(gid, Known { slot: e, announced });
                 e
             }
         };
@@ -151,14 +204,129 @@ impl Endpoints {
         ep.names -= 1;
         if ep.names == 0 {
             let gid = ep.gid;
-            self.by_gid.remove(&gid);
             self.free.push(e);
+            match self.by_gid.get_mut(&gid) {
+                Some(k) if k.announced != NEVER => {
+                    // Still no newcomer for as long as its announcement.
+                    k.slot = NO_SLOT;
+                    let announced = k.announced;
+                    self.queue_unnamed(announced, gid);
+                }
+                _ => {
+                    self.by_gid.remove(&gid);
+                }
+            }
         }
+    }
+
+    /// Endpoint `gid` announced itself on a group at `t`; true if it had
+    /// not within a lifetime (never, or it expired): a newcomer.
+    pub(super) fn announced(&mut self, gid: Gid, t: Tick) -> bool {
+        let lifetime = self.lifetime;
+        match self.by_gid.get_mut(&gid) {
+            Some(k) => {
+                let new = k.announced == NEVER || !alive(lifetime, k.announced, t);
+                // A GID kept without names keeps its place in the queue
+                // until it reaches the front, then moves back.
+                k.announced = t;
+                new
+            }
+            None => {
+                let k = Known {
+                    slot: NO_SLOT,
+                    announced: t,
+                };
+                self.by_gid.insert(gid, k);
+                self.queue_unnamed(t, gid);
+                true
+            }
+        }
+    }
+
+    /// Keeps `gid`, now without names, announced at `announced`, within
+    /// the bound: the oldest of those kept so make room.
+    fn queue_unnamed(&mut self, announced: Tick, gid: Gid) {
+        self.unnamed_len += 1;
+        if self.unnamed.len() >= 2 * self.unnamed_len + QUEUE_SLACK {
+            self.rebuild_queue();
+        }
+        self.unnamed.push_back((announced, gid));
+        while self.unnamed_len > self.cap && self.pop_unnamed(|_| true) {}
+    }
+
+    /// Takes the front of the queue of GIDs kept without names: drops it
+    /// if it holds names again or is gone, moves it back if it announced
+    /// since it was queued, and otherwise removes it if `goes` says so
+    /// of when it announced. False once nothing was removed or moved
+    /// (the queue is empty, or `goes` said no).
+    fn pop_unnamed(&mut self, goes: impl Fn(Tick) -> bool) -> bool {
+        let Some(&(queued, gid)) = self.unnamed.front() else {
+            return false;
+        };
+        match self.by_gid.get(&gid).copied() {
+            Some(k) if k.slot == NO_SLOT && k.announced > queued => {
+                self.unnamed.pop_front();
+                self.unnamed.push_back((k.announced, gid));
+            }
+            Some(k) if k.slot == NO_SLOT => {
+                if !goes(k.announced) {
+                    return false;
+                }
+                self.unnamed.pop_front();
+                self.by_gid.remove(&gid);
+                self.unnamed_len -= 1;
+            }
+            _ => {
+                self.unnamed.pop_front();
+            }
+        }
+        true
+    }
+
+    /// The queue again from the GIDs kept without names, oldest
+    /// announcement first: what holds names again or is gone leaves it.
+    fn rebuild_queue(&mut self) {
+        let mut kept: Vec<(Tick, Gid)> = self
+            .by_gid
+            .iter()
+            .filter(|(_, k)| k.slot == NO_SLOT)
+            .map(|(g, k)| (k.announced, *g))
+            .collect();
+        kept.sort_unstable();
+        self.unnamed = kept.into();
+    }
+
+    /// Forgets the GIDs kept without names whose announcement is a
+    /// lifetime old at `t`.
+    pub(super) fn sweep(&mut self, t: Tick) {
+        let lifetime = self.lifetime;
+        if lifetime.is_none() {
+            return;
+        }
+        while self
+            .unnamed
+            .front()
+            .is_some_and(|&(queued, _)| !alive(lifetime, queued, t))
+            && self.pop_unnamed(|announced| !alive(lifetime, announced, t))
+        {}
+    }
+
+    /// The tick at which [`Endpoints::sweep`] may have something to
+    /// forget.
+    pub(super) fn sweep_due(&self) -> Option<Tick> {
+        let (queued, _) = self.unnamed.front()?;
+        Some(queued.saturating_add(self.lifetime?))
     }
 
     /// How many endpoints hold names here.
     pub(super) fn holders(&self) -> usize {
-        self.by_gid.len()
+        self.by_gid.len() - self.unnamed_len
+    }
+
+    /// GIDs kept (holding names, or announced lately), and places in the
+    /// queue of those without names.
+    pub(super) fn kept(&self) -> (usize, usize) {
+        (self.by_gid.len(), self.unnamed.len())
     }
 
     /// Slots, free ones too.
@@ -175,12 +343,25 @@ impl Endpoints {
     /// Whether endpoint `gid` holds names here.
     #[cfg(test)]
     pub(super) fn holds(&self, gid: Gid) -> bool {
-        self.by_gid.contains_key(&gid)
+        self.by_gid.get(&gid).is_some_and(|k| k.slot != NO_SLOT)
     }
 
+    /// Forgets every endpoint's names; the GIDs that announced themselves
+    /// stay known, so none is welcomed again as a newcomer.
     pub(super) fn clear(&mut self) {
         self.all.clear();
         self.free.clear();
-        self.by_gid.clear();
+        self.by_gid.retain(|_, k| {
+            k.slot = NO_SLOT;
+            k.announced != NEVER
+        });
+        self.unnamed_len = self.by_gid.len();
+        self.rebuild_queue();
+        while self.unnamed_len > self.cap && self.pop_unnamed(|_| true) {}
     }
+}
+
+/// Whether what happened at `at` is still kept at `now`.
+pub(super) fn alive(lifetime: Option<Tick>, at: Tick, now: Tick) -> bool {
+    lifetime.is_none_or(|l| now < at.saturating_add(l))
 }

@@ -26,7 +26,7 @@
 use crate::addr::{Address, Gid};
 mod endpoints;
 
-use crate::bounded::{earliest, Expiring};
+use crate::bounded::earliest;
 use crate::fastmap::{Map, Seeded};
 use endpoints::{Endpoint, Endpoints};
 use std::collections::VecDeque;
@@ -69,6 +69,10 @@ const DISPUTED: u32 = u32::MAX;
 pub struct HintSizes {
     pub names: usize,
     pub queue: usize,
+    /// GIDs kept: holding names, or announced lately.
+    pub endpoints: usize,
+    /// Places in the queue of the GIDs kept without names.
+    pub endpoint_queue: usize,
 }
 
 pub struct Hints {
@@ -77,13 +81,13 @@ pub struct Hints {
     /// last heard when queued: the sweep and a full table look at the
     /// front, and move a name heard again since to the back.
     order: VecDeque<(Tick, u64)>,
+    /// The endpoints heard announcing names, by slot, and the GIDs that
+    /// announced themselves lately, whether or not their names are kept
+    /// (the table full, or every one disputed), each for a lifetime after
+    /// it was last heard: one heard again is no newcomer to welcome, or
+    /// two hosts would welcome each other without end.
     endpoints: Endpoints,
     digest: Seeded,
-    /// The endpoints heard announcing names, whether or not their names
-    /// are kept (the table full, or every one disputed), each for a
-    /// lifetime after it was last heard: one heard again is no newcomer
-    /// to welcome, or two hosts would welcome each other without end.
-    gids: Expiring<Gid, ()>,
     cap: usize,
     lifetime: Option<Tick>,
     epoch: Option<Instant>,
@@ -93,15 +97,15 @@ pub struct Hints {
 
 impl Hints {
     pub fn new(cap: usize, lifetime: Option<Duration>) -> Hints {
+        let lifetime =
+            lifetime.map(|d| Tick::try_from(d.as_millis() / TICK_MS).unwrap_or(Tick::MAX));
         Hints {
             names: Map::default(),
             order: VecDeque::new(),
-            endpoints: Endpoints::default(),
+            endpoints: Endpoints::new(cap, lifetime),
             digest: Seeded::default(),
-            gids: Expiring::new(cap.max(1)),
             cap: cap.max(1),
-            lifetime: lifetime
-                .map(|d| Tick::try_from(d.as_millis() / TICK_MS).unwrap_or(Tick::MAX)),
+            lifetime,
             epoch: None,
             refused: 0,
         }
@@ -119,7 +123,7 @@ impl Hints {
 
     /// Whether what was last heard at `heard` is still kept at `now`.
     fn live(&self, heard: Tick, now: Tick) -> bool {
-        self.lifetime.is_none_or(|l| now < heard.saturating_add(l))
+        endpoints::alive(self.lifetime, heard, now)
     }
 
     /// The hint of `name` if it is still kept; an expired one goes.
@@ -136,10 +140,8 @@ impl Hints {
     /// Endpoint `gid` announced names on a group; true if it was not heard
     /// doing so within a lifetime (never, or it expired): a newcomer.
     pub fn endpoint_heard(&mut self, gid: Gid, now: Instant) -> bool {
-        let new = self.gids.get_live(&gid, now).is_none();
-        let until = self.lifetime.map(|l| now + ticks(l));
-        self.gids.insert(gid, (), until);
-        new
+        let t = self.tick(now);
+        self.endpoints.announced(gid, t)
     }
 
     /// How many endpoints were heard announcing names: the size of the
@@ -414,9 +416,12 @@ impl Hints {
     /// Names kept, and places in the queue of their order (fewer than
     /// twice the names and [`ORDER_SLACK`], and one).
     pub fn sizes(&self) -> HintSizes {
+        let (endpoints, endpoint_queue) = self.endpoints.kept();
         HintSizes {
             names: self.names.len(),
             queue: self.order.len(),
+            endpoints,
+            endpoint_queue,
         }
     }
 
@@ -428,11 +433,11 @@ impl Hints {
     /// Forgets the names not heard for a lifetime, oldest first: the front
     /// of the order, a name heard again since moved to the back.
     pub fn sweep(&mut self, now: Instant) {
-        self.gids.sweep(now, |_, _| {});
         let Some(life) = self.lifetime else {
             return;
         };
         let t = self.tick(now);
+        self.endpoints.sweep(t);
         while let Some(&(queued, key)) = self.order.front() {
             if t < queued.saturating_add(life) {
                 break;
@@ -448,13 +453,13 @@ impl Hints {
 
     /// When [`Hints::sweep`] may have something to remove.
     pub fn sweep_due(&self) -> Option<Instant> {
-        earliest(self.gids.sweep_due(), self.names_due())
+        let at = |tick: Option<Tick>| Some(self.epoch? + ticks(tick?));
+        earliest(at(self.endpoints.sweep_due()), at(self.names_due()))
     }
 
-    fn names_due(&self) -> Option<Instant> {
-        let (life, epoch) = (self.lifetime?, self.epoch?);
+    fn names_due(&self) -> Option<Tick> {
         let (queued, _) = self.order.front()?;
-        Some(epoch + ticks(queued.saturating_add(life)))
+        Some(queued.saturating_add(self.lifetime?))
     }
 }
 

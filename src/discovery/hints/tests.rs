@@ -125,17 +125,25 @@ fn names_announced_and_withdrawn_over_and_over_cost_no_memory() {
     for i in 0..100_000u32 {
         let at = t + Duration::from_millis(u64::from(i));
         let n = name(&format!("n{}", i % 15));
+        h.endpoint_heard(A, at);
         h.heard(&n, A, ip("10.0.0.66"), at);
         h.withdrawn(&n, A);
     }
     let HintSizes {
         names,
         queue: queued,
+        endpoints,
+        endpoint_queue,
     } = h.sizes();
     assert_eq!(names, 0);
     assert!(
         queued <= ORDER_SLACK + 1,
         "{queued} places queued for no name"
+    );
+    assert_eq!(endpoints, 1, "A announced itself: no newcomer");
+    assert!(
+        endpoint_queue <= 2 + 64 + 1,
+        "{endpoint_queue} places queued for one GID"
     );
     // Names kept keep their places.
     h.heard(&name("kept"), B, ip("10.0.0.2"), t);
@@ -229,4 +237,79 @@ fn a_new_gid_from_an_address_that_shared_a_gid_is_not_the_same_host() {
     h.heard(&name("node-b"), forger, ip("10.0.0.66"), t + SETTLE);
     assert_eq!(h.whom(&name("node-b"), t + SETTLE * 3), None);
     assert!(h.disputed(&name("node-b"), t + SETTLE * 3));
+}
+
+#[test]
+fn a_flood_of_gids_announcing_pushes_out_none_that_holds_names() {
+    // A forger announcing itself under ever new GIDs fills the GIDs kept
+    // without names, never more than their bound, and drops none of the
+    // endpoints whose names are kept: those stay no newcomers, or every
+    // flood would have the segment's hosts welcomed again.
+    let t = Instant::now();
+    let mut h = Hints::new(4, Some(Duration::from_secs(60)));
+    for (gid, n, at) in [(A, "x", "10.0.0.1"), (B, "y", "10.0.0.2")] {
+        assert!(h.endpoint_heard(gid, t), "new");
+        h.heard(&name(n), gid, ip(at), t);
+    }
+    let forged = |i: u32| {
+        let mut g = [0u8; 16];
+        g[..2].copy_from_slice(&[0xfe, 0x80]);
+        g[8] = 0x66;
+        g[12..].copy_from_slice(&i.to_be_bytes());
+        Gid(g)
+    };
+    for i in 0..10_000u32 {
+        let at = t + Duration::from_millis(u64::from(i));
+        assert!(h.endpoint_heard(forged(i), at), "forged GID {i} is new");
+    }
+    let later = t + Duration::from_secs(10);
+    let s = h.sizes();
+    assert_eq!(s.endpoints, 2 + 4, "two holders, four forged GIDs");
+    assert!(s.endpoint_queue <= 2 * 4 + 64, "{s:?}");
+    assert!(!h.endpoint_heard(A, later) && !h.endpoint_heard(B, later));
+    assert!(!h.endpoint_heard(forged(9_999), later), "the newest kept");
+    assert!(h.endpoint_heard(forged(0), later), "the oldest made room");
+}
+
+#[test]
+fn forgetting_every_name_keeps_who_announced() {
+    // After `urdma-acm forget --all` no host of the segment is a newcomer
+    // to welcome again.
+    let t = Instant::now();
+    let mut h = Hints::new(16, Some(Duration::from_secs(60)));
+    for (gid, n, at) in [(A, "x", "10.0.0.1"), (B, "y", "10.0.0.2")] {
+        h.endpoint_heard(gid, t);
+        h.heard(&name(n), gid, ip(at), t);
+    }
+    assert_eq!(h.clear(), 2);
+    assert_eq!((h.endpoints_heard(), h.sizes().endpoints), (0, 2));
+    assert!(!h.endpoint_heard(A, t + SETTLE) && !h.endpoint_heard(B, t + SETTLE));
+    assert_eq!(h.whom(&name("x"), t + SETTLE), None, "its names forgotten");
+}
+
+#[test]
+fn an_endpoint_whose_names_went_is_no_newcomer_until_its_announcement_expires() {
+    let t = Instant::now();
+    let minute = Duration::from_secs(60);
+    let mut h = Hints::new(16, Some(minute));
+    assert!(h.endpoint_heard(A, t));
+    h.heard(&name("x"), A, ip("10.0.0.1"), t);
+    h.withdrawn(&name("x"), A);
+    assert_eq!((h.endpoints_heard(), h.sizes().endpoints), (0, 1));
+    let half = t + minute / 2;
+    assert!(
+        !h.endpoint_heard(A, half),
+        "announced a lifetime ago or less"
+    );
+    assert_eq!(
+        h.sweep_due(),
+        Some(t + minute),
+        "queued when its names went"
+    );
+    h.sweep(t + minute);
+    assert_eq!(h.sizes().endpoints, 1, "announced again since: kept");
+    assert_eq!(h.sweep_due(), Some(half + minute));
+    h.sweep(half + minute);
+    assert_eq!(h.sizes().endpoints, 0, "forgotten a lifetime after");
+    assert!(h.endpoint_heard(A, half + minute), "a newcomer again");
 }

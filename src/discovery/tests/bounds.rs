@@ -26,6 +26,7 @@ fn footprint(e: &Engine<FakeDaemon>) -> Vec<usize> {
     // The hints' queue is bounded, not constant: it is compacted when it
     // holds twice the names (`Hints::compact`).
     sizes.push(t.hints);
+    sizes.push(held.hint_endpoints);
     sizes.extend([
         held.datagrams,
         held.resolver_jobs,
