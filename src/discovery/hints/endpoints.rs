@@ -11,7 +11,7 @@
 //! makes room by dropping the oldest of them, never an endpoint that
 //! holds names.
 
-use super::Tick;
+use super::{alive, Tick};
 use crate::addr::Gid;
 use crate::fastmap::Map;
 use std::collections::VecDeque;
@@ -114,8 +114,7 @@ pub(super) struct Endpoints {
     /// queued; one announced again since, or holding names again, is
     /// moved back or dropped when it reaches the front.
     unnamed: VecDeque<(Tick, Gid)>,
-    /// How many GIDs are kept without names: at most `cap`.
-    unnamed_len: usize,
+    /// The most GIDs kept without names.
     cap: usize,
     lifetime: Option<Tick>,
 }
@@ -142,7 +141,6 @@ impl Endpoints {
             free: Vec::new(),
             by_gid: Map::default(),
             unnamed: VecDeque::new(),
-            unnamed_len: 0,
             cap: cap.max(1),
             lifetime,
         }
@@ -174,9 +172,6 @@ impl Endpoints {
                         (self.all.len() - 1) as u32
                     }
                 };
-                if known.is_some() {
-                    self.unnamed_len -= 1;
-                }
                 let announced = known.map_or(NEVER, |k| k.announced);
                 self.by_gid.insert(gid, Known { slot: e, announced });
                 e
@@ -246,12 +241,22 @@ impl Endpoints {
     /// Keeps `gid`, now without names, announced at `announced`, within
     /// the bound: the oldest of those kept so make room.
     fn queue_unnamed(&mut self, announced: Tick, gid: Gid) {
-        self.unnamed_len += 1;
-        if self.unnamed.len() >= 2 * self.unnamed_len + QUEUE_SLACK {
+        if self.unnamed.len() >= 2 * self.unnamed_len() + QUEUE_SLACK {
             self.rebuild_queue();
         }
         self.unnamed.push_back((announced, gid));
-        while self.unnamed_len > self.cap && self.pop_unnamed(|_| true) {}
+        self.within_bound();
+    }
+
+    /// Drops the oldest GIDs kept without names until they are `cap`.
+    fn within_bound(&mut self) {
+        while self.unnamed_len() > self.cap && self.pop_unnamed(|_| true) {}
+    }
+
+    /// How many GIDs are kept without names: every GID kept but those
+    /// whose endpoint holds a slot.
+    fn unnamed_len(&self) -> usize {
+        self.by_gid.len() - self.holders()
     }
 
     /// Takes the front of the queue of GIDs kept without names: drops it
@@ -274,7 +279,6 @@ impl Endpoints {
                 }
                 self.unnamed.pop_front();
                 self.by_gid.remove(&gid);
-                self.unnamed_len -= 1;
             }
             _ => {
                 self.unnamed.pop_front();
@@ -318,15 +322,19 @@ impl Endpoints {
         Some(queued.saturating_add(self.lifetime?))
     }
 
-    /// How many endpoints hold names here.
+    /// How many endpoints hold names here: the slots in use.
     pub(super) fn holders(&self) -> usize {
-        self.by_gid.len() - self.unnamed_len
+        self.all.len() - self.free.len()
     }
 
-    /// GIDs kept (holding names, or announced lately), and places in the
-    /// queue of those without names.
-    pub(super) fn kept(&self) -> (usize, usize) {
-        (self.by_gid.len(), self.unnamed.len())
+    /// GIDs kept: holding names, or announced lately.
+    pub(super) fn gids_kept(&self) -> usize {
+        self.by_gid.len()
+    }
+
+    /// Places in the queue of the GIDs kept without names.
+    pub(super) fn queue_len(&self) -> usize {
+        self.unnamed.len()
     }
 
     /// Slots, free ones too.
@@ -355,13 +363,7 @@ impl Endpoints {
             k.slot = NO_SLOT;
             k.announced != NEVER
         });
-        self.unnamed_len = self.by_gid.len();
         self.rebuild_queue();
-        while self.unnamed_len > self.cap && self.pop_unnamed(|_| true) {}
+        self.within_bound();
     }
-}
-
-/// Whether what happened at `at` is still kept at `now`.
-pub(super) fn alive(lifetime: Option<Tick>, at: Tick, now: Tick) -> bool {
-    lifetime.is_none_or(|l| now < at.saturating_add(l))
 }

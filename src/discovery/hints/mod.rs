@@ -123,7 +123,7 @@ impl Hints {
 
     /// Whether what was last heard at `heard` is still kept at `now`.
     fn live(&self, heard: Tick, now: Tick) -> bool {
-        endpoints::alive(self.lifetime, heard, now)
+        alive(self.lifetime, heard, now)
     }
 
     /// The hint of `name` if it is still kept; an expired one goes.
@@ -416,12 +416,11 @@ impl Hints {
     /// Names kept, and places in the queue of their order (fewer than
     /// twice the names and [`ORDER_SLACK`], and one).
     pub fn sizes(&self) -> HintSizes {
-        let (endpoints, endpoint_queue) = self.endpoints.kept();
         HintSizes {
             names: self.names.len(),
             queue: self.order.len(),
-            endpoints,
-            endpoint_queue,
+            endpoints: self.endpoints.gids_kept(),
+            endpoint_queue: self.endpoints.queue_len(),
         }
     }
 
@@ -461,6 +460,12 @@ impl Hints {
         let (queued, _) = self.order.front()?;
         Some(queued.saturating_add(self.lifetime?))
     }
+}
+
+/// Whether what happened at `at` is still kept at `now`, `lifetime`
+/// after it (`None`: for ever).
+fn alive(lifetime: Option<Tick>, at: Tick, now: Tick) -> bool {
+    lifetime.is_none_or(|l| now < at.saturating_add(l))
 }
 
 /// How long `t` ticks last.
