@@ -679,3 +679,56 @@ fn without_a_key_a_host_back_is_welcomed_on_the_groups_only() {
     }
     assert!(welcomes >= 1, "welcomed on the groups");
 }
+
+#[test]
+fn a_flood_of_announcements_from_new_gids_makes_no_host_of_the_segment_a_newcomer_again() {
+    // A forger on the group announces a name under each of 100 new GIDs,
+    // more than the table keeps: the peer heard before stays known, so
+    // its next announcement is not answered as a newcomer's.
+    let mut f = fixture(Config {
+        max_learned: 8,
+        ..Config::default()
+    });
+    for ms in [0, 50, 1_000, 3_000] {
+        f.e.input(Input::Timers, f.t0 + Duration::from_millis(ms));
+    }
+    let t0 = f.t0;
+    heard_on_group(
+        &mut f,
+        peer_record(PEER),
+        peer(),
+        t0 + Duration::from_secs(5),
+    );
+    announced_between(&mut f, Duration::from_secs(5), Duration::from_secs(20));
+    for i in 0..100u32 {
+        let forged = holding(
+            &format!("fe80::66:{i:x}"),
+            [10, 0, 0, 66],
+            &format!("forged-{i}"),
+        );
+        let at = t0 + Duration::from_secs(20) + Duration::from_millis(u64::from(i));
+        heard_on_group(&mut f, forged, attacker(), at);
+    }
+    announced_between(&mut f, Duration::from_secs(20), Duration::from_secs(40));
+    heard_on_group(
+        &mut f,
+        peer_record(PEER),
+        peer(),
+        t0 + Duration::from_secs(40),
+    );
+    assert_eq!(
+        announced_between(&mut f, Duration::from_secs(40), Duration::from_secs(60)),
+        Vec::<Duration>::new(),
+        "the peer is no newcomer"
+    );
+    // The welcomes' pace allows one now: a forged GID whose name the
+    // full table refused, pushed out by those after it, is a newcomer
+    // again.
+    let pushed_out = holding("fe80::66:32", [10, 0, 0, 66], "forged-50");
+    heard_on_group(&mut f, pushed_out, attacker(), t0 + Duration::from_secs(60));
+    assert_eq!(
+        announced_between(&mut f, Duration::from_secs(60), Duration::from_secs(80)).len(),
+        1,
+        "a newcomer is answered"
+    );
+}
